@@ -1,0 +1,585 @@
+"""The computation graph: an immutable DAG of ops stored as arrays in topological order.
+
+A :class:`CompGraph` is what every other part of graphopt reads: the simulator, the baselines, the
+environments and the policies. Ops are indexed ``0..N-1`` in a topological order (every edge runs
+from a lower to a higher index), so "topological index" is simply the op's index.
+
+Per op (arrays of length ``N``):
+
+========================  ===============================================================
+``op_names``              unique name
+``op_types``              op type, e.g. ``"MatMul"``, ``"Conv2DBackpropFilter"``
+``flops``                 floating-point operations of the op (FLOPs)
+``bytes_accessed``        bytes the op's kernel reads plus writes (inputs, parameters, outputs)
+``output_bytes``          bytes of the op's output (the activation it produces)
+``param_bytes``           bytes of parameters attributed to (resident with) the op
+``measured``              optional: ``{device_kind: seconds per op}``, ``NaN`` where not measured
+``colocation``            colocation group name, ``""`` for none (a hint for placers)
+``layer``                 module path / layer the op belongs to, ``""`` if unknown
+========================  ===============================================================
+
+Per edge (arrays of length ``E``, sorted by ``(src, dst)``): ``edge_src``, ``edge_dst`` (op indices)
+and ``edge_bytes`` (bytes of the tensor carried from producer to consumer).
+
+All costs are SI units: seconds, bytes, FLOPs.
+
+File format (``graphopt-graph``, version 1), JSON, optionally gzip-compressed when the path ends
+in ``.gz``; columnar so that large graphs load quickly::
+
+    {
+      "format": "graphopt-graph", "version": 1,
+      "name": "gnmt-2", "metadata": {...},
+      "ops": {"name": [...], "type": [...], "flops": [...], "bytes": [...],
+              "output_bytes": [...], "param_bytes": [...], "layer": [...], "colocation": [...]},
+      "measured": {"V100": [seconds or null, ...]},
+      "edges": {"src": [op name, ...], "dst": [op name, ...], "bytes": [...]}
+    }
+
+``layer``, ``colocation``, ``measured`` and ``metadata`` may be omitted. Ops may be listed in any
+order (they are sorted topologically on load; files written by graphopt are already sorted).
+Floats are written with Python's shortest round-tripping repr, so save/load is lossless.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import heapq
+import json
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from graphopt.typing import FloatArray, IntArray
+
+FORMAT_NAME = "graphopt-graph"
+FORMAT_VERSION = 1
+
+
+@dataclass(frozen=True)
+class Op:
+    """One op, as given to :meth:`CompGraph.build` (a convenience for hand-made graphs)."""
+
+    name: str
+    type: str
+    flops: float = 0.0
+    bytes_accessed: float = 0.0
+    output_bytes: float = 0.0
+    param_bytes: float = 0.0
+    measured: Mapping[str, float] = field(default_factory=dict)
+    colocation: str = ""
+    layer: str = ""
+
+
+def _readonly(array: np.ndarray) -> np.ndarray:
+    array.setflags(write=False)
+    return array
+
+
+@dataclass(frozen=True, eq=False)
+class CompGraph:
+    """An immutable computation graph in topological order. Build it with :meth:`build` or
+    :meth:`from_arrays`; both validate and sort. See the module docstring for the fields."""
+
+    name: str
+    op_names: tuple[str, ...]
+    op_types: tuple[str, ...]
+    flops: FloatArray
+    bytes_accessed: FloatArray
+    output_bytes: FloatArray
+    param_bytes: FloatArray
+    edge_src: IntArray
+    edge_dst: IntArray
+    edge_bytes: FloatArray
+    measured: Mapping[str, FloatArray] = field(default_factory=dict)
+    colocation: tuple[str, ...] = ()
+    layer: tuple[str, ...] = ()
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+
+    # ------------------------------------------------------------------ construction
+    @classmethod
+    def build(
+        cls,
+        name: str,
+        ops: Sequence[Op],
+        edges: Iterable[tuple[str, str, float]],
+        metadata: Mapping[str, Any] | None = None,
+    ) -> CompGraph:
+        """Build a graph from :class:`Op` objects and ``(producer, consumer, bytes)`` edges.
+
+        Raises:
+            ValueError: duplicate op names, edges naming unknown ops, duplicate edges, a cycle,
+                or a negative / NaN / infinite cost.
+        """
+        kinds = sorted({kind for op in ops for kind in op.measured})
+        measured = {
+            kind: np.array([op.measured.get(kind, math.nan) for op in ops], dtype=np.float64)
+            for kind in kinds
+        }
+        edge_list = list(edges)
+        return cls.from_arrays(
+            name=name,
+            op_names=[op.name for op in ops],
+            op_types=[op.type for op in ops],
+            flops=[op.flops for op in ops],
+            bytes_accessed=[op.bytes_accessed for op in ops],
+            output_bytes=[op.output_bytes for op in ops],
+            param_bytes=[op.param_bytes for op in ops],
+            edge_src=[e[0] for e in edge_list],
+            edge_dst=[e[1] for e in edge_list],
+            edge_bytes=[e[2] for e in edge_list],
+            measured=measured,
+            colocation=[op.colocation for op in ops],
+            layer=[op.layer for op in ops],
+            metadata=metadata,
+        )
+
+    @classmethod
+    def from_arrays(
+        cls,
+        name: str,
+        op_names: Sequence[str],
+        op_types: Sequence[str],
+        flops: Any,
+        bytes_accessed: Any,
+        output_bytes: Any,
+        param_bytes: Any,
+        edge_src: Any,
+        edge_dst: Any,
+        edge_bytes: Any,
+        measured: Mapping[str, Any] | None = None,
+        colocation: Sequence[str] | None = None,
+        layer: Sequence[str] | None = None,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> CompGraph:
+        """Validate columns, sort ops topologically (stable: input order wins among ready ops)
+        and return the graph.
+
+        ``edge_src``/``edge_dst`` hold either op indices (ints, into the given op order) or op names.
+
+        Raises:
+            ValueError: see :meth:`build`.
+        """
+        names = [str(n) for n in op_names]
+        n = len(names)
+        index: dict[str, int] = {}
+        for i, op_name in enumerate(names):
+            if op_name in index:
+                raise ValueError(
+                    f"graph {name!r}: duplicate op name {op_name!r} (ops {index[op_name]} and {i}); "
+                    "op names must be unique"
+                )
+            index[op_name] = i
+        types = [str(t) for t in op_types]
+        columns = {
+            "flops": flops,
+            "bytes_accessed": bytes_accessed,
+            "output_bytes": output_bytes,
+            "param_bytes": param_bytes,
+        }
+        arrays = {key: _cost_column(name, key, value, n, names) for key, value in columns.items()}
+        if len(types) != n:
+            raise ValueError(f"graph {name!r}: {len(types)} op types for {n} ops")
+        meas = {
+            str(kind): _cost_column(name, f"measured[{kind}]", value, n, names, allow_nan=True)
+            for kind, value in (measured or {}).items()
+        }
+        coloc = [str(c) for c in colocation] if colocation is not None else [""] * n
+        lay = [str(c) for c in layer] if layer is not None else [""] * n
+        if len(coloc) != n or len(lay) != n:
+            raise ValueError(f"graph {name!r}: colocation/layer columns must have {n} entries")
+
+        src = _edge_endpoints(name, edge_src, index, names, "producer")
+        dst = _edge_endpoints(name, edge_dst, index, names, "consumer")
+        if len(src) != len(dst):
+            raise ValueError(f"graph {name!r}: {len(src)} edge producers but {len(dst)} consumers")
+        ebytes = _cost_column(name, "edge bytes", edge_bytes, len(src), None)
+
+        order = _topological_order(name, n, src, dst, names)
+        rank = np.empty(n, dtype=np.int64)
+        rank[order] = np.arange(n, dtype=np.int64)
+        new_src, new_dst = rank[src], rank[dst]
+        edge_order = np.lexsort((new_dst, new_src))
+        new_src, new_dst, ebytes = new_src[edge_order], new_dst[edge_order], ebytes[edge_order]
+        if len(new_src) > 1:
+            dup = np.flatnonzero((new_src[1:] == new_src[:-1]) & (new_dst[1:] == new_dst[:-1]))
+            if len(dup):
+                a, b = order[new_src[dup[0]]], order[new_dst[dup[0]]]
+                raise ValueError(
+                    f"graph {name!r}: duplicate edge {names[a]!r} -> {names[b]!r}; "
+                    "merge them into one edge carrying the summed bytes"
+                )
+        return cls(
+            name=str(name),
+            op_names=tuple(names[i] for i in order),
+            op_types=tuple(types[i] for i in order),
+            **{key: _readonly(value[order]) for key, value in arrays.items()},
+            edge_src=_readonly(new_src.astype(np.int64)),
+            edge_dst=_readonly(new_dst.astype(np.int64)),
+            edge_bytes=_readonly(ebytes),
+            measured={kind: _readonly(v[order]) for kind, v in sorted(meas.items())},
+            colocation=tuple(coloc[i] for i in order),
+            layer=tuple(lay[i] for i in order),
+            metadata=dict(metadata or {}),
+        )
+
+    # ------------------------------------------------------------------ basic views
+    @property
+    def num_ops(self) -> int:
+        return len(self.op_names)
+
+    @property
+    def num_edges(self) -> int:
+        return len(self.edge_src)
+
+    def __len__(self) -> int:
+        return self.num_ops
+
+    def __repr__(self) -> str:
+        return (
+            f"CompGraph(name={self.name!r}, ops={self.num_ops}, edges={self.num_edges}, "
+            f"gflops={self.flops.sum() / 1e9:.3g})"
+        )
+
+    @cached_property
+    def index(self) -> dict[str, int]:
+        """Op name -> topological index."""
+        return {name: i for i, name in enumerate(self.op_names)}
+
+    @cached_property
+    def successors_csr(self) -> tuple[IntArray, IntArray]:
+        """``(indptr, indices)``: the consumers of op ``i`` are ``indices[indptr[i]:indptr[i+1]]``
+        (ascending). The edge ids are the positions themselves, since edges are sorted by source."""
+        indptr = np.zeros(self.num_ops + 1, dtype=np.int64)
+        np.cumsum(np.bincount(self.edge_src, minlength=self.num_ops), out=indptr[1:])
+        return _readonly(indptr), self.edge_dst
+
+    @cached_property
+    def predecessors_csr(self) -> tuple[IntArray, IntArray, IntArray]:
+        """``(indptr, indices, edge_ids)``: producers of op ``i`` and the ids of those edges."""
+        perm = np.lexsort((self.edge_src, self.edge_dst))
+        indptr = np.zeros(self.num_ops + 1, dtype=np.int64)
+        np.cumsum(np.bincount(self.edge_dst, minlength=self.num_ops), out=indptr[1:])
+        return _readonly(indptr), _readonly(self.edge_src[perm]), _readonly(perm.astype(np.int64))
+
+    @cached_property
+    def fingerprint(self) -> str:
+        """A SHA-256 of the graph's content (names, types, costs, edges): equal graphs, equal hash."""
+        h = hashlib.sha256()
+        h.update(self.name.encode())
+        h.update("\0".join(self.op_names).encode())
+        h.update("\0".join(self.op_types).encode())
+        for arr in (self.flops, self.bytes_accessed, self.output_bytes, self.param_bytes):
+            h.update(arr.tobytes())
+        for kind, arr in self.measured.items():
+            h.update(kind.encode())
+            h.update(arr.tobytes())
+        for edge_column in (self.edge_src, self.edge_dst, self.edge_bytes):
+            h.update(edge_column.tobytes())
+        return h.hexdigest()
+
+    def summary(self) -> dict[str, Any]:
+        """Counts and totals for display: ops, edges, FLOPs, bytes, op-type histogram."""
+        types, counts = np.unique(np.array(self.op_types, dtype=object), return_counts=True)
+        return {
+            "name": self.name,
+            "ops": self.num_ops,
+            "edges": self.num_edges,
+            "total_flops": float(self.flops.sum()),
+            "total_bytes_accessed": float(self.bytes_accessed.sum()),
+            "total_param_bytes": float(self.param_bytes.sum()),
+            "total_edge_bytes": float(self.edge_bytes.sum()),
+            "measured_kinds": list(self.measured),
+            "op_types": {
+                str(t): int(c)
+                for t, c in sorted(zip(types, counts, strict=True), key=lambda x: -x[1])
+            },
+        }
+
+    # ------------------------------------------------------------------ file format
+    def to_json_dict(self) -> dict[str, Any]:
+        """The file-format dict (see the module docstring)."""
+        return {
+            "format": FORMAT_NAME,
+            "version": FORMAT_VERSION,
+            "name": self.name,
+            "metadata": dict(self.metadata),
+            "ops": {
+                "name": list(self.op_names),
+                "type": list(self.op_types),
+                "flops": self.flops.tolist(),
+                "bytes": self.bytes_accessed.tolist(),
+                "output_bytes": self.output_bytes.tolist(),
+                "param_bytes": self.param_bytes.tolist(),
+                "layer": list(self.layer),
+                "colocation": list(self.colocation),
+            },
+            "measured": {
+                kind: [None if math.isnan(v) else v for v in arr.tolist()]
+                for kind, arr in self.measured.items()
+            },
+            "edges": {
+                "src": [self.op_names[i] for i in self.edge_src.tolist()],
+                "dst": [self.op_names[i] for i in self.edge_dst.tolist()],
+                "bytes": self.edge_bytes.tolist(),
+            },
+        }
+
+    @classmethod
+    def from_json_dict(cls, data: Mapping[str, Any], source: str = "<dict>") -> CompGraph:
+        """Parse the file-format dict.
+
+        Raises:
+            ValueError: wrong format or version, missing keys, or any graph error of :meth:`build`.
+        """
+        if not isinstance(data, Mapping) or data.get("format") != FORMAT_NAME:
+            raise ValueError(
+                f'{source}: not a graphopt graph file (expected "format": "{FORMAT_NAME}")'
+            )
+        version = data.get("version")
+        if version != FORMAT_VERSION:
+            raise ValueError(
+                f"{source}: graph file version {version!r} is not supported; this graphopt reads "
+                f"version {FORMAT_VERSION} (re-export the graph with a matching graphopt)"
+            )
+        try:
+            ops, edges = data["ops"], data["edges"]
+            measured = {
+                kind: [math.nan if v is None else v for v in values]
+                for kind, values in data.get("measured", {}).items()
+            }
+            return cls.from_arrays(
+                name=data["name"],
+                op_names=ops["name"],
+                op_types=ops["type"],
+                flops=ops["flops"],
+                bytes_accessed=ops["bytes"],
+                output_bytes=ops["output_bytes"],
+                param_bytes=ops["param_bytes"],
+                edge_src=edges["src"],
+                edge_dst=edges["dst"],
+                edge_bytes=edges["bytes"],
+                measured=measured,
+                colocation=ops.get("colocation"),
+                layer=ops.get("layer"),
+                metadata=data.get("metadata", {}),
+            )
+        except KeyError as e:
+            raise ValueError(f"{source}: graph file is missing the key {e.args[0]!r}") from e
+        except (TypeError, AttributeError) as e:
+            raise ValueError(f"{source}: malformed graph file: {e}") from e
+
+    def save(self, path: str | Path) -> Path:
+        """Write the graph file (gzip when ``path`` ends in ``.gz``); returns the path."""
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        text = json.dumps(self.to_json_dict(), separators=(",", ":"))
+        tmp = path.with_name(path.name + ".tmp")
+        if path.suffix == ".gz":
+            with gzip.open(tmp, "wt", encoding="utf-8") as f:
+                f.write(text)
+        else:
+            tmp.write_text(text, encoding="utf-8")
+        tmp.replace(path)  # atomic: a crash never leaves a half-written graph file
+        return path
+
+    @classmethod
+    def load(cls, path: str | Path) -> CompGraph:
+        """Read a graph file written by :meth:`save` (or by hand, following the format).
+
+        Raises:
+            ValueError: unreadable JSON, wrong format or version, or an invalid graph.
+        """
+        path = Path(path)
+        if not path.exists():
+            raise ValueError(f"graph file {str(path)!r} does not exist")
+        try:
+            if path.suffix == ".gz":
+                with gzip.open(path, "rt", encoding="utf-8") as f:
+                    data = json.load(f)
+            else:
+                data = json.loads(path.read_text(encoding="utf-8"))
+        except (json.JSONDecodeError, UnicodeDecodeError, OSError, EOFError) as e:
+            raise ValueError(f"{path}: cannot read graph file: {e}") from e
+        return cls.from_json_dict(data, source=str(path))
+
+    # ------------------------------------------------------------------ networkx
+    def to_networkx(self) -> Any:
+        """A ``networkx.DiGraph``: node attributes are the op columns, edges carry ``bytes``.
+
+        A node's ``measured`` dict holds only the kinds measured for that op; the graph attribute
+        ``measured_kinds`` lists every kind, so that a kind measured for no op survives the trip."""
+        import networkx as nx
+
+        g = nx.DiGraph(
+            name=self.name, metadata=dict(self.metadata), measured_kinds=list(self.measured)
+        )
+        for i, op_name in enumerate(self.op_names):
+            g.add_node(
+                op_name,
+                type=self.op_types[i],
+                flops=float(self.flops[i]),
+                bytes=float(self.bytes_accessed[i]),
+                output_bytes=float(self.output_bytes[i]),
+                param_bytes=float(self.param_bytes[i]),
+                measured={k: float(v[i]) for k, v in self.measured.items() if not math.isnan(v[i])},
+                colocation=self.colocation[i],
+                layer=self.layer[i],
+            )
+        for s, d, b in zip(
+            self.edge_src.tolist(), self.edge_dst.tolist(), self.edge_bytes.tolist(), strict=True
+        ):
+            g.add_edge(self.op_names[s], self.op_names[d], bytes=b)
+        return g
+
+    @classmethod
+    def from_networkx(cls, g: Any, name: str | None = None) -> CompGraph:
+        """Inverse of :meth:`to_networkx`. Missing node attributes default to 0 / ``""``; the
+        ``type`` attribute defaults to ``"Op"``; missing edge ``bytes`` defaults to the producer's
+        ``output_bytes``. Kinds named in the graph attribute ``measured_kinds`` but measured for
+        no op become all-``NaN`` columns."""
+        ops = []
+        for node, attrs in g.nodes(data=True):
+            ops.append(
+                Op(
+                    name=str(node),
+                    type=str(attrs.get("type", "Op")),
+                    flops=attrs.get("flops", 0.0),
+                    bytes_accessed=attrs.get("bytes", 0.0),
+                    output_bytes=attrs.get("output_bytes", 0.0),
+                    param_bytes=attrs.get("param_bytes", 0.0),
+                    measured=dict(attrs.get("measured", {})),
+                    colocation=str(attrs.get("colocation", "")),
+                    layer=str(attrs.get("layer", "")),
+                )
+            )
+        out_bytes = {op.name: op.output_bytes for op in ops}
+        edges = [
+            (str(u), str(v), attrs.get("bytes", out_bytes[str(u)]))
+            for u, v, attrs in g.edges(data=True)
+        ]
+        graph_name = name if name is not None else str(g.graph.get("name") or "graph")
+        unmeasured = set(g.graph.get("measured_kinds", ())) - {k for op in ops for k in op.measured}
+        if unmeasured and ops:
+            # build() derives the kinds from the ops; one NaN entry on the first op keeps the column.
+            first = ops[0]
+            nan_kinds = dict.fromkeys(sorted(unmeasured), math.nan)
+            ops[0] = replace(first, measured={**first.measured, **nan_kinds})
+        return cls.build(graph_name, ops, edges, metadata=g.graph.get("metadata"))
+
+
+# ---------------------------------------------------------------------- validation helpers
+def _cost_column(
+    graph: str,
+    key: str,
+    values: Any,
+    n: int,
+    names: Sequence[str] | None,
+    allow_nan: bool = False,
+) -> FloatArray:
+    try:
+        arr = np.array(values, dtype=np.float64).reshape(-1)
+    except (TypeError, ValueError) as e:
+        raise ValueError(f"graph {graph!r}: column {key!r} is not numeric: {e}") from e
+    if len(arr) != n:
+        raise ValueError(f"graph {graph!r}: column {key!r} has {len(arr)} entries, expected {n}")
+    nan = np.isnan(arr)
+    bad = np.isinf(arr) | (arr < 0)
+    if not allow_nan:
+        bad |= nan
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        where = f"op {names[i]!r}" if names is not None else f"edge #{i}"
+        raise ValueError(
+            f"graph {graph!r}: {where} has {key} = {float(arr[i])!r}; costs must be finite and >= 0"
+            + (" (NaN marks 'not measured')" if allow_nan else "")
+        )
+    # Canonical bits, so that equal graphs hash equal (fingerprint) before and after a save/load:
+    # -0.0 becomes 0.0, and every NaN (0/0 gives a negative one on x86) the standard quiet NaN.
+    arr += 0.0
+    arr[nan] = np.nan
+    return arr
+
+
+def _edge_endpoints(
+    graph: str, values: Any, index: Mapping[str, int], names: Sequence[str], role: str
+) -> IntArray:
+    values = list(values)
+    n = len(names)
+    out = np.empty(len(values), dtype=np.int64)
+    for k, v in enumerate(values):
+        if isinstance(v, str):
+            i = index.get(v)
+            if i is None:
+                raise ValueError(
+                    f"graph {graph!r}: edge #{k} has unknown {role} op {v!r}; "
+                    "every edge endpoint must be the name of an op in the graph"
+                )
+        elif isinstance(v, (int, np.integer)) and not isinstance(v, bool):
+            i = int(v)
+            if not 0 <= i < n:
+                raise ValueError(
+                    f"graph {graph!r}: edge #{k} has {role} index {i}, outside [0, {n})"
+                )
+        else:
+            raise ValueError(
+                f"graph {graph!r}: edge #{k} {role} {v!r} is neither a name nor an index"
+            )
+        out[k] = i
+    return out
+
+
+def _topological_order(
+    graph: str, n: int, src: IntArray, dst: IntArray, names: Sequence[str]
+) -> IntArray:
+    """Kahn's algorithm, always taking the ready op with the smallest input index (so an input
+    already in topological order is kept as is). Raises ``ValueError`` naming a cycle."""
+    if len(src) == 0 or bool(np.all(src < dst)):
+        return np.arange(n, dtype=np.int64)
+    indeg = np.bincount(dst, minlength=n).astype(np.int64)
+    order_e = np.argsort(src, kind="stable")
+    indptr = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(np.bincount(src, minlength=n), out=indptr[1:])
+    succ = dst[order_e].tolist()
+    ptr = indptr.tolist()
+    deg = indeg.tolist()
+    ready = [i for i in range(n) if deg[i] == 0]
+    heapq.heapify(ready)
+    order: list[int] = []
+    while ready:
+        u = heapq.heappop(ready)
+        order.append(u)
+        for v in succ[ptr[u] : ptr[u + 1]]:
+            deg[v] -= 1
+            if deg[v] == 0:
+                heapq.heappush(ready, v)
+    if len(order) < n:
+        raise ValueError(f"graph {graph!r}: {_describe_cycle(n, src, dst, deg, names)}")
+    return np.array(order, dtype=np.int64)
+
+
+def _describe_cycle(
+    n: int, src: IntArray, dst: IntArray, deg: list[int], names: Sequence[str]
+) -> str:
+    """Every op left with in-degree > 0 after Kahn's algorithm has a predecessor also left over;
+    walking predecessors from any of them must revisit an op, which lies on a cycle."""
+    remaining = {i for i in range(n) if deg[i] > 0}
+    pred: dict[int, int] = {}
+    for s, d in zip(src.tolist(), dst.tolist(), strict=True):
+        if s in remaining and d in remaining and d not in pred:
+            pred[d] = s
+    node = min(remaining)
+    seen: dict[int, int] = {}
+    walk: list[int] = []
+    while node not in seen:
+        seen[node] = len(walk)
+        walk.append(node)
+        node = pred[node]
+    cycle = walk[seen[node] :][::-1]
+    path = " -> ".join(repr(names[i]) for i in cycle + [cycle[0]])
+    return f"the graph has a cycle through op {names[cycle[0]]!r}: {path}; a computation graph must be acyclic"

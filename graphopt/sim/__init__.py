@@ -1,0 +1,63 @@
+"""Discrete-event simulator: how long does this graph take on this cluster under this decision?
+
+Every rule the simulator applies, in order. ``N`` ops in topological order, ``D`` devices,
+decision arrays ``placement`` (device per op), ``priority`` (level per op), ``fusion`` (bit per op);
+missing arrays default to all zeros (everything on device 0, topological order, no fusion).
+
+1. **Kernels (fusion).** An op whose fusion bit is 1 is merged with *every* one of its consumers
+   (union-find over those edges; the bit of an op without consumers is ignored). Each connected group
+   is one kernel. Its *root* is its member with the highest topological index; the kernel runs on
+   the root's device with the root's priority, and ties are broken by the root's index. The
+   placements and priorities of the other members are ignored.
+2. **Legality.** Contracting each kernel to a node must leave the graph acyclic; otherwise the fusion
+   is illegal: the measurement is invalid with ``step_time = inf`` and the reason names a kernel on
+   the cycle.
+3. **Op time.** On device ``d`` of kind ``k``: the op's measured time for kind ``k`` if it has one
+   (the measurement includes the launch), else the roofline
+   ``max(flops / peak_flops[d], bytes / mem_bandwidth[d]) + launch_overhead[d]``.
+4. **Kernel time.** A kernel of one op takes the op time. A fused kernel of ``m`` ops, if every member
+   is measured for the kind: ``max(sum(measured) - (m - 1) * launch_overhead, max(measured))`` (one
+   launch instead of ``m``); else the roofline over the group: summed FLOPs, and only the bytes that
+   cross the kernel's border, i.e. the members' summed ``bytes_accessed`` minus the bytes of every
+   internal edge (reads that stay on chip) minus the output bytes of every member whose consumers
+   are all inside the kernel (writes never stored), floored at 0; plus one launch overhead.
+5. **Dependencies and transfers.** A kernel is ready when every input edge from another kernel is
+   satisfied: by the producer kernel's end when both are on the same device, else by the arrival
+   of a transfer. The output of op ``u`` is sent once to each remote device that hosts a consumer
+   kernel, over the directed link ``(src, dst)``; its size is the largest byte count among the
+   edges from ``u`` to that device; it is queued when ``u``'s kernel ends and takes
+   ``latency + bytes / bandwidth``. Transfers on one link run one at a time, in order of
+   ``(queue time, producer index)``; they overlap with compute and with other links.
+6. **Devices.** A device runs one kernel at a time, without preemption. Whenever it is idle, it
+   starts the ready kernel with the lowest ``(priority, root index)``.
+7. **Event order.** Time advances to the earliest end of a running kernel or transfer; *all* jobs
+   ending at that instant complete (releasing memory, readying consumers, queueing transfers) before
+   any idle device or link starts new work at that instant.
+8. **Memory.** Parameters are resident on the device of the kernel holding their op for the whole
+   step. An op's output (unless all its consumers are in its own kernel: inner tensors of a fused
+   kernel are never stored) occupies its device from the kernel's start until the last consumer
+   kernel, local or remote, has finished; an output with no consumer is freed when its kernel ends.
+   A transferred copy occupies the destination from the transfer's start until the last consumer
+   kernel there has finished. Releases at an instant happen before allocations at that instant
+   (rule 7). Peak memory per device = parameters + the peak of live activations; a peak above the
+   device's capacity makes the decision invalid (OOM), naming the first such device. The step time
+   is still reported.
+9. **Results.** Step time = the latest kernel end (0 for an empty graph); busy time per device = the
+   sum of its kernels' times; bytes moved = the sum over transfers.
+
+Lower bounds (:mod:`graphopt.sim.bounds`), valid for every placement and schedule with the same
+fusion: the critical path with every kernel at its fastest device time and no communication; and the
+total work (each kernel at its fastest time) divided by the number of devices.
+"""
+
+from graphopt.sim.bounds import LowerBounds, lower_bounds
+from graphopt.sim.simulator import BatchResult, PreparedGraph, Simulator, simulate
+
+__all__ = [
+    "BatchResult",
+    "LowerBounds",
+    "PreparedGraph",
+    "Simulator",
+    "lower_bounds",
+    "simulate",
+]

@@ -1,0 +1,444 @@
+"""The compiled event loop of the simulator (numba). The rules are in :mod:`graphopt.sim`'s docstring;
+the readable twin that must agree with this code exactly is ``tests/graphopt/sim/reference.py``.
+
+Performance notes (why the code looks like this):
+
+- Everything is flat ``int64``/``float64`` arrays; heaps live in preallocated slices of one array
+  per kind (:mod:`graphopt.sim.heaps`), sized by a pre-pass, so the event loop never allocates.
+- Transfers are known before the loop starts: the pre-pass creates one transfer per
+  ``(producer op, remote device)`` and counts transfers per link, which sizes the link queues.
+- Without fusion the kernels are the ops themselves (no union-find, no member lists to build).
+- Illegal fusion is detected for free: a cyclic kernel graph deadlocks the event loop, so kernels
+  left unfinished when no event remains mean the fusion was illegal.
+- Dispatch only visits resources marked dirty (freed, or given new work) since the last dispatch,
+  instead of scanning all ``D + D*D`` devices and links after every event.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from graphopt.sim.heaps import fheap_pop, fheap_push, iheap_pop, iheap_push
+
+STATUS_OK = 0
+STATUS_OOM = 1
+STATUS_ILLEGAL_FUSION = 2
+
+
+@njit(cache=True)
+def _find(parent, i):  # type: ignore[no-untyped-def]
+    root = i
+    while parent[root] != root:
+        root = parent[root]
+    while parent[i] != root:  # path compression
+        nxt = parent[i]
+        parent[i] = root
+        i = nxt
+    return root
+
+
+@njit(cache=True)
+def build_kernels(succ_ptr, succ_dst, fusion):  # type: ignore[no-untyped-def]
+    """Group ops into kernels. Returns ``(kernel_of[N], root[K], member_ptr[K+1], members[N])``.
+
+    An op with fusion bit 1 is merged with all of its consumers (union-find); kernels are numbered by
+    their root, the member with the highest topological index; members are listed ascending.
+    """
+    n = len(fusion)
+    parent = np.arange(n)
+    any_fused = False
+    for u in range(n):
+        if fusion[u] != 0:
+            for e in range(succ_ptr[u], succ_ptr[u + 1]):
+                a = _find(parent, u)
+                b = _find(parent, succ_dst[e])
+                if a != b:
+                    any_fused = True
+                    if a < b:
+                        parent[a] = b
+                    else:
+                        parent[b] = a
+    if not any_fused:
+        ar = np.arange(n)
+        ptr = np.arange(n + 1)
+        return ar, ar.copy(), ptr, ar.copy()
+    rep = np.empty(n, dtype=np.int64)
+    last = np.full(n, -1, dtype=np.int64)
+    for i in range(n):
+        r = _find(parent, i)
+        rep[i] = r
+        last[r] = i  # ascending i: ends as the group's highest index
+    kid = np.empty(n, dtype=np.int64)
+    roots = np.empty(n, dtype=np.int64)
+    k = 0
+    for i in range(n):
+        if last[rep[i]] == i:
+            kid[rep[i]] = k
+            roots[k] = i
+            k += 1
+    kernel_of = np.empty(n, dtype=np.int64)
+    counts = np.zeros(k + 1, dtype=np.int64)
+    for i in range(n):
+        kernel_of[i] = kid[rep[i]]
+        counts[kernel_of[i] + 1] += 1
+    ptr = np.cumsum(counts)
+    fill = ptr[:-1].copy()
+    members = np.empty(n, dtype=np.int64)
+    for i in range(n):
+        g = kernel_of[i]
+        members[fill[g]] = i
+        fill[g] += 1
+    return kernel_of, roots[:k].copy(), ptr, members
+
+
+@njit(cache=True)
+def kernel_durations(  # type: ignore[no-untyped-def]
+    kernel_of, roots, member_ptr, members, k_dev,
+    succ_ptr, succ_dst, edge_bytes,
+    flops, nbytes, out_bytes, op_time, op_meas,
+    peak, bw, launch,
+):
+    """Duration of every kernel on its device (rules 3-4 of :mod:`graphopt.sim`)."""
+    num_k = len(roots)
+    dur = np.empty(num_k, dtype=np.float64)
+    for k in range(num_k):
+        d = k_dev[k]
+        lo = member_ptr[k]
+        hi = member_ptr[k + 1]
+        if hi - lo == 1:
+            dur[k] = op_time[members[lo], d]
+            continue
+        sf = 0.0
+        sb = 0.0
+        smeas = 0.0
+        mmax = 0.0
+        all_meas = True
+        for m in range(lo, hi):
+            u = members[m]
+            sf += flops[u]
+            sb += nbytes[u]
+            t = op_meas[u, d]
+            if np.isnan(t):
+                all_meas = False
+            else:
+                smeas += t
+                mmax = max(mmax, t)
+        for m in range(lo, hi):  # subtract what no longer crosses the kernel's border
+            u = members[m]
+            has_cons = False
+            inner = True
+            for e in range(succ_ptr[u], succ_ptr[u + 1]):
+                has_cons = True
+                if kernel_of[succ_dst[e]] == k:
+                    sb -= edge_bytes[e]
+                else:
+                    inner = False
+            if has_cons and inner:
+                sb -= out_bytes[u]
+        sb = max(sb, 0.0)
+        if all_meas:
+            dur[k] = max(smeas - (hi - lo - 1) * launch[d], mmax)
+        else:
+            dur[k] = max(sf / peak[d], sb / bw[d]) + launch[d]
+    return dur
+
+
+@njit(cache=True)
+def simulate_core(  # type: ignore[no-untyped-def]
+    succ_ptr, succ_dst, edge_bytes, pred_ptr, pred_src,
+    flops, nbytes, out_bytes, param_bytes, op_time, op_meas,
+    peak, bw, launch, capacity, link_bw, link_lat,
+    placement, priority, fusion,
+):
+    """Simulate one decision. See :mod:`graphopt.sim` for the rules.
+
+    Returns a tuple ``(status, culprit, step_time, busy[D], peak_mem[D], bytes_moved,
+    kernel_of[N], roots[K], member_ptr[K+1], members[N], k_dev[K], k_start[K], k_end[K],
+    t_op[T], t_src[T], t_dst[T], t_bytes[T], t_start[T], t_end[T])`` where ``status`` is one of
+    ``STATUS_*`` and ``culprit`` the OOM device (or -1).
+    """
+    n = len(flops)
+    num_dev = len(peak)
+    kernel_of, roots, member_ptr, members = build_kernels(succ_ptr, succ_dst, fusion)
+    num_k = len(roots)
+    k_dev = np.empty(num_k, dtype=np.int64)
+    k_key = np.empty(num_k, dtype=np.int64)
+    dev_count = np.zeros(num_dev, dtype=np.int64)
+    for k in range(num_k):
+        r = roots[k]
+        k_dev[k] = placement[r]
+        k_key[k] = priority[r] * n + r
+        dev_count[k_dev[k]] += 1
+    dur = kernel_durations(
+        kernel_of, roots, member_ptr, members, k_dev, succ_ptr, succ_dst, edge_bytes,
+        flops, nbytes, out_bytes, op_time, op_meas, peak, bw, launch,
+    )
+
+    # ---- pre-pass: dependencies, reference counts, transfers ---------------------------------
+    num_e = len(succ_dst)
+    need = np.zeros(num_k, dtype=np.int64)      # unmet input edges per kernel
+    ref = np.zeros(n, dtype=np.int64)           # consumer kernels still to finish, per output
+    ext = np.zeros(n, dtype=np.int64)           # distinct consumer kernels outside own kernel
+    stored = np.zeros(n, dtype=np.bool_)
+    kmark = np.full(num_k, -1, dtype=np.int64)
+    dmark = np.full(num_dev, -1, dtype=np.int64)
+    dtid = np.zeros(num_dev, dtype=np.int64)
+    t_op = np.empty(num_e, dtype=np.int64)
+    t_src = np.empty(num_e, dtype=np.int64)
+    t_dst = np.empty(num_e, dtype=np.int64)
+    t_bytes = np.empty(num_e, dtype=np.float64)
+    t_ref = np.zeros(num_e, dtype=np.int64)
+    t_first = np.empty(n + 1, dtype=np.int64)
+    link_count = np.zeros(num_dev * num_dev, dtype=np.int64)
+    num_t = 0
+    for u in range(n):
+        g = kernel_of[u]
+        s = k_dev[g]
+        t_first[u] = num_t
+        has_cons = False
+        for e in range(succ_ptr[u], succ_ptr[u + 1]):
+            has_cons = True
+            h = kernel_of[succ_dst[e]]
+            if h == g:
+                continue
+            need[h] += 1
+            new_consumer = kmark[h] != u
+            if new_consumer:
+                kmark[h] = u
+                ext[u] += 1
+            t = k_dev[h]
+            if t != s:
+                if dmark[t] != u:
+                    dmark[t] = u
+                    dtid[t] = num_t
+                    t_op[num_t] = u
+                    t_src[num_t] = s
+                    t_dst[num_t] = t
+                    t_bytes[num_t] = edge_bytes[e]
+                    link_count[s * num_dev + t] += 1
+                    num_t += 1
+                elif edge_bytes[e] > t_bytes[dtid[t]]:
+                    t_bytes[dtid[t]] = edge_bytes[e]
+                if new_consumer:
+                    t_ref[dtid[t]] += 1
+        stored[u] = (not has_cons) or ext[u] > 0
+        ref[u] = ext[u]
+    t_first[n] = num_t
+
+    # ---- queues --------------------------------------------------------------------------------
+    ready = np.empty(num_k, dtype=np.int64)
+    dev_base = np.zeros(num_dev, dtype=np.int64)
+    for d in range(1, num_dev):
+        dev_base[d] = dev_base[d - 1] + dev_count[d - 1]
+    dev_size = np.zeros(num_dev, dtype=np.int64)
+    num_l = num_dev * num_dev
+    l_time = np.empty(max(num_t, 1), dtype=np.float64)
+    l_tie = np.empty(max(num_t, 1), dtype=np.int64)
+    l_tid = np.empty(max(num_t, 1), dtype=np.int64)
+    l_base = np.zeros(num_l, dtype=np.int64)
+    for j in range(1, num_l):
+        l_base[j] = l_base[j - 1] + link_count[j - 1]
+    l_size = np.zeros(num_l, dtype=np.int64)
+    num_r = num_dev + num_l                     # resources: devices, then links s*D+t
+    ev_time = np.empty(num_r, dtype=np.float64)
+    ev_tie = np.empty(num_r, dtype=np.int64)
+    ev_res = np.empty(num_r, dtype=np.int64)
+    ev_base = np.zeros(1, dtype=np.int64)
+    ev_size = np.zeros(1, dtype=np.int64)
+    busy_res = np.zeros(num_r, dtype=np.bool_)
+    job = np.empty(num_r, dtype=np.int64)
+    dirty = np.empty(num_r, dtype=np.int64)
+    in_dirty = np.zeros(num_r, dtype=np.bool_)
+    num_dirty = 0
+
+    cur = np.zeros(num_dev, dtype=np.float64)
+    peak_act = np.zeros(num_dev, dtype=np.float64)
+    busy = np.zeros(num_dev, dtype=np.float64)
+    k_start = np.full(num_k, np.nan)
+    k_end = np.full(num_k, np.nan)
+    t_start = np.full(num_t, np.nan)
+    t_end = np.full(num_t, np.nan)
+    fmark = np.full(n, -1, dtype=np.int64)
+    moved = 0.0
+
+    for k in range(num_k):
+        if need[k] == 0:
+            d = k_dev[k]
+            iheap_push(ready, dev_base, dev_size, d, k_key[k])
+            if not in_dirty[d]:
+                in_dirty[d] = True
+                dirty[num_dirty] = d
+                num_dirty += 1
+
+    # ---- event loop ------------------------------------------------------------------------------
+    now = 0.0
+    finished = 0
+    while True:
+        # dispatch: every idle resource with queued work starts its next job at `now`
+        for i in range(num_dirty):
+            r = dirty[i]
+            in_dirty[r] = False
+            if busy_res[r]:
+                continue
+            if r < num_dev:
+                if dev_size[r] == 0:
+                    continue
+                key = iheap_pop(ready, dev_base, dev_size, r)
+                k = kernel_of[key % n]
+                k_start[k] = now
+                end = now + dur[k]
+                k_end[k] = end
+                busy[r] += dur[k]
+                for m in range(member_ptr[k], member_ptr[k + 1]):
+                    u = members[m]
+                    if stored[u]:
+                        cur[r] += out_bytes[u]
+                if cur[r] > peak_act[r]:
+                    peak_act[r] = cur[r]
+            else:
+                j = r - num_dev
+                if l_size[j] == 0:
+                    continue
+                k = fheap_pop(l_time, l_tie, l_tid, l_base, l_size, j)  # k: transfer id
+                t_start[k] = now
+                end = now + (link_lat[t_src[k], t_dst[k]] + t_bytes[k] / link_bw[t_src[k], t_dst[k]])
+                t_end[k] = end
+                d = t_dst[k]
+                cur[d] += t_bytes[k]
+                if cur[d] > peak_act[d]:
+                    peak_act[d] = cur[d]
+                moved += t_bytes[k]
+            busy_res[r] = True
+            job[r] = k
+            fheap_push(ev_time, ev_tie, ev_res, ev_base, ev_size, 0, end, r, r)
+        num_dirty = 0
+        if ev_size[0] == 0:
+            break
+        now = ev_time[0]
+        # complete every job that ends at `now` before the next dispatch
+        while ev_size[0] > 0 and ev_time[0] == now:
+            r = fheap_pop(ev_time, ev_tie, ev_res, ev_base, ev_size, 0)
+            busy_res[r] = False
+            if not in_dirty[r]:
+                in_dirty[r] = True
+                dirty[num_dirty] = r
+                num_dirty += 1
+            k = job[r]
+            if r < num_dev:
+                finished += 1
+                d = r
+                for m in range(member_ptr[k], member_ptr[k + 1]):
+                    u = members[m]
+                    # release the inputs this kernel was the last to need
+                    for p in range(pred_ptr[u], pred_ptr[u + 1]):
+                        w = pred_src[p]
+                        g = kernel_of[w]
+                        if g == k or fmark[w] == k:
+                            continue
+                        fmark[w] = k
+                        ref[w] -= 1
+                        if ref[w] == 0:
+                            cur[k_dev[g]] -= out_bytes[w]
+                        if k_dev[g] != d:
+                            for tid in range(t_first[w], t_first[w + 1]):
+                                if t_dst[tid] == d:
+                                    t_ref[tid] -= 1
+                                    if t_ref[tid] == 0:
+                                        cur[d] -= t_bytes[tid]
+                                    break
+                    if stored[u] and ext[u] == 0:  # graph output: freed when its kernel ends
+                        cur[d] -= out_bytes[u]
+                    # local consumers
+                    for e in range(succ_ptr[u], succ_ptr[u + 1]):
+                        h = kernel_of[succ_dst[e]]
+                        if h != k and k_dev[h] == d:
+                            need[h] -= 1
+                            if need[h] == 0:
+                                iheap_push(ready, dev_base, dev_size, d, k_key[h])
+                    # remote consumers: queue the transfers of this output
+                    for tid in range(t_first[u], t_first[u + 1]):
+                        j = t_src[tid] * num_dev + t_dst[tid]
+                        fheap_push(l_time, l_tie, l_tid, l_base, l_size, j, now, u, tid)
+                        lr = num_dev + j
+                        if not in_dirty[lr]:
+                            in_dirty[lr] = True
+                            dirty[num_dirty] = lr
+                            num_dirty += 1
+            else:
+                u = t_op[k]
+                d = t_dst[k]
+                g = kernel_of[u]
+                for e in range(succ_ptr[u], succ_ptr[u + 1]):
+                    h = kernel_of[succ_dst[e]]
+                    if h != g and k_dev[h] == d:
+                        need[h] -= 1
+                        if need[h] == 0:
+                            iheap_push(ready, dev_base, dev_size, d, k_key[h])
+                            if not in_dirty[d]:
+                                in_dirty[d] = True
+                                dirty[num_dirty] = d
+                                num_dirty += 1
+
+    # ---- results -------------------------------------------------------------------------------
+    peak_mem = np.zeros(num_dev, dtype=np.float64)
+    for u in range(n):
+        peak_mem[k_dev[kernel_of[u]]] += param_bytes[u]
+    for d in range(num_dev):
+        peak_mem[d] += peak_act[d]
+    status = STATUS_OK
+    culprit = -1
+    step = 0.0
+    if finished < num_k:
+        status = STATUS_ILLEGAL_FUSION
+        step = np.inf
+    else:
+        for k in range(num_k):
+            if k_end[k] > step:
+                step = k_end[k]
+        for d in range(num_dev):
+            if peak_mem[d] > capacity[d]:
+                status = STATUS_OOM
+                culprit = d
+                break
+    return (
+        status, culprit, step, busy, peak_mem, moved,
+        kernel_of, roots, member_ptr, members, k_dev, k_start, k_end,
+        t_op[:num_t].copy(), t_src[:num_t].copy(), t_dst[:num_t].copy(), t_bytes[:num_t].copy(),
+        t_start, t_end,
+    )
+
+
+@njit(cache=True)
+def simulate_batch(  # type: ignore[no-untyped-def]
+    succ_ptr, succ_dst, edge_bytes, pred_ptr, pred_src,
+    flops, nbytes, out_bytes, param_bytes, op_time, op_meas,
+    peak, bw, launch, capacity, link_bw, link_lat,
+    placements, priorities, fusions,
+):
+    """Simulate ``B`` decisions (rows of the ``(B, N)`` arrays) of one graph.
+
+    Returns ``(status[B], culprit[B], step[B], busy[B, D], peak_mem[B, D], moved[B])``.
+    """
+    num_b = placements.shape[0]
+    num_dev = len(peak)
+    status = np.empty(num_b, dtype=np.int64)
+    culprit = np.empty(num_b, dtype=np.int64)
+    step = np.empty(num_b, dtype=np.float64)
+    busy = np.empty((num_b, num_dev), dtype=np.float64)
+    peak_mem = np.empty((num_b, num_dev), dtype=np.float64)
+    moved = np.empty(num_b, dtype=np.float64)
+    for b in range(num_b):
+        out = simulate_core(
+            succ_ptr, succ_dst, edge_bytes, pred_ptr, pred_src,
+            flops, nbytes, out_bytes, param_bytes, op_time, op_meas,
+            peak, bw, launch, capacity, link_bw, link_lat,
+            placements[b], priorities[b], fusions[b],
+        )
+        status[b] = out[0]
+        culprit[b] = out[1]
+        step[b] = out[2]
+        busy[b] = out[3]
+        peak_mem[b] = out[4]
+        moved[b] = out[5]
+    return status, culprit, step, busy, peak_mem, moved

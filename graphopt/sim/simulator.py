@@ -1,0 +1,299 @@
+"""The simulator's Python face: per-graph preparation, single and batched evaluation.
+
+:class:`PreparedGraph` does the per-(graph, cluster) work once (CSR adjacency, every op's time on
+every device); its :meth:`~PreparedGraph.evaluate` and :meth:`~PreparedGraph.evaluate_batch` then
+only run the compiled event loop. :class:`Simulator` implements the :class:`~graphopt.typing.CostModel`
+protocol and keeps a small cache of prepared graphs. The rules are in :mod:`graphopt.sim`.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from dataclasses import dataclass
+
+import numpy as np
+
+from graphopt.graph import CompGraph
+from graphopt.hardware import Cluster
+from graphopt.sim import engine
+from graphopt.typing import (
+    Decision,
+    FloatArray,
+    IntArray,
+    KernelRecord,
+    Measurement,
+    Schedule,
+    TransferRecord,
+)
+
+
+@dataclass(frozen=True)
+class BatchResult:
+    """Results of :meth:`PreparedGraph.evaluate_batch` for ``B`` decisions, as arrays."""
+
+    step_time: FloatArray
+    """``(B,)`` seconds; ``inf`` where the fusion is illegal."""
+    valid: np.ndarray
+    """``(B,)`` bool."""
+    status: IntArray
+    """``(B,)``: 0 valid, 1 out of memory, 2 illegal fusion."""
+    busy_time: FloatArray
+    """``(B, D)``."""
+    peak_memory: FloatArray
+    """``(B, D)``."""
+    bytes_moved: FloatArray
+    """``(B,)``."""
+
+
+def _check_array(name: str, value: object, n: int, high: int | None) -> IntArray:
+    arr = np.asarray(value)
+    if arr.shape != (n,):
+        raise ValueError(f"decision.{name} has shape {arr.shape}; expected ({n},), one entry per op")
+    if arr.dtype.kind not in "iub":
+        if arr.dtype.kind == "f" and np.all(np.isfinite(arr)) and np.all(arr == np.round(arr)):
+            arr = arr.astype(np.int64)
+        else:
+            raise ValueError(f"decision.{name} must hold integers, got dtype {arr.dtype}")
+    arr = arr.astype(np.int64, copy=False)
+    if n and arr.min() < 0:
+        raise ValueError(f"decision.{name} has negative entry {int(arr.min())} at op {int(arr.argmin())}")
+    if high is not None and n and arr.max() >= high:
+        i = int(arr.argmax())
+        raise ValueError(
+            f"decision.{name} has entry {int(arr[i])} at op {i}; allowed values are 0..{high - 1}"
+        )
+    return arr
+
+
+class PreparedGraph:
+    """A graph and a cluster, prepared for fast repeated simulation.
+
+    Args:
+        graph: the computation graph.
+        cluster: the devices and links.
+    """
+
+    def __init__(self, graph: CompGraph, cluster: Cluster) -> None:
+        self.graph = graph
+        self.cluster = cluster
+        n, num_dev = graph.num_ops, cluster.num_devices
+        self.succ_ptr, self.succ_dst = graph.successors_csr
+        self.pred_ptr, self.pred_src, _ = graph.predecessors_csr
+        self.peak = np.ascontiguousarray(cluster.peak_flops, dtype=np.float64)
+        self.bw = np.ascontiguousarray(cluster.mem_bandwidth, dtype=np.float64)
+        self.launch = np.ascontiguousarray(cluster.launch_overhead, dtype=np.float64)
+        self.capacity = np.ascontiguousarray(cluster.memory, dtype=np.float64)
+        self.link_bw = np.ascontiguousarray(cluster.bandwidth, dtype=np.float64)
+        self.link_lat = np.ascontiguousarray(cluster.latency, dtype=np.float64)
+        # measured time per op on each device (NaN where its kind was not measured)
+        op_meas = np.full((n, num_dev), np.nan)
+        for d, device in enumerate(cluster.devices):
+            if device.kind in graph.measured:
+                op_meas[:, d] = graph.measured[device.kind]
+        roofline = (
+            np.maximum(
+                graph.flops[:, None] / self.peak[None, :],
+                graph.bytes_accessed[:, None] / self.bw[None, :],
+            )
+            + self.launch[None, :]
+        )
+        self.op_meas = op_meas
+        self.op_time = np.where(np.isnan(op_meas), roofline, op_meas)
+        self._zeros = np.zeros(n, dtype=np.int64)
+
+    @property
+    def num_ops(self) -> int:
+        return self.graph.num_ops
+
+    def _args(self) -> tuple[np.ndarray, ...]:
+        g = self.graph
+        return (
+            self.succ_ptr, self.succ_dst, g.edge_bytes, self.pred_ptr, self.pred_src,
+            g.flops, g.bytes_accessed, g.output_bytes, g.param_bytes, self.op_time, self.op_meas,
+            self.peak, self.bw, self.launch, self.capacity, self.link_bw, self.link_lat,
+        )  # fmt: skip
+
+    def _decision_arrays(self, decision: Decision) -> tuple[IntArray, IntArray, IntArray]:
+        n = self.num_ops
+        placement = (
+            self._zeros
+            if decision.placement is None
+            else _check_array("placement", decision.placement, n, self.cluster.num_devices)
+        )
+        priority = (
+            self._zeros
+            if decision.priority is None
+            else _check_array("priority", decision.priority, n, None)
+        )
+        fusion = (
+            self._zeros if decision.fusion is None else _check_array("fusion", decision.fusion, n, 2)
+        )
+        return placement, priority, fusion
+
+    def evaluate(self, decision: Decision | None = None, *, schedule: bool = False) -> Measurement:
+        """Simulate one decision; with ``schedule=True`` also return the full timeline.
+
+        Raises:
+            ValueError: a decision array of the wrong shape, type or range.
+        """
+        placement, priority, fusion = self._decision_arrays(decision or Decision())
+        out = engine.simulate_core(*self._args(), placement, priority, fusion)
+        (status, culprit, step, busy, peak_mem, moved, kernel_of, roots, mptr, members,
+         k_dev, k_start, k_end, t_op, t_src, t_dst, t_bytes, t_start, t_end) = out  # fmt: skip
+        reason = ""
+        if status == engine.STATUS_OOM:
+            dev = self.cluster.devices[culprit]
+            reason = (
+                f"out of memory on device {culprit} ({dev.name}): peak {peak_mem[culprit] / 1e9:.3f} GB "
+                f"> capacity {dev.memory / 1e9:.3f} GB"
+            )
+        elif status == engine.STATUS_ILLEGAL_FUSION:
+            reason = self._describe_fusion_cycle(kernel_of, roots, mptr, members, k_start)
+        sched = None
+        if schedule and status != engine.STATUS_ILLEGAL_FUSION:
+            sched = Schedule(
+                kernels=tuple(
+                    KernelRecord(
+                        ops=tuple(int(x) for x in members[mptr[k] : mptr[k + 1]]),
+                        device=int(k_dev[k]),
+                        start=float(k_start[k]),
+                        end=float(k_end[k]),
+                    )
+                    for k in np.argsort(k_start, kind="stable")
+                ),
+                transfers=tuple(
+                    TransferRecord(
+                        producer=int(t_op[i]),
+                        src=int(t_src[i]),
+                        dst=int(t_dst[i]),
+                        nbytes=float(t_bytes[i]),
+                        start=float(t_start[i]),
+                        end=float(t_end[i]),
+                    )
+                    for i in np.argsort(t_start, kind="stable")
+                ),
+            )
+        return Measurement(
+            step_time=float(step),
+            busy_time=busy,
+            peak_memory=peak_mem,
+            bytes_moved=float(moved),
+            valid=status == engine.STATUS_OK,
+            reason=reason,
+            schedule=sched,
+        )
+
+    def evaluate_batch(
+        self,
+        placements: object | None = None,
+        priorities: object | None = None,
+        fusions: object | None = None,
+    ) -> BatchResult:
+        """Simulate ``B`` decisions at once; each argument is a ``(B, N)`` integer array or ``None``
+        (the default for that decision). At least one must be given to fix ``B``.
+
+        Raises:
+            ValueError: arrays of different batch sizes, wrong shape or out-of-range entries.
+        """
+        n = self.num_ops
+        given = [a for a in (placements, priorities, fusions) if a is not None]
+        if not given:
+            raise ValueError("evaluate_batch needs at least one of placements, priorities, fusions")
+        batch = np.asarray(given[0]).shape[0] if np.ndim(given[0]) == 2 else -1
+        arrays = []
+        for name, value, high in (
+            ("placement", placements, self.cluster.num_devices),
+            ("priority", priorities, None),
+            ("fusion", fusions, 2),
+        ):
+            if value is None:
+                arrays.append(np.zeros((max(batch, 0), n), dtype=np.int64))
+                continue
+            arr = np.asarray(value)
+            if arr.ndim != 2 or arr.shape != (batch, n):
+                raise ValueError(
+                    f"{name}s has shape {arr.shape}; expected ({max(batch, 0)}, {n}): "
+                    "one row per decision, one column per op, same batch size for every array"
+                )
+            arrays.append(_check_array(name, arr.reshape(-1), batch * n, high).reshape(batch, n))
+        status, _, step, busy, peak_mem, moved = engine.simulate_batch(*self._args(), *arrays)
+        return BatchResult(
+            step_time=step,
+            valid=status == engine.STATUS_OK,
+            status=status,
+            busy_time=busy,
+            peak_memory=peak_mem,
+            bytes_moved=moved,
+        )
+
+    def _describe_fusion_cycle(
+        self,
+        kernel_of: IntArray,
+        roots: IntArray,
+        mptr: IntArray,
+        members: IntArray,
+        k_start: FloatArray,
+    ) -> str:
+        """Name a kernel on a cycle of the contracted graph (rare path, so plain Python)."""
+        import networkx as nx
+
+        g = self.graph
+        stuck = set(np.flatnonzero(np.isnan(k_start)).tolist())
+        kg = nx.DiGraph()
+        for s, d in zip(g.edge_src.tolist(), g.edge_dst.tolist()):
+            a, b = int(kernel_of[s]), int(kernel_of[d])
+            if a != b and a in stuck and b in stuck:
+                kg.add_edge(a, b)
+        cycle = nx.find_cycle(kg)
+        names = []
+        for k, _ in cycle:
+            ops = [g.op_names[i] for i in members[mptr[k] : mptr[k + 1]]]
+            shown = ", ".join(repr(o) for o in ops[:4]) + (", ..." if len(ops) > 4 else "")
+            names.append(f"[{shown}]")
+        return (
+            "illegal fusion: the fused kernels depend on each other in a cycle: "
+            + " -> ".join(names + names[:1])
+            + "; unset the fusion bit of an op that links these kernels through an op outside them"
+        )
+
+
+class Simulator:
+    """The simulator as a :class:`~graphopt.typing.CostModel`, caching prepared graphs.
+
+    Args:
+        cache_size: how many prepared (graph, cluster) pairs to keep (least recently used evicted).
+    """
+
+    def __init__(self, cache_size: int = 64) -> None:
+        self.cache_size = cache_size
+        self._cache: OrderedDict[tuple[str, str], PreparedGraph] = OrderedDict()
+
+    def prepare(self, graph: CompGraph, cluster: Cluster) -> PreparedGraph:
+        """The :class:`PreparedGraph` for this pair, from the cache when possible."""
+        key = (graph.fingerprint, cluster.fingerprint)
+        prepared = self._cache.get(key)
+        if prepared is None:
+            prepared = PreparedGraph(graph, cluster)
+            self._cache[key] = prepared
+            if len(self._cache) > self.cache_size:
+                self._cache.popitem(last=False)
+        else:
+            self._cache.move_to_end(key)
+        return prepared
+
+    def evaluate(
+        self, graph: CompGraph, cluster: Cluster, decision: Decision, *, schedule: bool = False
+    ) -> Measurement:
+        """Simulate ``decision``; see :meth:`PreparedGraph.evaluate`."""
+        return self.prepare(graph, cluster).evaluate(decision, schedule=schedule)
+
+
+def simulate(
+    graph: CompGraph,
+    cluster: Cluster,
+    decision: Decision | None = None,
+    *,
+    schedule: bool = False,
+) -> Measurement:
+    """One-off simulation (prepares the graph each call; use :class:`Simulator` in loops)."""
+    return PreparedGraph(graph, cluster).evaluate(decision, schedule=schedule)

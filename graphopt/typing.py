@@ -1,0 +1,127 @@
+"""Types shared across graphopt's modules: decisions, measurements, schedules, the cost-model protocol.
+
+Everything that crosses a module border lives here (as SB3's ``common/type_aliases.py`` does), so
+that the simulator, the learned cost model, the baselines and the environments agree on one shape.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
+
+import numpy as np
+import numpy.typing as npt
+
+if TYPE_CHECKING:  # pragma: no cover
+    from graphopt.graph import CompGraph
+    from graphopt.hardware import Cluster
+
+FloatArray = npt.NDArray[np.float64]
+IntArray = npt.NDArray[np.int64]
+
+
+@dataclass(frozen=True)
+class Decision:
+    """The compiler decisions for one graph; every array is indexed by op in topological order.
+
+    Attributes:
+        placement: device index in ``[0, D)`` per op; ``None`` puts every op on device 0.
+        priority: scheduling level in ``[0, P)`` per op; among ready kernels on one device the lowest
+            level runs first, ties by topological index. ``None`` means all zero (topological order).
+        fusion: 0/1 per op; 1 fuses the op into its consumers (see :mod:`graphopt.sim`).
+            ``None`` means no fusion.
+    """
+
+    placement: IntArray | None = None
+    priority: IntArray | None = None
+    fusion: IntArray | None = None
+
+    def to_dict(self) -> dict[str, list[int] | None]:
+        """JSON-ready form (lists of ints, ``None`` for arrays left out)."""
+        return {
+            key: None if value is None else [int(v) for v in value]
+            for key, value in (
+                ("placement", self.placement),
+                ("priority", self.priority),
+                ("fusion", self.fusion),
+            )
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, list[int] | None]) -> Decision:
+        """Inverse of :meth:`to_dict`; unknown keys raise ``ValueError``."""
+        unknown = set(data) - {"placement", "priority", "fusion"}
+        if unknown:
+            raise ValueError(
+                f"unknown decision keys {sorted(unknown)}; allowed: placement, priority, fusion"
+            )
+
+        def arr(key: str) -> IntArray | None:
+            value = data.get(key)
+            return None if value is None else np.asarray(value, dtype=np.int64)
+
+        return cls(placement=arr("placement"), priority=arr("priority"), fusion=arr("fusion"))
+
+
+@dataclass(frozen=True)
+class KernelRecord:
+    """One kernel of a simulated schedule: a fused group of ops (a single op when unfused)."""
+
+    ops: tuple[int, ...]
+    """Topological indices of the ops in the kernel, ascending; the last one is the root."""
+    device: int
+    start: float
+    end: float
+
+
+@dataclass(frozen=True)
+class TransferRecord:
+    """One tensor sent over a link: the output of ``producer`` from ``src`` to ``dst``."""
+
+    producer: int
+    src: int
+    dst: int
+    nbytes: float
+    start: float
+    end: float
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """The full simulated timeline, returned on request by the simulator."""
+
+    kernels: tuple[KernelRecord, ...]
+    transfers: tuple[TransferRecord, ...]
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """What a cost model says about one decision.
+
+    Attributes:
+        step_time: seconds for one step (makespan); ``inf`` when the decision cannot run at all
+            (illegal fusion). An OOM decision still has its simulated step time.
+        busy_time: seconds each device spends running kernels, shape ``(D,)``.
+        peak_memory: peak bytes resident on each device (parameters plus live activations), ``(D,)``.
+        bytes_moved: total bytes sent over links.
+        valid: ``False`` when the decision is out of memory or its fusion is illegal.
+        reason: empty when valid, else what went wrong (e.g. ``"OOM on device 1 (gpu1): ..."``).
+        schedule: the full timeline when it was requested, else ``None``.
+    """
+
+    step_time: float
+    busy_time: FloatArray
+    peak_memory: FloatArray
+    bytes_moved: float
+    valid: bool
+    reason: str = ""
+    schedule: Schedule | None = field(default=None, compare=False)
+
+
+@runtime_checkable
+class CostModel(Protocol):
+    """Anything that can price a decision: the simulator, or a learned model."""
+
+    def evaluate(self, graph: CompGraph, cluster: Cluster, decision: Decision) -> Measurement:
+        """Return the :class:`Measurement` of ``decision`` for ``graph`` on ``cluster``."""
+        ...

@@ -1,0 +1,224 @@
+"""The readable twin of the compiled simulator: the rules of :mod:`graphopt.sim`, in plain Python.
+
+Written for clarity, not speed: dictionaries and sets, ``heapq``, networkx for grouping and cycle
+detection, and no shared code with ``graphopt.sim.engine``. The tests require the two to agree on
+every result; the benchmark in ``bench/`` uses it to report the fast path's speed-up.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from dataclasses import dataclass, field
+
+import networkx as nx
+
+from graphopt.graph import CompGraph
+from graphopt.hardware import Cluster
+from graphopt.typing import Decision
+
+
+@dataclass
+class ReferenceResult:
+    status: str  # "ok", "oom" or "illegal_fusion"
+    step_time: float
+    busy_time: list[float]
+    peak_memory: list[float]
+    bytes_moved: float
+    oom_device: int = -1
+    kernels: dict[int, tuple[int, float, float]] = field(default_factory=dict)
+    """root op -> (device, start, end)"""
+    transfers: dict[tuple[int, int], tuple[float, float, float]] = field(default_factory=dict)
+    """(producer op, destination device) -> (bytes, start, end)"""
+
+
+def simulate_reference(graph: CompGraph, cluster: Cluster, decision: Decision) -> ReferenceResult:
+    n, num_dev = graph.num_ops, cluster.num_devices
+    placement = [0] * n if decision.placement is None else [int(x) for x in decision.placement]
+    priority = [0] * n if decision.priority is None else [int(x) for x in decision.priority]
+    fusion = [0] * n if decision.fusion is None else [int(x) for x in decision.fusion]
+    consumers: list[list[int]] = [[] for _ in range(n)]
+    producers: list[list[int]] = [[] for _ in range(n)]
+    edge_bytes: dict[tuple[int, int], float] = {}
+    for s, d, b in zip(graph.edge_src.tolist(), graph.edge_dst.tolist(), graph.edge_bytes.tolist()):
+        consumers[s].append(d)
+        producers[d].append(s)
+        edge_bytes[(s, d)] = b
+
+    # Rule 1: kernels are the connected groups of fused edges; the root is the highest member.
+    fused = nx.Graph()
+    fused.add_nodes_from(range(n))
+    for u in range(n):
+        if fusion[u]:
+            for v in consumers[u]:
+                fused.add_edge(u, v)
+    kernel_of: dict[int, int] = {}
+    members: dict[int, list[int]] = {}
+    for component in nx.connected_components(fused):
+        root = max(component)
+        members[root] = sorted(component)
+        for u in component:
+            kernel_of[u] = root
+    device = {k: placement[k] for k in members}
+    busy = [0.0] * num_dev
+
+    # Rule 2: the contracted graph must be acyclic.
+    contracted = nx.DiGraph()
+    contracted.add_nodes_from(members)
+    for u in range(n):
+        for v in consumers[u]:
+            if kernel_of[u] != kernel_of[v]:
+                contracted.add_edge(kernel_of[u], kernel_of[v])
+    if not nx.is_directed_acyclic_graph(contracted):
+        return ReferenceResult("illegal_fusion", math.inf, busy, [0.0] * num_dev, 0.0)
+
+    # Rules 3-4: kernel durations.
+    def op_time(u: int, d: int) -> float:
+        dev = cluster.devices[d]
+        if dev.kind in graph.measured and not math.isnan(graph.measured[dev.kind][u]):
+            return float(graph.measured[dev.kind][u])
+        return (
+            max(float(graph.flops[u]) / dev.peak_flops, float(graph.bytes_accessed[u]) / dev.mem_bandwidth)
+            + dev.launch_overhead
+        )
+
+    def kernel_time(k: int) -> float:
+        ops, d = members[k], device[k]
+        if len(ops) == 1:
+            return op_time(ops[0], d)
+        dev = cluster.devices[d]
+        measured = graph.measured.get(dev.kind)
+        if measured is not None and all(not math.isnan(measured[u]) for u in ops):
+            total = 0.0
+            for u in ops:
+                total += float(measured[u])
+            return max(total - (len(ops) - 1) * dev.launch_overhead, max(float(measured[u]) for u in ops))
+        flops = 0.0
+        nbytes = 0.0
+        for u in ops:
+            flops += float(graph.flops[u])
+            nbytes += float(graph.bytes_accessed[u])
+        for u in ops:
+            for v in consumers[u]:
+                if kernel_of[v] == k:
+                    nbytes -= edge_bytes[(u, v)]
+            if consumers[u] and all(kernel_of[v] == k for v in consumers[u]):
+                nbytes -= float(graph.output_bytes[u])
+        nbytes = max(nbytes, 0.0)
+        return max(flops / dev.peak_flops, nbytes / dev.mem_bandwidth) + dev.launch_overhead
+
+    duration = {k: kernel_time(k) for k in members}
+
+    # Rule 5: one transfer per (producer, remote device hosting a consumer kernel).
+    transfer_bytes: dict[tuple[int, int], float] = {}
+    for u in range(n):
+        for v in consumers[u]:
+            if kernel_of[v] != kernel_of[u] and device[kernel_of[v]] != device[kernel_of[u]]:
+                key = (u, device[kernel_of[v]])
+                transfer_bytes[key] = max(transfer_bytes.get(key, 0.0), edge_bytes[(u, v)])
+
+    waiting = {k: 0 for k in members}  # unmet input edges per kernel
+    for u in range(n):
+        for v in consumers[u]:
+            if kernel_of[u] != kernel_of[v]:
+                waiting[kernel_of[v]] += 1
+
+    # Rule 8 bookkeeping: who still needs each stored output and each transferred copy.
+    outside = {u: {kernel_of[v] for v in consumers[u]} - {kernel_of[u]} for u in range(n)}
+    stored = {u for u in range(n) if not consumers[u] or outside[u]}
+    still_needed = {u: set(outside[u]) for u in stored}
+    copy_needed = {
+        (u, t): {kernel_of[v] for v in consumers[u] if device[kernel_of[v]] == t} - {kernel_of[u]}
+        for (u, t) in transfer_bytes
+    }
+    memory = [0.0] * num_dev
+    peak = [0.0] * num_dev
+
+    ready: list[list[tuple[int, int]]] = [[] for _ in range(num_dev)]
+    links: dict[tuple[int, int], list[tuple[float, int]]] = {}
+    running_device: dict[int, tuple[float, int]] = {}  # device -> (end, kernel)
+    running_link: dict[tuple[int, int], tuple[float, int]] = {}  # link -> (end, producer)
+    result = ReferenceResult("ok", 0.0, busy, peak, 0.0)
+
+    for k in sorted(members):
+        if waiting[k] == 0:
+            heapq.heappush(ready[device[k]], (priority[k], k))
+
+    def make_ready(k: int) -> None:
+        waiting[k] -= 1
+        if waiting[k] == 0:
+            heapq.heappush(ready[device[k]], (priority[k], k))
+
+    now = 0.0
+    while True:
+        # Rule 6 / 7: every idle device and link starts its best queued job.
+        for d in range(num_dev):
+            if d not in running_device and ready[d]:
+                _, k = heapq.heappop(ready[d])
+                end = now + duration[k]
+                running_device[d] = (end, k)
+                result.kernels[k] = (d, now, end)
+                busy[d] += duration[k]
+                for u in members[k]:
+                    if u in stored:
+                        memory[d] += float(graph.output_bytes[u])
+                peak[d] = max(peak[d], memory[d])
+        for link in sorted(links):
+            if link not in running_link and links[link]:
+                _, u = heapq.heappop(links[link])
+                s, t = link
+                nbytes = transfer_bytes[(u, t)]
+                end = now + (cluster.latency[s, t] + nbytes / cluster.bandwidth[s, t])
+                running_link[link] = (end, u)
+                result.transfers[(u, t)] = (nbytes, now, end)
+                memory[t] += nbytes
+                peak[t] = max(peak[t], memory[t])
+                result.bytes_moved += nbytes
+        if not running_device and not running_link:
+            break
+        now = min(end for end, _ in list(running_device.values()) + list(running_link.values()))
+        for d in sorted(running_device):
+            end, k = running_device[d]
+            if end != now:
+                continue
+            del running_device[d]
+            for u in members[k]:
+                for w in sorted(set(producers[u])):
+                    g = kernel_of[w]
+                    if g == k or k not in still_needed[w]:
+                        continue
+                    still_needed[w].discard(k)
+                    if not still_needed[w]:
+                        memory[device[g]] -= float(graph.output_bytes[w])
+                    if device[g] != d:
+                        copy_needed[(w, d)].discard(k)
+                        if not copy_needed[(w, d)]:
+                            memory[d] -= transfer_bytes[(w, d)]
+                if u in stored and not outside[u]:
+                    memory[d] -= float(graph.output_bytes[u])
+                for v in consumers[u]:
+                    h = kernel_of[v]
+                    if h != k and device[h] == d:
+                        make_ready(h)
+                for t in range(num_dev):
+                    if (u, t) in transfer_bytes and device[k] != t:
+                        heapq.heappush(links.setdefault((d, t), []), (now, u))
+        for link in sorted(running_link):
+            end, u = running_link[link]
+            if end != now:
+                continue
+            del running_link[link]
+            for v in consumers[u]:
+                h = kernel_of[v]
+                if h != kernel_of[u] and device[h] == link[1]:
+                    make_ready(h)
+
+    for u in range(n):
+        peak[device[kernel_of[u]]] += float(graph.param_bytes[u])
+    result.step_time = max((end for _, _, end in result.kernels.values()), default=0.0)
+    for d in range(num_dev):
+        if peak[d] > cluster.devices[d].memory:
+            result.status = "oom"
+            result.oom_device = d
+            break
+    return result

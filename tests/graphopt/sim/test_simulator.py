@@ -1,0 +1,211 @@
+"""Hand-worked cases: every expected number below is derived in the comment above it."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from conftest import make_graph, unit_cluster
+
+from graphopt.sim import PreparedGraph, Simulator, simulate
+from graphopt.typing import CostModel, Decision
+
+
+def by_op(measurement, graph):
+    """op name -> (device, start, end) from a schedule."""
+    out = {}
+    for k in measurement.schedule.kernels:
+        for i in k.ops:
+            out[graph.op_names[i]] = (k.device, k.start, k.end)
+    return out
+
+
+def test_chain_time_and_memory():
+    # a -> b -> c on one device, 1 FLOP/s: a [0,1], b [1,3], c [3,6] -> step 6.
+    # Memory: a's 10 B live [0,3) (until b ends), b's 20 B [1,6), c's 30 B [3,6) (graph output).
+    # At t=3 a is released before c allocates: 20 + 30 = 50; plus a's 5 B of parameters = 55.
+    g = make_graph(
+        [("a", 1, 0, 10, 5), ("b", 2, 0, 20, 0), ("c", 3, 0, 30, 0)],
+        [("a", "b", 10), ("b", "c", 20)],
+    )
+    m = simulate(g, unit_cluster(1), Decision(), schedule=True)
+    assert m.valid and m.reason == ""
+    assert m.step_time == 6.0
+    assert m.busy_time.tolist() == [6.0]
+    assert m.peak_memory.tolist() == [55.0]
+    assert m.bytes_moved == 0.0
+    assert by_op(m, g) == {"a": (0, 0.0, 1.0), "b": (0, 1.0, 3.0), "c": (0, 3.0, 6.0)}
+
+
+def test_fork_priority_changes_order():
+    # a -> b, a -> c on one device; b takes 2 s, c 3 s.
+    # Default (topological ties): b [1,3], c [3,6]. With priority c=0 < b=1: c [1,4], b [4,6].
+    g = make_graph(
+        [("a", 1, 0, 1, 0), ("b", 2, 0, 1, 0), ("c", 3, 0, 1, 0)], [("a", "b", 1), ("a", "c", 1)]
+    )
+    cluster = unit_cluster(1)
+    default = by_op(simulate(g, cluster, Decision(), schedule=True), g)
+    assert default["b"][1:] == (1.0, 3.0) and default["c"][1:] == (3.0, 6.0)
+    prio = np.array([0, 1, 0])
+    m = simulate(g, cluster, Decision(priority=prio), schedule=True)
+    assert by_op(m, g)["c"][1:] == (1.0, 4.0) and by_op(m, g)["b"][1:] == (4.0, 6.0)
+    assert m.step_time == 6.0
+
+
+def test_diamond_across_two_devices():
+    # a(dev0) -> b(dev0) -> d(dev0); a -> c(dev1) -> d. Links: latency 0.5 s, 10 B/s.
+    # a [0,1]; a->dev1 carries 10 B: [1, 2.5]; c [2.5, 3.5]; c->dev0 carries 20 B: [3.5, 6];
+    # b [1,3]; d waits for the transfer: [6,7] -> step 7; 30 B moved.
+    # dev0 memory: a 10 B [0,3.5) (last consumer c ends 3.5), b 5 B [1,7), copy of c 20 B [3.5,7),
+    #   d 1 B [6,7). At 3.5 a is released before the copy lands: 5 + 20 = 25; at 6: 26 -> peak 26.
+    # dev1 memory: copy of a 10 B [1,3.5), c 20 B [2.5,7) -> peak 30 at 2.5.
+    g = make_graph(
+        [("a", 1, 0, 10, 0), ("b", 2, 0, 5, 0), ("c", 1, 0, 20, 0), ("d", 1, 0, 1, 0)],
+        [("a", "b", 10), ("a", "c", 10), ("b", "d", 5), ("c", "d", 20)],
+    )
+    placement = np.array([0, 0, 1, 0])  # topological order is a, b, c, d
+    assert g.op_names == ("a", "b", "c", "d")
+    m = simulate(g, unit_cluster(2), Decision(placement=placement), schedule=True)
+    assert m.step_time == 7.0
+    assert m.bytes_moved == 30.0
+    assert m.busy_time.tolist() == [4.0, 1.0]
+    assert m.peak_memory.tolist() == [26.0, 30.0]
+    ops = by_op(m, g)
+    assert ops["c"] == (1, 2.5, 3.5) and ops["d"] == (0, 6.0, 7.0)
+    transfers = [(t.producer, t.src, t.dst, t.start, t.end) for t in m.schedule.transfers]
+    assert transfers == [(0, 0, 1, 1.0, 2.5), (2, 1, 0, 3.5, 6.0)]
+
+
+def test_transfers_queue_on_one_link():
+    # p [0,1], q [1,2] on dev0; p -> r, q -> s on dev1; no latency, 10 B/s.
+    # p's 30 B transfer runs [1,4]; q's 10 B is queued at 2 but the link is busy until 4: [4,5].
+    # r [4,5], s [5,6] -> step 6 (without queueing it would be 5: s [3,4], r [4,5]).
+    g = make_graph(
+        [("p", 1, 0, 30, 0), ("q", 1, 0, 10, 0), ("r", 1, 0, 1, 0), ("s", 1, 0, 1, 0)],
+        [("p", "r", 30), ("q", "s", 10)],
+    )
+    placement = np.array([g.index[x] for x in ("p", "q", "r", "s")])
+    placement = np.zeros(4, dtype=np.int64)
+    placement[[g.index["r"], g.index["s"]]] = 1
+    m = simulate(g, unit_cluster(2, latency=0.0), Decision(placement=placement), schedule=True)
+    transfers = {g.op_names[t.producer]: (t.start, t.end) for t in m.schedule.transfers}
+    assert transfers == {"p": (1.0, 4.0), "q": (4.0, 5.0)}
+    assert m.step_time == 6.0
+
+
+def test_one_transfer_per_remote_device():
+    # a on dev0 feeds b and c, both on dev1: a's output crosses the link once (largest edge: 8 B).
+    g = make_graph(
+        [("a", 1, 0, 8, 0), ("b", 1, 0, 1, 0), ("c", 1, 0, 1, 0)], [("a", "b", 8), ("a", "c", 4)]
+    )
+    m = simulate(g, unit_cluster(2), Decision(placement=np.array([0, 1, 1])), schedule=True)
+    assert len(m.schedule.transfers) == 1 and m.bytes_moved == 8.0
+    # a [0,1]; transfer 0.5 + 0.8 = 1.3 s -> [1, 2.3]; b [2.3, 3.3]; c [3.3, 4.3].
+    assert m.step_time == pytest.approx(4.3, abs=1e-12)
+
+
+def test_out_of_memory_names_the_device():
+    g = make_graph([("a", 1, 0, 10, 150), ("b", 1, 0, 10, 0)], [("a", "b", 10)])
+    cluster = unit_cluster(2, memory=100.0)
+    m = simulate(g, cluster, Decision(placement=np.array([1, 0])))
+    assert not m.valid
+    assert "out of memory on device 1 (dev1)" in m.reason
+    assert m.peak_memory[1] == 160.0  # 150 B parameters + a's 10 B output
+    assert m.step_time > 0  # the step time of an OOM decision is still reported
+    ok = simulate(g, unit_cluster(2, memory=1000.0), Decision(placement=np.array([1, 0])))
+    assert ok.valid
+
+
+def test_legal_fusion_roofline_and_memory():
+    # 1 FLOP/s, 1 B/s, launch 0.5 s.  a: 2 FLOPs, 3 B, out 1 B; b: 2 FLOPs, 4 B, out 2 B; c: 1 FLOP, 2 B.
+    # Unfused: a max(2,3)+.5=3.5, b max(2,4)+.5=4.5, c max(1,2)+.5=2.5 -> step 10.5.
+    # Fusing a into b: 4 FLOPs; bytes 3+4 - edge a->b (1) - a's output, now internal (1) = 5;
+    #   max(4,5)+.5 = 5.5 -> step 8; a's output is never stored: peak = b's 2 B (+ c's 0.5 at 5.5
+    #   after b's output... b's output lives until c ends) -> 2 + 0.5 = 2.5.
+    g = make_graph(
+        [("a", 2, 3, 1, 0), ("b", 2, 4, 2, 0), ("c", 1, 2, 0.5, 0)], [("a", "b", 1), ("b", "c", 2)]
+    )
+    cluster = unit_cluster(1, peak_flops=1.0, mem_bandwidth=1.0, launch=0.5)
+    assert simulate(g, cluster).step_time == 10.5
+    m = simulate(g, cluster, Decision(fusion=np.array([1, 0, 0])), schedule=True)
+    assert m.valid and m.step_time == 8.0
+    assert [k.ops for k in m.schedule.kernels] == [(0, 1), (2,)]
+    assert m.peak_memory.tolist() == [2.5]
+
+
+def test_fused_kernel_takes_root_device_and_measured_times():
+    # Measured times: a 3 s, b 2 s on kind "unit", launch 0.5: fused = max(3+2-0.5, 3) = 4.5.
+    from graphopt.graph import CompGraph, Op
+
+    g = CompGraph.build(
+        "m",
+        [Op("a", "X", measured={"unit": 3.0}), Op("b", "Y", measured={"unit": 2.0})],
+        [("a", "b", 1.0)],
+    )
+    cluster = unit_cluster(2, launch=0.5)
+    m = simulate(g, cluster, Decision(placement=np.array([0, 1]), fusion=np.array([1, 0])), schedule=True)
+    assert m.step_time == 4.5
+    assert m.schedule.kernels[0].device == 1  # the root (b) decides the device
+    assert m.bytes_moved == 0.0
+
+
+def test_fusion_that_makes_a_cycle_is_illegal():
+    # p -> u, p -> w, u -> v, v -> w. Fusing p merges p, u, w into one kernel; v sits between
+    # u and w outside it: kernel -> v -> kernel is a cycle.
+    g = make_graph(
+        [("p", 1, 0, 1, 0), ("u", 1, 0, 1, 0), ("v", 1, 0, 1, 0), ("w", 1, 0, 1, 0)],
+        [("p", "u", 1), ("p", "w", 1), ("u", "v", 1), ("v", "w", 1)],
+    )
+    fusion = np.zeros(4, dtype=np.int64)
+    fusion[g.index["p"]] = 1
+    m = simulate(g, unit_cluster(1), Decision(fusion=fusion))
+    assert not m.valid and math.isinf(m.step_time)
+    assert "illegal fusion" in m.reason and "'v'" in m.reason
+
+
+def test_bad_decisions_raise():
+    g = make_graph([("a", 1, 0, 1, 0), ("b", 1, 0, 1, 0)], [("a", "b", 1)])
+    cluster = unit_cluster(2)
+    with pytest.raises(ValueError, match=r"placement has entry 2 at op 1; allowed values are 0..1"):
+        simulate(g, cluster, Decision(placement=np.array([0, 2])))
+    with pytest.raises(ValueError, match=r"shape \(3,\); expected \(2,\)"):
+        simulate(g, cluster, Decision(priority=np.array([0, 0, 0])))
+    with pytest.raises(ValueError, match="fusion has entry 3"):
+        simulate(g, cluster, Decision(fusion=np.array([3, 0])))
+    with pytest.raises(ValueError, match="negative entry"):
+        simulate(g, cluster, Decision(priority=np.array([-1, 0])))
+    with pytest.raises(ValueError, match="integers"):
+        simulate(g, cluster, Decision(placement=np.array([0.5, 0.0])))
+
+
+def test_empty_graph():
+    g = make_graph([], [])
+    m = simulate(g, unit_cluster(2))
+    assert m.valid and m.step_time == 0.0
+
+
+def test_batch_equals_single_and_simulator_is_a_cost_model():
+    rng = np.random.default_rng(0)
+    g = make_graph(
+        [(f"o{i}", float(rng.uniform(1, 3)), 0, 4, 1) for i in range(12)],
+        [(f"o{i}", f"o{j}", 4.0) for i in range(12) for j in range(i + 1, min(12, i + 3))],
+    )
+    cluster = unit_cluster(3)
+    placements = rng.integers(0, 3, size=(5, 12))
+    priorities = rng.integers(0, 4, size=(5, 12))
+    fusions = (rng.random((5, 12)) < 0.2).astype(np.int64)
+    prepared = PreparedGraph(g, cluster)
+    batch = prepared.evaluate_batch(placements, priorities, fusions)
+    sim = Simulator()
+    assert isinstance(sim, CostModel)
+    for b in range(5):
+        single = sim.evaluate(g, cluster, Decision(placements[b], priorities[b], fusions[b]))
+        assert batch.step_time[b] == single.step_time
+        assert batch.valid[b] == single.valid
+        np.testing.assert_array_equal(batch.peak_memory[b], single.peak_memory)
+    with pytest.raises(ValueError, match="expected"):
+        prepared.evaluate_batch(placements, priorities[:2])
+    with pytest.raises(ValueError, match="at least one"):
+        prepared.evaluate_batch()
+    assert sim.prepare(g, cluster) is sim.prepare(g, cluster)  # cached
