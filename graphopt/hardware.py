@@ -1,0 +1,495 @@
+"""Hardware: devices, the directed links between them, and cluster presets.
+
+A :class:`Cluster` is what cost models price a decision on: ``D`` :class:`Device` s and one
+directed link for every ordered pair of devices. Contract (the simulator relies on it):
+
+- Every ordered pair ``(src, dst)``, ``src != dst``, is its own link with its own bandwidth
+  (bytes/s) and latency (s); a transfer takes ``latency + nbytes / bandwidth``; transfers on one
+  link run one at a time (the simulator serialises them).
+- Devices with no direct link still get an entry for the slower route real systems take (PCIe
+  through the host, across sockets). The diagonal is unused: bandwidth ``inf``, latency ``0``,
+  so a "transfer" to the same device costs nothing.
+- An op without a measured time takes :meth:`Device.roofline_time`; ``Device.kind`` is the key of
+  the ops' measured times (``CompGraph.measured``).
+
+File format (YAML or JSON by suffix; :meth:`Cluster.load`, :meth:`Cluster.save`)::
+
+    name: dgx-pair                      # required
+    description: two V100 over NVLink   # optional
+    devices:                            # required, non-empty, in device-index order
+      - name: gpu                       # required; device names are unique
+        preset: V100-SXM2-16GB          # optional: start from DEVICE_SPECS[preset] ...
+        count: 2                        # optional: k copies named gpu0 .. gpu{k-1}
+        memory: 32.0e+9                 # ... fields given here override the preset's
+      - {name: cpu, kind: CPU, peak_flops: 6.0e+12, mem_bandwidth: 2.5e+11,
+         memory: 3.8e+11, launch_overhead: 1.0e-5}
+    links:                              # needed when D > 1, unless `pairs` covers every pair
+      default: {bandwidth: 12.0e+9, latency: 1.0e-5}    # every ordered pair not in `pairs`
+      pairs:                                             # optional, by device name
+        - {src: gpu0, dst: gpu1, bandwidth: 50.0e+9, latency: 5.0e-6}   # both directions
+        - {src: cpu, dst: gpu0, bandwidth: 10.0e+9, latency: 1.0e-5, bidirectional: false}
+
+Device fields: ``name``, ``kind``, ``peak_flops`` (FLOP/s), ``mem_bandwidth`` (bytes/s),
+``memory`` (bytes), ``launch_overhead`` (s per kernel). Figures must be finite and positive
+(latency and launch overhead may be 0). A number may be a string such as ``"12e9"`` (YAML 1.1
+reads ``12e9``, with no dot and no exponent sign, as a string). Each direction of a pair may be
+listed once.
+
+Presets (:data:`PRESETS`, :func:`list_presets`, :func:`get_cluster`) are cluster files in
+``graphopt/hardware_presets/`` (the file stem is the preset name), each figure cited beside it:
+``v100-nvlink-2``, ``v100-nvlink-4``, ``v100-nvlink-8`` (GPUs of an NVIDIA DGX-1V),
+``v100-pcie-4`` and ``hetero-cpu-2gpu``. Named device specs are in :data:`DEVICE_SPECS`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import hashlib
+import json
+import math
+import numbers
+import os
+from collections import Counter
+from collections.abc import Callable, Mapping
+from dataclasses import astuple, dataclass
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import yaml
+
+from graphopt.typing import FloatArray, IntArray
+
+# Kernel launch overhead from the host: a few microseconds per CUDA kernel (an estimate, not a
+# datasheet figure).
+GPU_LAUNCH = 5e-6
+
+DEVICE_SPECS: dict[str, dict[str, Any]] = {
+    # NVIDIA Tesla V100 datasheet: SXM2 15.7 TFLOP/s FP32, 900 GB/s HBM2, 16 GB (taken as 16e9
+    # bytes, a little under the 16 GiB stack, leaving room for the CUDA context).
+    "V100-SXM2-16GB": {"kind": "V100", "peak_flops": 15.7e12, "mem_bandwidth": 900e9,
+                       "memory": 16e9, "launch_overhead": GPU_LAUNCH},
+    # NVIDIA Tesla V100 datasheet: PCIe 14 TFLOP/s FP32, 900 GB/s HBM2, 16 GB. Same kind as the
+    # SXM2 part (same chip, lower clock) so that ops' measured "V100" times apply to it.
+    "V100-PCIe-16GB": {"kind": "V100", "peak_flops": 14e12, "mem_bandwidth": 900e9,
+                       "memory": 16e9, "launch_overhead": GPU_LAUNCH},
+    # NVIDIA Tesla P100 datasheet: SXM2 10.6 TFLOP/s FP32, 732 GB/s HBM2, 16 GB.
+    "P100-SXM2-16GB": {"kind": "P100", "peak_flops": 10.6e12, "mem_bandwidth": 732e9,
+                       "memory": 16e9, "launch_overhead": GPU_LAUNCH},
+    # NVIDIA A100 datasheet: SXM4 40 GB, 19.5 TFLOP/s FP32 (no tensor cores), 1555 GB/s HBM2.
+    "A100-SXM4-40GB": {"kind": "A100", "peak_flops": 19.5e12, "mem_bandwidth": 1555e9,
+                       "memory": 40e9, "launch_overhead": GPU_LAUNCH},
+    # 2x Intel Xeon Platinum 8180 (ark.intel.com: 28 cores, 6 channels DDR4-2666; Intel Xeon
+    # Scalable specification update: AVX-512 all-core base clock 1.7 GHz; 2 AVX-512 FMA units):
+    # 2 sockets x 28 cores x (2 FMA x 16 lanes x 2) FLOP/cycle x 1.7e9 = 6.09e12 FP32 FLOP/s;
+    # 2 x 6 channels x 2666e6 x 8 bytes = 256 GB/s DRAM. Memory: one 32 GB DIMM per channel,
+    # 384 GB (an assumed configuration). Per-op dispatch in a CPU executor: ~10 us (estimate).
+    "Xeon-8180-2S": {"kind": "CPU", "peak_flops": 2 * 28 * 64 * 1.7e9,
+                     "mem_bandwidth": 2 * 6 * 2666e6 * 8, "memory": 384e9,
+                     "launch_overhead": 10e-6},
+}  # fmt: skip
+"""Named device specs (every :class:`Device` field but ``name``), usable as ``preset:`` in files."""
+
+PRESET_DIR = Path(__file__).with_name("hardware_presets")
+DEFAULT_CLUSTER = "v100-nvlink-4"
+
+_DEVICE_FIELDS = ("name", "kind", "peak_flops", "mem_bandwidth", "memory", "launch_overhead")
+_UNITS = {"peak_flops": "FLOP/s", "mem_bandwidth": "bytes/s", "memory": "bytes"}
+_UNITS.update(launch_overhead="s", bandwidth="bytes/s", latency="s")
+
+
+def _figure(value: Any, where: str, name: str, *, allow_zero: bool = False) -> float:
+    """``value`` as a float, or ``ValueError`` naming ``where`` and the field ``name``."""
+    if isinstance(value, str):
+        with contextlib.suppress(ValueError):  # else reported below, as the original string
+            value = float(value)
+    if isinstance(value, numbers.Real) and not isinstance(value, bool):
+        value = float(value)
+        if math.isfinite(value) and (value > 0 or (allow_zero and value == 0)):
+            return value
+    bound = "non-negative" if allow_zero else "positive"
+    raise ValueError(
+        f"{where}: {name} must be a finite {bound} number ({_UNITS[name]}), got {value!r}"
+    )
+
+
+def _check_keys(
+    data: Any, where: str, required: tuple[str, ...], optional: tuple[str, ...]
+) -> None:
+    """Raise ``ValueError`` unless ``data`` is a mapping with all ``required`` and no other keys."""
+    if not isinstance(data, Mapping):
+        raise ValueError(f"{where} must be a mapping, got {type(data).__name__}: {data!r}")
+    allowed = required + optional
+    unknown = sorted(str(k) for k in data if k not in allowed)
+    if unknown:
+        raise ValueError(f"{where}: unknown key(s) {unknown}; allowed: {', '.join(allowed)}")
+    missing = [k for k in required if k not in data]
+    if missing:
+        raise ValueError(f"{where}: missing required field(s) {missing}")
+
+
+def _readonly(array: np.ndarray) -> np.ndarray:
+    array.setflags(write=False)
+    return array
+
+
+@dataclass(frozen=True)
+class Device:
+    """One compute device.
+
+    Attributes:
+        name: unique within a cluster, e.g. ``"gpu0"``.
+        kind: device kind, e.g. ``"V100"`` or ``"CPU"``; the key of ops' measured times.
+        peak_flops: peak FLOP/s.
+        mem_bandwidth: memory bandwidth, bytes/s.
+        memory: memory capacity, bytes.
+        launch_overhead: seconds added to every kernel (launch / dispatch cost); may be 0.
+
+    Raises:
+        ValueError: an empty name or kind, or a figure that is not finite and positive.
+    """
+
+    name: str
+    kind: str
+    peak_flops: float
+    mem_bandwidth: float
+    memory: float
+    launch_overhead: float
+
+    def __post_init__(self) -> None:
+        for key in ("name", "kind"):
+            value = getattr(self, key)
+            if not isinstance(value, str) or not value:
+                raise ValueError(f"device {key} must be a non-empty string, got {value!r}")
+        for key in _DEVICE_FIELDS[2:]:
+            zero_ok = key == "launch_overhead"
+            value = _figure(getattr(self, key), f"device {self.name!r}", key, allow_zero=zero_ok)
+            object.__setattr__(self, key, value)
+
+    def roofline_time(self, flops: float | FloatArray, nbytes: float | FloatArray) -> Any:
+        """Roofline time of a kernel, seconds: ``max(flops / peak_flops, nbytes / mem_bandwidth)
+        + launch_overhead``. Floats give a float; arrays give an array (broadcast)."""
+        time = np.maximum(np.divide(flops, self.peak_flops), np.divide(nbytes, self.mem_bandwidth))
+        time = time + self.launch_overhead
+        return float(time) if np.ndim(time) == 0 else time
+
+
+@dataclass(frozen=True, eq=False)
+class Cluster:
+    """Devices and the directed links between them (the contract is in the module docstring).
+
+    Equality and hashing go by :attr:`fingerprint` (content), so a cluster can key a cache.
+
+    Attributes:
+        name: cluster name.
+        devices: the devices; a device's index here is its index in decisions.
+        bandwidth: ``(D, D)`` bytes/s of the directed link ``src -> dst``; diagonal ``inf``.
+        latency: ``(D, D)`` seconds of each link; diagonal ``0``.
+        description: free text; not part of the fingerprint.
+
+    The link arrays are copied, their diagonals reset, and made read-only.
+
+    Raises:
+        ValueError: no devices, duplicate device names, link arrays of the wrong shape, or an
+            off-diagonal bandwidth not finite and positive / latency not finite and >= 0.
+    """
+
+    name: str
+    devices: tuple[Device, ...]
+    bandwidth: FloatArray
+    latency: FloatArray
+    description: str = ""
+
+    def __post_init__(self) -> None:
+        devices = tuple(self.devices)
+        if not devices or not all(isinstance(d, Device) for d in devices):
+            raise ValueError(f"cluster {self.name!r}: devices must be a non-empty list of Device")
+        names = [d.name for d in devices]
+        dup = sorted({n for n in names if names.count(n) > 1})
+        if dup:
+            raise ValueError(f"cluster {self.name!r}: duplicate device names {dup}; rename them")
+        n = len(devices)
+        for key, zero_ok in (("bandwidth", False), ("latency", True)):
+            array = np.array(getattr(self, key), dtype=np.float64)
+            if array.shape != (n, n):
+                raise ValueError(
+                    f"cluster {self.name!r}: {key} has shape {array.shape}; expected ({n}, {n}), "
+                    "one entry per ordered (src, dst) device pair"
+                )
+            for i, j in np.argwhere(~np.eye(n, dtype=bool)):
+                where = f"cluster {self.name!r}: link {names[i]}->{names[j]}"
+                _figure(array[i, j], where, key, allow_zero=zero_ok)
+            np.fill_diagonal(array, np.inf if key == "bandwidth" else 0.0)
+            object.__setattr__(self, key, _readonly(array))
+        object.__setattr__(self, "devices", devices)
+
+    # ------------------------------------------------------------------ views
+    @property
+    def num_devices(self) -> int:
+        return len(self.devices)
+
+    @cached_property
+    def kinds(self) -> tuple[str, ...]:
+        """Distinct device kinds, in device order of first appearance."""
+        return tuple(dict.fromkeys(d.kind for d in self.devices))
+
+    @cached_property
+    def kind_index(self) -> IntArray:
+        """``(D,)`` index of each device's kind in :attr:`kinds`."""
+        index = {kind: k for k, kind in enumerate(self.kinds)}
+        return _readonly(np.array([index[d.kind] for d in self.devices], dtype=np.int64))
+
+    def _column(self, key: str) -> FloatArray:
+        return _readonly(np.array([getattr(d, key) for d in self.devices], dtype=np.float64))
+
+    @cached_property
+    def peak_flops(self) -> FloatArray:
+        """``(D,)`` peak FLOP/s per device."""
+        return self._column("peak_flops")
+
+    @cached_property
+    def mem_bandwidth(self) -> FloatArray:
+        """``(D,)`` memory bandwidth per device, bytes/s."""
+        return self._column("mem_bandwidth")
+
+    @cached_property
+    def memory(self) -> FloatArray:
+        """``(D,)`` memory capacity per device, bytes."""
+        return self._column("memory")
+
+    @cached_property
+    def launch_overhead(self) -> FloatArray:
+        """``(D,)`` seconds of launch overhead per kernel, per device."""
+        return self._column("launch_overhead")
+
+    def transfer_time(self, src: Any, dst: Any, nbytes: Any) -> Any:
+        """Seconds to send ``nbytes`` from device ``src`` to ``dst``: ``latency + nbytes /
+        bandwidth`` (0 when ``src == dst``). Works elementwise on index and byte arrays."""
+        return self.latency[src, dst] + np.divide(nbytes, self.bandwidth[src, dst])
+
+    @cached_property
+    def fingerprint(self) -> str:
+        """SHA-256 of the name, devices and link arrays: equal content, equal hash."""
+        h = hashlib.sha256(json.dumps([self.name, [astuple(d) for d in self.devices]]).encode())
+        h.update(self.bandwidth.tobytes())
+        h.update(self.latency.tobytes())
+        return h.hexdigest()
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Cluster) and self.fingerprint == other.fingerprint
+
+    def __hash__(self) -> int:
+        return hash(self.fingerprint)
+
+    # ------------------------------------------------------------------ (de)serialisation
+    def to_dict(self) -> dict[str, Any]:
+        """The file-format dict (module docstring), lossless: devices written out in full, the
+        most common link as ``links.default``, every other link in ``links.pairs``."""
+        names, n = [d.name for d in self.devices], self.num_devices
+        link = {
+            (i, j): (float(self.bandwidth[i, j]), float(self.latency[i, j]))
+            for i in range(n)
+            for j in range(n)
+            if i != j
+        }
+        links: dict[str, Any] = {}
+        default = Counter(link.values()).most_common(1)[0][0] if link else None
+        if default is not None:
+            links["default"] = {"bandwidth": default[0], "latency": default[1]}
+        pairs = []
+        for (i, j), (bandwidth, latency) in link.items():
+            both = link[j, i] == (bandwidth, latency)
+            if (bandwidth, latency) == default or (both and i > j):
+                continue  # covered by the default, or written with its reverse
+            pair = {"src": names[i], "dst": names[j], "bandwidth": bandwidth, "latency": latency}
+            pairs.append({**pair, "bidirectional": both})
+        if pairs:
+            links["pairs"] = pairs
+        devices = [{key: getattr(d, key) for key in _DEVICE_FIELDS} for d in self.devices]
+        return {
+            "name": self.name,
+            "description": self.description,
+            "devices": devices,
+            "links": links,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Cluster:
+        """Build a cluster from the file-format dict (module docstring).
+
+        Raises:
+            ValueError: naming the culprit: unknown or missing keys, an unknown device preset, a
+                bad ``count``, a bad figure, duplicate device names, a link naming an unknown
+                device, a link given twice, or an ordered pair left without figures.
+        """
+        _check_keys(data, "cluster", ("name", "devices"), ("description", "links"))
+        devices = _parse_devices(data["devices"])
+        bandwidth, latency = _parse_links(data.get("links"), [d.name for d in devices])
+        description = str(data.get("description") or "")
+        return cls(str(data["name"]), devices, bandwidth, latency, description=description)
+
+    def save(self, path: str | os.PathLike) -> None:
+        """Write :meth:`to_dict` to ``path``: YAML for ``.yaml`` / ``.yml``, else JSON."""
+        path = Path(path)
+        if path.suffix.lower() in (".yaml", ".yml"):
+            path.write_text(yaml.safe_dump(self.to_dict(), sort_keys=False))
+        else:
+            path.write_text(json.dumps(self.to_dict(), indent=2) + "\n")
+
+    @classmethod
+    def load(cls, path: str | os.PathLike) -> Cluster:
+        """Read a cluster file (JSON for ``.json``, else YAML).
+
+        Raises:
+            ValueError: the file does not exist, does not parse, or is not a valid cluster.
+        """
+        path = Path(path)
+        if not path.is_file():
+            raise ValueError(
+                f"cluster file '{path}' does not exist; give the path to a .yaml/.yml/.json "
+                f"cluster file or a preset name ({', '.join(PRESETS)})"
+            )
+        is_json = path.suffix.lower() == ".json"
+        try:
+            text = path.read_text()
+            data = json.loads(text) if is_json else yaml.safe_load(text)
+        except (OSError, ValueError, yaml.YAMLError) as e:  # UnicodeDecodeError is a ValueError
+            kind = "JSON" if is_json else "YAML"
+            raise ValueError(f"cluster file '{path}' does not parse as {kind}: {e}") from e
+        try:
+            return cls.from_dict(data)
+        except ValueError as e:
+            raise ValueError(f"cluster file '{path}': {e}") from e
+
+
+def _parse_devices(entries: Any) -> tuple[Device, ...]:
+    if not isinstance(entries, list) or not entries:
+        raise ValueError(f"devices must be a non-empty list of device entries, got {entries!r}")
+    devices = []
+    for k, entry in enumerate(entries):
+        _check_keys(entry, f"devices[{k}]", ("name",), (*_DEVICE_FIELDS[1:], "count", "preset"))
+        where = f"devices[{k}] ({entry['name']!r})"
+        figures: dict[str, Any] = {}
+        if "preset" in entry:
+            if entry["preset"] not in DEVICE_SPECS:
+                raise ValueError(
+                    f"{where}: unknown device preset {entry['preset']!r}; "
+                    f"choose one of: {', '.join(DEVICE_SPECS)}"
+                )
+            figures.update(DEVICE_SPECS[entry["preset"]])
+        figures.update((key, entry[key]) for key in _DEVICE_FIELDS[1:] if key in entry)
+        missing = [key for key in _DEVICE_FIELDS[1:] if key not in figures]
+        if missing:
+            raise ValueError(
+                f"{where}: missing field(s) {missing}; give them, or a `preset` "
+                f"(one of: {', '.join(DEVICE_SPECS)})"
+            )
+        count = entry.get("count")
+        if count is None:
+            names = [entry["name"]]
+        elif isinstance(count, int) and not isinstance(count, bool) and count >= 1:
+            names = [f"{entry['name']}{i}" for i in range(count)]
+        else:
+            raise ValueError(f"{where}: count must be a positive integer, got {count!r}")
+        devices += [Device(name=name, **figures) for name in names]
+    names = [d.name for d in devices]
+    dup = sorted({name for name in names if names.count(name) > 1})
+    if dup:  # checked here too, so that links naming the devices do not fail first
+        raise ValueError(f"devices: duplicate device names {dup}; make every name unique")
+    return tuple(devices)
+
+
+def _parse_links(links: Any, names: list[str]) -> tuple[FloatArray, FloatArray]:
+    n = len(names)
+    bandwidth, latency = np.full((n, n), np.nan), np.full((n, n), np.nan)
+    links = {} if links is None else links
+    _check_keys(links, "links", (), ("default", "pairs"))
+    if "default" in links:
+        default = links["default"]
+        _check_keys(default, "links.default", ("bandwidth", "latency"), ())
+        bandwidth[:] = _figure(default["bandwidth"], "links.default", "bandwidth")
+        latency[:] = _figure(default["latency"], "links.default", "latency", allow_zero=True)
+    pairs = links.get("pairs") or []
+    if not isinstance(pairs, list):
+        raise ValueError(f"links.pairs must be a list of pair entries, got {pairs!r}")
+    index = {name: i for i, name in enumerate(names)}
+    seen: set[tuple[int, int]] = set()
+    for k, pair in enumerate(pairs):
+        where = f"links.pairs[{k}]"
+        _check_keys(pair, where, ("src", "dst", "bandwidth", "latency"), ("bidirectional",))
+        for key in ("src", "dst"):
+            if pair[key] not in index:
+                raise ValueError(
+                    f"{where}: unknown device name {pair[key]!r} in `{key}`; "
+                    f"devices are: {', '.join(names)}"
+                )
+        i, j = index[pair["src"]], index[pair["dst"]]
+        if i == j:
+            raise ValueError(f"{where}: src and dst are both {names[i]!r}; a link joins two")
+        both = pair.get("bidirectional", True)
+        if not isinstance(both, bool):
+            raise ValueError(f"{where}: bidirectional must be true or false, got {both!r}")
+        bw = _figure(pair["bandwidth"], where, "bandwidth")
+        lat = _figure(pair["latency"], where, "latency", allow_zero=True)
+        for s, d in ((i, j), (j, i)) if both else ((i, j),):
+            if (s, d) in seen:
+                raise ValueError(
+                    f"{where}: link {names[s]}->{names[d]} is given twice in links.pairs; "
+                    "list each direction once"
+                )
+            seen.add((s, d))
+            bandwidth[s, d], latency[s, d] = bw, lat
+    np.fill_diagonal(bandwidth, np.inf)
+    np.fill_diagonal(latency, 0.0)
+    if np.isnan(bandwidth).any():
+        i, j = np.argwhere(np.isnan(bandwidth))[0]
+        raise ValueError(
+            f"links: no figures for {names[i]}->{names[j]}; add links.default "
+            "{bandwidth, latency} or a links.pairs entry for every ordered device pair"
+        )
+    return bandwidth, latency
+
+
+# ---------------------------------------------------------------------------------- presets
+@functools.cache
+def _load_preset(name: str) -> Cluster:
+    return Cluster.load(PRESET_DIR / f"{name}.yaml")
+
+
+PRESETS: dict[str, Callable[[], Cluster]] = {
+    path.stem: functools.partial(_load_preset, path.stem)
+    for path in sorted(PRESET_DIR.glob("*.yaml"))
+}
+"""Preset name -> zero-argument function returning that (cached, immutable) :class:`Cluster`."""
+
+
+def list_presets() -> dict[str, str]:
+    """Preset name -> one-line description."""
+    return {name: build().description for name, build in PRESETS.items()}
+
+
+def get_cluster(spec: str | os.PathLike | Cluster) -> Cluster:
+    """Resolve ``spec`` to a cluster.
+
+    Args:
+        spec: a :class:`Cluster` (returned as is), a preset name (see :func:`list_presets`), or a
+            path to a ``.yaml`` / ``.yml`` / ``.json`` cluster file.
+
+    Raises:
+        ValueError: an unknown preset name (the valid ones are listed), or a bad cluster file.
+        TypeError: ``spec`` is none of the above types.
+    """
+    if isinstance(spec, Cluster):
+        return spec
+    if isinstance(spec, str) and spec in PRESETS:
+        return PRESETS[spec]()
+    if not isinstance(spec, (str, os.PathLike)):
+        raise TypeError(f"cluster spec must be a Cluster, preset name or path, got {spec!r}")
+    if isinstance(spec, os.PathLike) or Path(spec).suffix.lower() in (".yaml", ".yml", ".json"):
+        return Cluster.load(spec)
+    raise ValueError(
+        f"unknown cluster preset {spec!r}; choose one of: {', '.join(PRESETS)} "
+        "(or give a path to a .yaml/.json cluster file)"
+    )

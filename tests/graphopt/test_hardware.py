@@ -1,0 +1,362 @@
+"""Tests for :mod:`graphopt.hardware`: the presets and their figures, the roofline and transfer
+times, the cluster file format (round trips, ``count`` / ``preset`` expansion) and the errors
+raised for bad input."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from graphopt.hardware import (
+    DEFAULT_CLUSTER,
+    DEVICE_SPECS,
+    PRESETS,
+    Cluster,
+    Device,
+    get_cluster,
+    list_presets,
+)
+
+REQUIRED_PRESETS = (
+    "v100-nvlink-2",
+    "v100-nvlink-4",
+    "v100-nvlink-8",
+    "v100-pcie-4",
+    "hetero-cpu-2gpu",
+)
+NVLINK = 25e9  # NVLink 2.0, bytes/s per link per direction
+
+
+# ---------------------------------------------------------------------- helpers
+def base_dict() -> dict[str, Any]:
+    """A valid two-device cluster in the file format, for the error tests to break."""
+    return {
+        "name": "pair",
+        "description": "two devices",
+        "devices": [
+            {"name": "gpu0", "kind": "V100", "peak_flops": 15.7e12, "mem_bandwidth": 900e9,
+             "memory": 16e9, "launch_overhead": 5e-6},
+            {"name": "gpu1", "preset": "V100-SXM2-16GB"},
+        ],
+        "links": {
+            "default": {"bandwidth": 12e9, "latency": 1e-5},
+            "pairs": [{"src": "gpu0", "dst": "gpu1", "bandwidth": 50e9, "latency": 5e-6}],
+        },
+    }  # fmt: skip
+
+
+def asymmetric_cluster() -> Cluster:
+    """Three devices of two kinds, with a one-way link and a zero latency."""
+    data = {
+        "name": "asym",
+        "devices": [
+            {"name": "cpu", "preset": "Xeon-8180-2S"},
+            {"name": "gpu", "preset": "V100-SXM2-16GB", "count": 2},
+        ],
+        "links": {
+            "default": {"bandwidth": 12e9, "latency": 1e-5},
+            "pairs": [
+                {"src": "gpu0", "dst": "gpu1", "bandwidth": 50e9, "latency": 0.0},
+                {"src": "cpu", "dst": "gpu1", "bandwidth": 3e9, "latency": 2e-5,
+                 "bidirectional": False},
+            ],
+        },
+    }  # fmt: skip
+    return Cluster.from_dict(data)
+
+
+def assert_same(a: Cluster, b: Cluster) -> None:
+    assert a == b and a.fingerprint == b.fingerprint
+    assert a.devices == b.devices and a.name == b.name and a.description == b.description
+    np.testing.assert_array_equal(a.bandwidth, b.bandwidth)
+    np.testing.assert_array_equal(a.latency, b.latency)
+
+
+# ---------------------------------------------------------------------- presets
+def test_required_presets_exist_and_are_listed() -> None:
+    assert set(REQUIRED_PRESETS) <= set(PRESETS)
+    assert DEFAULT_CLUSTER in PRESETS
+    descriptions = list_presets()
+    assert set(descriptions) == set(PRESETS)
+    assert all(d and "\n" not in d for d in descriptions.values())
+
+
+@pytest.mark.parametrize("name", sorted(PRESETS))
+def test_preset_loads_with_sane_figures(name: str) -> None:
+    c = get_cluster(name)
+    assert c.name == name and c is PRESETS[name]()  # file stem == name; built once
+    d = c.num_devices
+    assert len({dev.name for dev in c.devices}) == d
+    assert c.bandwidth.shape == c.latency.shape == (d, d)
+    assert np.all(np.isinf(np.diag(c.bandwidth))) and np.all(np.diag(c.latency) == 0)
+    off = ~np.eye(d, dtype=bool)
+    assert np.all((c.bandwidth[off] >= 1e9) & (c.bandwidth[off] <= 1e12))
+    assert np.all((c.latency[off] > 0) & (c.latency[off] < 1e-4))
+    np.testing.assert_array_equal(c.bandwidth, c.bandwidth.T)  # every preset link is symmetric
+    assert np.all((c.peak_flops > 1e12) & (c.peak_flops < 1e14))
+    assert np.all((c.mem_bandwidth > 1e11) & (c.memory >= 16e9))
+    assert np.all((c.launch_overhead > 0) & (c.launch_overhead < 1e-4))
+    for array in (c.bandwidth, c.latency, c.peak_flops, c.memory, c.kind_index):
+        assert not array.flags.writeable
+
+
+def test_device_specs_match_datasheets() -> None:
+    sxm2, pcie = DEVICE_SPECS["V100-SXM2-16GB"], DEVICE_SPECS["V100-PCIe-16GB"]
+    assert (sxm2["peak_flops"], sxm2["mem_bandwidth"], sxm2["memory"]) == (15.7e12, 900e9, 16e9)
+    assert (pcie["peak_flops"], pcie["mem_bandwidth"]) == (14e12, 900e9)
+    assert sxm2["kind"] == pcie["kind"] == "V100"
+    cpu = DEVICE_SPECS["Xeon-8180-2S"]
+    assert cpu["kind"] == "CPU" and cpu["peak_flops"] == pytest.approx(6.09e12, rel=1e-3)
+    assert cpu["mem_bandwidth"] == pytest.approx(256e9, rel=1e-3)
+
+
+def test_dgx1v_hybrid_cube_mesh() -> None:
+    c8 = get_cluster("v100-nvlink-8")
+    bw = c8.bandwidth
+    nvlinks = np.where(bw >= NVLINK, bw / NVLINK, 0.0)
+    np.fill_diagonal(nvlinks, 0.0)
+    assert np.all(np.isin(nvlinks, (0, 1, 2)))
+    np.testing.assert_array_equal(nvlinks.sum(axis=1), 6)  # every V100 uses its 6 NVLinks
+    for quad in (range(4), range(4, 8)):  # two fully connected quads
+        assert all(nvlinks[i, j] > 0 for i in quad for j in quad if i != j)
+    for i in range(4):  # GPU i joins GPU i+4, and no other pair across the quads
+        assert nvlinks[i, i + 4] > 0
+        assert all(bw[i, j] == 8e9 for j in range(4, 8) if j != i + 4)
+    c4, c2 = get_cluster("v100-nvlink-4"), get_cluster("v100-nvlink-2")
+    np.testing.assert_array_equal(c4.bandwidth, bw[:4, :4])
+    np.testing.assert_array_equal(c2.bandwidth, bw[np.ix_([0, 3], [0, 3])])
+    assert c2.bandwidth[0, 1] == 2 * NVLINK
+
+
+def test_pcie_and_hetero_presets() -> None:
+    pcie = get_cluster("v100-pcie-4")
+    assert np.all(pcie.peak_flops == 14e12)
+    assert np.all(pcie.bandwidth[~np.eye(4, dtype=bool)] == 12e9)
+    h = get_cluster("hetero-cpu-2gpu")
+    assert h.kinds == ("CPU", "V100")
+    np.testing.assert_array_equal(h.kind_index, [0, 1, 1])
+    assert h.memory[0] > 10 * h.memory[1]
+    assert h.bandwidth[0, 1] == h.bandwidth[2, 0] == 12e9 and h.bandwidth[1, 2] == 2 * NVLINK
+
+
+# ---------------------------------------------------------------------- times
+def test_roofline_time_float_and_array() -> None:
+    dev = Device(
+        "g", "V100", peak_flops=1e13, mem_bandwidth=1e12, memory=16e9, launch_overhead=5e-6
+    )
+    t = dev.roofline_time(1e12, 1e9)  # compute bound: 0.1 s vs 1 ms
+    assert isinstance(t, float) and t == pytest.approx(0.1 + 5e-6)
+    assert dev.roofline_time(1e9, 1e12) == pytest.approx(1.0 + 5e-6)  # memory bound
+    times = dev.roofline_time(np.array([1e12, 1e9, 0.0]), np.array([1e9, 1e12, 0.0]))
+    np.testing.assert_allclose(times, [0.1 + 5e-6, 1.0 + 5e-6, 5e-6])
+
+
+def test_transfer_time() -> None:
+    c = asymmetric_cluster()
+    assert c.transfer_time(1, 2, 1e9) == pytest.approx(1e9 / 50e9)  # zero latency
+    assert c.transfer_time(0, 2, 3e9) == pytest.approx(2e-5 + 1.0)  # one-way link
+    assert c.transfer_time(2, 0, 12e9) == pytest.approx(1e-5 + 1.0)  # default back
+    assert c.transfer_time(1, 1, 1e9) == 0.0
+    times = c.transfer_time(np.array([0, 1]), np.array([1, 0]), np.array([12e9, 24e9]))
+    np.testing.assert_allclose(times, [1 + 1e-5, 2 + 1e-5])
+
+
+def test_cluster_copies_and_normalises_arrays() -> None:
+    bw, lat = np.full((2, 2), 10.0), np.full((2, 2), 0.5)
+    dev = [Device(f"d{i}", "x", 1.0, 1.0, 1.0, 0.0) for i in range(2)]
+    c = Cluster("c", dev, bw, lat)  # type: ignore[arg-type]
+    bw[0, 1] = 99.0
+    assert c.bandwidth[0, 1] == 10.0 and np.isinf(c.bandwidth[0, 0]) and c.latency[1, 1] == 0
+    assert isinstance(c.devices, tuple)
+    with pytest.raises(ValueError, match="read-only"):
+        c.bandwidth[0, 1] = 1.0
+
+
+def test_equality_and_fingerprint() -> None:
+    a, b = asymmetric_cluster(), asymmetric_cluster()
+    assert a == b and hash(a) == hash(b) and a is not b
+    assert a != get_cluster("hetero-cpu-2gpu") and a != "asym"
+    data = base_dict()
+    data["description"] = "other words"
+    assert Cluster.from_dict(data) == Cluster.from_dict(base_dict())  # description is no content
+    data["links"]["pairs"][0]["bandwidth"] = 49e9
+    assert Cluster.from_dict(data).fingerprint != Cluster.from_dict(base_dict()).fingerprint
+
+
+# ---------------------------------------------------------------------- file format
+@pytest.mark.parametrize("suffix", [".yaml", ".yml", ".json"])
+@pytest.mark.parametrize("name", ["asym", *sorted(PRESETS)])
+def test_save_load_round_trip(tmp_path: Path, suffix: str, name: str) -> None:
+    c = asymmetric_cluster() if name == "asym" else get_cluster(name)
+    path = tmp_path / f"c{suffix}"
+    c.save(path)
+    if suffix == ".json":
+        json.loads(path.read_text())  # really JSON
+    assert_same(Cluster.load(path), c)
+    assert_same(get_cluster(path), c)
+    assert_same(get_cluster(str(path)), c)
+    assert_same(Cluster.from_dict(json.loads(json.dumps(c.to_dict()))), c)
+
+
+def test_count_and_preset_expansion() -> None:
+    data = {
+        "name": "x",
+        "devices": [
+            {"name": "gpu", "preset": "V100-SXM2-16GB", "count": 3, "memory": 32e9},
+            {"name": "host", "preset": "Xeon-8180-2S", "kind": "HOST"},
+        ],
+        "links": {"default": {"bandwidth": 1e10, "latency": 0}},
+    }
+    c = Cluster.from_dict(data)
+    assert [d.name for d in c.devices] == ["gpu0", "gpu1", "gpu2", "host"]
+    assert c.kinds == ("V100", "HOST")
+    np.testing.assert_array_equal(c.memory[:3], 32e9)  # overrides the preset
+    np.testing.assert_array_equal(c.peak_flops[:3], 15.7e12)  # taken from the preset
+    assert c.devices[3].mem_bandwidth == DEVICE_SPECS["Xeon-8180-2S"]["mem_bandwidth"]
+
+
+def test_yaml_numbers_written_without_dot(tmp_path: Path) -> None:
+    path = tmp_path / "c.yaml"
+    path.write_text(
+        "name: s\ndevices:\n  - {name: g, preset: V100-SXM2-16GB, count: 2}\n"
+        "links:\n  default: {bandwidth: 12e9, latency: 1e-5}\n"
+    )
+    c = Cluster.load(path)  # YAML 1.1 reads 12e9 as a string; accepted as a number
+    assert c.bandwidth[0, 1] == 12e9 and c.latency[1, 0] == 1e-5
+
+
+def test_single_device_needs_no_links(tmp_path: Path) -> None:
+    c = Cluster.from_dict({"name": "one", "devices": [{"name": "g", "preset": "A100-SXM4-40GB"}]})
+    assert c.num_devices == 1 and c.kinds == ("A100",)
+    c.save(tmp_path / "one.yaml")
+    assert_same(Cluster.load(tmp_path / "one.yaml"), c)
+
+
+# ---------------------------------------------------------------------- errors
+def broken(path: str, value: Any) -> dict[str, Any]:
+    """``base_dict()`` with the entry at dotted ``path`` set to ``value`` (deleted if ``...``)."""
+    data = base_dict()  # a fresh dict each call
+    *parents, last = path.split(".")
+    node: Any = data
+    for part in parents:
+        node = node[int(part)] if part.isdigit() else node[part]
+    leaf: Any = int(last) if last.isdigit() else last
+    if value is ...:
+        del node[leaf]
+    else:
+        node[leaf] = value
+    return data
+
+
+# (dotted path into base_dict(), value to put there or ... to delete, regex the error must match)
+BAD_INPUTS = [
+    ("devices.0.peak_flops", 0.0, r"device 'gpu0': peak_flops must be a finite positive number \(FLOP/s\), got 0.0"),
+    ("devices.0.mem_bandwidth", -1.0, "device 'gpu0': mem_bandwidth must be a finite positive"),
+    ("devices.0.memory", math.nan, "device 'gpu0': memory must be .* got nan"),
+    ("devices.1.memory", math.inf, "device 'gpu1': memory must be .* got inf"),
+    ("devices.0.launch_overhead", -1e-6, "device 'gpu0': launch_overhead must be a finite non-negative"),
+    ("devices.0.peak_flops", "lots", "peak_flops must be a finite positive number .* got 'lots'"),
+    ("links.default.bandwidth", 0, r"links.default: bandwidth must be a finite positive number \(bytes/s\)"),
+    ("links.default.latency", math.nan, "links.default: latency must be a finite non-negative"),
+    ("links.pairs.0.bandwidth", math.inf, r"links.pairs\[0\]: bandwidth must be .* got inf"),
+    ("devices.1.name", "gpu0", r"duplicate device names \['gpu0'\]; make every name unique"),
+    ("links.pairs.0.dst", "gpu9", r"links.pairs\[0\]: unknown device name 'gpu9' in `dst`; devices are: gpu0, gpu1"),
+    ("links.pairs.0.dst", "gpu0", "src and dst are both 'gpu0'"),
+    ("name", ..., r"cluster: missing required field\(s\) \['name'\]"),
+    ("devices.0.kind", ..., r"devices\[0\] \('gpu0'\): missing field\(s\) \['kind'\]; give them, or a `preset`"),
+    ("links.default.latency", ..., r"links.default: missing required field\(s\) \['latency'\]"),
+    ("links.pairs.0.src", ..., r"links.pairs\[0\]: missing required field\(s\) \['src'\]"),
+    ("devcies", [], r"cluster: unknown key\(s\) \['devcies'\]; allowed: name, devices, description, links"),
+    ("devices.0.flops", 1.0, r"devices\[0\]: unknown key\(s\) \['flops'\]; allowed: name, kind, peak_flops"),
+    ("links.pairs.0.weight", 1.0, r"unknown key\(s\) \['weight'\]; allowed: src, dst, bandwidth, latency, bidirectional"),
+    ("links.defaults", {}, r"links: unknown key\(s\) \['defaults'\]; allowed: default, pairs"),
+    ("devices.1.preset", "V100x", "unknown device preset 'V100x'; choose one of: V100-SXM2-16GB, "),
+    ("devices.1.count", 0, "count must be a positive integer, got 0"),
+    ("devices.1.count", True, "count must be a positive integer, got True"),
+    ("devices.1.count", "two", "count must be a positive integer, got 'two'"),
+    ("devices", [], "devices must be a non-empty list"),
+    ("links.pairs.0.bidirectional", "yes", "bidirectional must be true or false, got 'yes'"),
+    ("links.pairs", {"src": "gpu0"}, "links.pairs must be a list"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("path", "value", "match"), BAD_INPUTS)
+def test_bad_input_names_the_culprit(path: str, value: Any, match: str) -> None:
+    with pytest.raises(ValueError, match=match):
+        Cluster.from_dict(broken(path, value))
+
+
+def test_pair_given_twice_and_missing_pair() -> None:
+    data = base_dict()
+    data["links"]["pairs"].append(
+        {"src": "gpu1", "dst": "gpu0", "bandwidth": 1e9, "latency": 0, "bidirectional": False}
+    )
+    with pytest.raises(ValueError, match=r"links.pairs\[1\]: link gpu1->gpu0 is given twice"):
+        Cluster.from_dict(data)
+    data = base_dict()
+    del data["links"]["default"]
+    data["links"]["pairs"][0]["bidirectional"] = False
+    with pytest.raises(ValueError, match="no figures for gpu1->gpu0; add links.default"):
+        Cluster.from_dict(data)
+
+
+def test_not_a_mapping() -> None:
+    with pytest.raises(ValueError, match="cluster must be a mapping, got list"):
+        Cluster.from_dict([1, 2])  # type: ignore[arg-type]
+
+
+def test_direct_construction_errors() -> None:
+    devices = [Device(f"d{i}", "x", 1.0, 1.0, 1.0, 0.0) for i in range(2)]
+    with pytest.raises(ValueError, match=r"bandwidth has shape \(3, 3\); expected \(2, 2\)"):
+        Cluster("c", devices, np.ones((3, 3)), np.zeros((2, 2)))  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="link d1->d0: latency must be a finite non-negative"):
+        Cluster("c", devices, np.ones((2, 2)), np.array([[0, 0], [-1, 0]]))  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="non-empty list of Device"):
+        Cluster("c", (), np.ones((0, 0)), np.ones((0, 0)))
+    with pytest.raises(ValueError, match="device name must be a non-empty string, got ''"):
+        Device("", "x", 1.0, 1.0, 1.0, 0.0)
+
+
+def test_file_errors(tmp_path: Path) -> None:
+    with pytest.raises(
+        ValueError, match="cluster file '.*nope.yaml' does not exist; .*v100-nvlink-4"
+    ):
+        Cluster.load(tmp_path / "nope.yaml")
+    with pytest.raises(ValueError, match="does not exist"):
+        get_cluster(str(tmp_path / "nope.json"))
+    bad_yaml = tmp_path / "bad.yaml"
+    bad_yaml.write_text("name: [unclosed\n")
+    with pytest.raises(ValueError, match="bad.yaml' does not parse as YAML"):
+        Cluster.load(bad_yaml)
+    bad_json = tmp_path / "bad.json"
+    bad_json.write_text("{'name': 1}")
+    with pytest.raises(ValueError, match="bad.json' does not parse as JSON"):
+        get_cluster(bad_json)
+    invalid = tmp_path / "invalid.json"
+    invalid.write_text(json.dumps(broken("devices.0.memory", -5)))
+    with pytest.raises(ValueError, match="invalid.json': device 'gpu0': memory must be"):
+        Cluster.load(invalid)
+    empty = tmp_path / "empty.yaml"
+    empty.write_text("")
+    with pytest.raises(ValueError, match="cluster must be a mapping, got NoneType"):
+        Cluster.load(empty)
+
+
+def test_get_cluster_resolution() -> None:
+    c = asymmetric_cluster()
+    assert get_cluster(c) is c
+    assert get_cluster(DEFAULT_CLUSTER).num_devices == 4
+    expected = (
+        f"unknown cluster preset 'v100x3'; choose one of: {', '.join(PRESETS)} "
+        "(or give a path to a .yaml/.json cluster file)"
+    )
+    with pytest.raises(ValueError, match=re.escape(expected)):
+        get_cluster("v100x3")
+    with pytest.raises(TypeError, match="cluster spec must be"):
+        get_cluster(4)  # type: ignore[arg-type]
