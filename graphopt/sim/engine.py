@@ -26,7 +26,7 @@ STATUS_OOM = 1
 STATUS_ILLEGAL_FUSION = 2
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _find(parent, i):  # type: ignore[no-untyped-def]
     root = i
     while parent[root] != root:
@@ -38,7 +38,7 @@ def _find(parent, i):  # type: ignore[no-untyped-def]
     return root
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def build_kernels(succ_ptr, succ_dst, fusion):  # type: ignore[no-untyped-def]
     """Group ops into kernels. Returns ``(kernel_of[N], root[K], member_ptr[K+1], members[N])``.
 
@@ -92,7 +92,7 @@ def build_kernels(succ_ptr, succ_dst, fusion):  # type: ignore[no-untyped-def]
     return kernel_of, roots[:k].copy(), ptr, members
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def kernel_durations(  # type: ignore[no-untyped-def]
     kernel_of, roots, member_ptr, members, k_dev,
     succ_ptr, succ_dst, edge_bytes,
@@ -144,7 +144,7 @@ def kernel_durations(  # type: ignore[no-untyped-def]
     return dur
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def simulate_core(  # type: ignore[no-untyped-def]
     succ_ptr, succ_dst, edge_bytes, pred_ptr, pred_src,
     flops, nbytes, out_bytes, param_bytes, op_time, op_meas,
@@ -168,7 +168,7 @@ def simulate_core(  # type: ignore[no-untyped-def]
     for k in range(num_k):
         r = roots[k]
         k_dev[k] = placement[r]
-        k_key[k] = priority[r] * n + r
+        k_key[k] = (priority[r] << 32) | k  # kernels are numbered by root: k orders like r
         dev_count[k_dev[k]] += 1
     dur = kernel_durations(
         kernel_of, roots, member_ptr, members, k_dev, succ_ptr, succ_dst, edge_bytes,
@@ -285,7 +285,7 @@ def simulate_core(  # type: ignore[no-untyped-def]
                 if dev_size[r] == 0:
                     continue
                 key = iheap_pop(ready, dev_base, dev_size, r)
-                k = kernel_of[key % n]
+                k = key & 0xFFFFFFFF
                 k_start[k] = now
                 end = now + dur[k]
                 k_end[k] = end
@@ -409,7 +409,7 @@ def simulate_core(  # type: ignore[no-untyped-def]
     )
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def simulate_batch(  # type: ignore[no-untyped-def]
     succ_ptr, succ_dst, edge_bytes, pred_ptr, pred_src,
     flops, nbytes, out_bytes, param_bytes, op_time, op_meas,

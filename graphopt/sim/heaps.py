@@ -8,7 +8,7 @@ on a link), so nothing is allocated inside the event loop.
 Two flavours:
 
 - ``iheap``: keys are ``int64``; the smallest key pops first (device ready queues, where the key is
-  ``priority * N + root_op``, so that the lowest level runs first and ties go by topological index).
+  ``(priority << 32) | kernel``, so that the lowest level runs first and ties go by topological index).
 - ``fheap``: entries are ``(time: float64, tie: int64, payload: int64)``, ordered by ``(time, tie)``
   (the event queue, keyed by ``(end time, resource)``, and link queues, keyed by
   ``(enqueue time, producer op)``).
@@ -19,7 +19,7 @@ from __future__ import annotations
 from numba import njit
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def iheap_push(keys, base, size, j, key):  # type: ignore[no-untyped-def]
     start = base[j]
     i = size[j]
@@ -33,7 +33,7 @@ def iheap_push(keys, base, size, j, key):  # type: ignore[no-untyped-def]
     keys[start + i] = key
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def iheap_pop(keys, base, size, j):  # type: ignore[no-untyped-def]
     start = base[j]
     top = keys[start]
@@ -56,12 +56,12 @@ def iheap_pop(keys, base, size, j):  # type: ignore[no-untyped-def]
     return top
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _less(times, ties, a, b):  # type: ignore[no-untyped-def]
     return times[a] < times[b] or (times[a] == times[b] and ties[a] < ties[b])
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def fheap_push(times, ties, payloads, base, size, j, time, tie, payload):  # type: ignore[no-untyped-def]
     start = base[j]
     i = size[j]
@@ -80,7 +80,7 @@ def fheap_push(times, ties, payloads, base, size, j, time, tie, payload):  # typ
     payloads[start + i] = payload
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def fheap_pop(times, ties, payloads, base, size, j):  # type: ignore[no-untyped-def]
     """Pop the smallest entry and return its payload (read its time first if needed)."""
     start = base[j]

@@ -26,6 +26,9 @@ from graphopt.typing import (
     TransferRecord,
 )
 
+MAX_PRIORITY = 2**31
+"""Priority levels must be below this (the engine packs a level and a kernel index in one int64)."""
+
 
 @dataclass(frozen=True)
 class BatchResult:
@@ -123,7 +126,7 @@ class PreparedGraph:
         priority = (
             self._zeros
             if decision.priority is None
-            else _check_array("priority", decision.priority, n, None)
+            else _check_array("priority", decision.priority, n, MAX_PRIORITY)
         )
         fusion = (
             self._zeros if decision.fusion is None else _check_array("fusion", decision.fusion, n, 2)
@@ -203,7 +206,7 @@ class PreparedGraph:
         arrays = []
         for name, value, high in (
             ("placement", placements, self.cluster.num_devices),
-            ("priority", priorities, None),
+            ("priority", priorities, MAX_PRIORITY),
             ("fusion", fusions, 2),
         ):
             if value is None:

@@ -1,0 +1,1 @@
+"""Gymnasium environments for graphopt's placement, scheduling, fusion and joint tasks."""

@@ -1,0 +1,1 @@
+"""Plots: Gantt charts of simulated schedules."""

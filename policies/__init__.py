@@ -1,0 +1,1 @@
+"""Policy networks (GO-style) and their Stable-Baselines3 adapters."""

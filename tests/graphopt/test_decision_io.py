@@ -1,0 +1,48 @@
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from graphopt.decision_io import load_decision
+from graphopt.graph import CompGraph, Op
+
+
+@pytest.fixture
+def graph() -> CompGraph:
+    return CompGraph.build("g", [Op("a", "X"), Op("b", "X"), Op("c", "X")], [("a", "b", 1.0)])
+
+
+def write(tmp_path, data) -> str:
+    path = tmp_path / "d.json"
+    path.write_text(json.dumps(data) if not isinstance(data, str) else data)
+    return str(path)
+
+
+def test_forms(tmp_path, graph):
+    assert load_decision(write(tmp_path, [0, 1, 1]), graph).placement.tolist() == [0, 1, 1]
+    assert load_decision(write(tmp_path, {"c": 0, "a": 1, "b": 2}), graph).placement.tolist() == [1, 2, 0]
+    d = load_decision(write(tmp_path, {"graph": "g", "placement": [0, 0, 1], "fusion": None, "priority": [1, 0, 0]}), graph)
+    assert d.placement.tolist() == [0, 0, 1] and d.fusion is None and d.priority.tolist() == [1, 0, 0]
+
+
+@pytest.mark.parametrize(
+    ("data", "match"),
+    [
+        ([0, 1], "placement has 2 entries but graph 'g' has 3 ops"),
+        ({"a": 0, "b": 0}, "1 ops of 'g' have no device, e.g. 'c'"),
+        ({"a": 0, "b": 0, "c": 0, "zz": 1}, "op 'zz' is not in graph 'g'"),
+        ({"graph": "other", "placement": [0, 0, 0]}, "for graph 'other', not 'g'"),
+        ({"placement": [0, 0, 0], "bogus": 1}, "unknown decision keys"),
+        ("{not json", "not valid JSON"),
+        ("3", "expected a JSON list or object"),
+    ],
+)
+def test_bad_files(tmp_path, graph, data, match):
+    with pytest.raises(ValueError, match=match):
+        load_decision(write(tmp_path, data), graph)
+
+
+def test_missing_file(tmp_path, graph):
+    with pytest.raises(ValueError, match="does not exist"):
+        load_decision(tmp_path / "nope.json", graph)
