@@ -792,9 +792,10 @@ def test_malformed_section(key: str, value: Any) -> None:
         ("g.json", b'{"format": "graphopt-graph", '),
         ("g.json", b"\xff\xfe\x00garbage"),
         ("g.json.gz", b"plain text, not gzip"),
-        ("g.json.gz", gzip.compress(b"{not json")),
-        ("g.json.gz", gzip.compress(b'{"a": 1}')[:-6]),  # truncated
+        ("g.json.gz", gzip.compress(b"{not json", mtime=0)),
+        ("g.json.gz", gzip.compress(b'{"a": 1}', mtime=0)[:-6]),  # truncated
     ],
+    ids=["bad-json", "empty", "truncated-json", "not-utf8", "not-gzip", "gz-bad-json", "gz-truncated"],
 )
 def test_unreadable_file(tmp_path: Path, filename: str, content: bytes) -> None:
     path = tmp_path / filename

@@ -1,0 +1,5 @@
+import sys
+
+from graphopt.cli import main
+
+sys.exit(main())

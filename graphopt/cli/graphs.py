@@ -1,0 +1,122 @@
+"""``graphopt graphs list|show|export``: browse the built-in workloads and graph files."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from graphopt.graph import CompGraph
+from graphopt.workloads import SUITES, list_graphs, resolve_graphs
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser("graphs", help="list, inspect and export computation graphs")
+    gsub = p.add_subparsers(dest="graphs_command", metavar="ACTION", required=True)
+
+    ls = gsub.add_parser("list", help="list built-in graphs and suites")
+    ls.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    ls.set_defaults(func=cmd_list)
+
+    show = gsub.add_parser("show", help="op counts, FLOPs, bytes and the largest ops of graphs")
+    show.add_argument("graphs", metavar="GRAPH", help="name, suite:NAME, graph file, or a comma list")
+    show.add_argument("--top", type=int, default=10, help="how many of the largest ops to list")
+    show.add_argument("--json", action="store_true", help="print JSON instead of tables")
+    show.set_defaults(func=cmd_show)
+
+    ex = gsub.add_parser("export", help="write graphs as graphopt graph files (JSON, .gz allowed)")
+    ex.add_argument("graphs", metavar="GRAPH", help="name, suite:NAME, graph file, or a comma list")
+    ex.add_argument(
+        "-o", "--output", required=True,
+        help="output file for one graph, or a directory (one <name>.json each) for several",
+    )  # fmt: skip
+    ex.set_defaults(func=cmd_export)
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    graphs = list_graphs()
+    if args.json:
+        print(json.dumps({"graphs": graphs, "suites": {k: list(v) for k, v in SUITES.items()}}, indent=2))
+        return 0
+    console = Console()
+    table = Table(title="built-in graphs")
+    table.add_column("name")
+    table.add_column("description")
+    for name, desc in graphs.items():
+        table.add_row(name, desc)
+    console.print(table)
+    suites = Table(title="suites (use as suite:NAME)")
+    suites.add_column("suite")
+    suites.add_column("graphs")
+    for name, members in SUITES.items():
+        suites.add_row(name, ", ".join(members))
+    console.print(suites)
+    return 0
+
+
+def graph_report(graph: CompGraph, top: int) -> dict[str, Any]:
+    """Summary of a graph plus its ``top`` largest ops by FLOPs."""
+    report = graph.summary()
+    order = graph.flops.argsort()[::-1][:top]
+    report["largest_ops"] = [
+        {
+            "name": graph.op_names[i],
+            "type": graph.op_types[i],
+            "flops": float(graph.flops[i]),
+            "bytes": float(graph.bytes_accessed[i]),
+            "param_bytes": float(graph.param_bytes[i]),
+        }
+        for i in order
+    ]
+    return report
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    reports = [graph_report(g, args.top) for g in resolve_graphs(args.graphs)]
+    if args.json:
+        print(json.dumps(reports, indent=2))
+        return 0
+    console = Console()
+    for r in reports:
+        console.print(
+            f"[bold]{r['name']}[/bold]: {r['ops']:,} ops, {r['edges']:,} edges, "
+            f"{r['total_flops'] / 1e9:,.2f} GFLOPs, {r['total_bytes_accessed'] / 1e9:,.3f} GB accessed, "
+            f"{r['total_param_bytes'] / 1e6:,.1f} MB parameters"
+            + (f", measured on {', '.join(r['measured_kinds'])}" if r["measured_kinds"] else "")
+        )
+        types = Table(title="op types")
+        types.add_column("type")
+        types.add_column("count", justify="right")
+        for t, c in list(r["op_types"].items())[:15]:
+            types.add_row(t, f"{c:,}")
+        console.print(types)
+        big = Table(title=f"largest {len(r['largest_ops'])} ops by FLOPs")
+        for col in ("op", "type", "GFLOPs", "MB accessed", "MB params"):
+            big.add_column(col, justify="left" if col in ("op", "type") else "right")
+        for op in r["largest_ops"]:
+            big.add_row(
+                op["name"], op["type"], f"{op['flops'] / 1e9:,.3f}",
+                f"{op['bytes'] / 1e6:,.2f}", f"{op['param_bytes'] / 1e6:,.2f}",
+            )  # fmt: skip
+        console.print(big)
+    return 0
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    graphs = resolve_graphs(args.graphs)
+    out = Path(args.output)
+    if len(graphs) == 1 and out.suffix in (".json", ".gz"):
+        paths = [graphs[0].save(out)]
+    else:
+        if out.suffix in (".json", ".gz"):
+            raise ValueError(
+                f"{len(graphs)} graphs cannot go to one file {str(out)!r}; give a directory"
+            )
+        paths = [g.save(out / f"{g.name}.json") for g in graphs]
+    for p in paths:
+        print(p)
+    return 0

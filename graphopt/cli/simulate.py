@@ -1,0 +1,119 @@
+"""``graphopt simulate``: step time, memory and traffic of graphs under a placement."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from graphopt.baselines.placement import PLACERS
+from graphopt.decision_io import load_decision
+from graphopt.graph import CompGraph
+from graphopt.hardware import DEFAULT_CLUSTER, Cluster, get_cluster, list_presets
+from graphopt.sim import Simulator, lower_bounds
+from graphopt.typing import Decision
+from graphopt.workloads import resolve_graphs
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser(
+        "simulate",
+        help="simulate graphs on a cluster under a placement",
+        description="Simulate GRAPH (a name, suite:NAME, a graph file, or a comma list) on a "
+        "cluster and report step time, per-device busy time and peak memory, bytes moved, "
+        "validity and lower bounds.",
+    )
+    p.add_argument("graphs", metavar="GRAPH")
+    p.add_argument(
+        "--cluster", default=DEFAULT_CLUSTER,
+        help=f"preset name or cluster file (default {DEFAULT_CLUSTER}; presets: "
+        + ", ".join(list_presets()) + ")",
+    )  # fmt: skip
+    p.add_argument(
+        "--placement", default="single",
+        help="'single', 'round-robin', or a JSON decision file (see graphopt.decision_io)",
+    )  # fmt: skip
+    p.add_argument("--json", action="store_true", help="print JSON results instead of a table")
+    p.add_argument(
+        "--gantt", metavar="OUT.png",
+        help="write a Gantt chart (with several graphs, one file per graph: OUT-<graph>.png)",
+    )  # fmt: skip
+    p.set_defaults(func=cmd_simulate)
+
+
+def decision_for(graph: CompGraph, cluster: Cluster, placement: str) -> Decision:
+    """The decision named by ``--placement``: a baseline name or a decision file."""
+    if placement in PLACERS:
+        return Decision(placement=PLACERS[placement](graph, cluster))
+    if placement.endswith(".json"):
+        return load_decision(placement, graph)
+    raise ValueError(
+        f"unknown placement {placement!r}; choose one of: {', '.join(PLACERS)}, or a .json decision file"
+    )
+
+
+def simulate_one(graph: CompGraph, cluster: Cluster, decision: Decision, sim: Simulator, schedule: bool) -> tuple[dict[str, Any], Any]:
+    start = time.perf_counter()
+    m = sim.evaluate(graph, cluster, decision, schedule=schedule)
+    wall = time.perf_counter() - start
+    bounds = lower_bounds(graph, cluster)
+    result = {
+        "graph": graph.name,
+        "ops": graph.num_ops,
+        "cluster": cluster.name,
+        "step_time": m.step_time,
+        "valid": m.valid,
+        "reason": m.reason,
+        "busy_time": m.busy_time.tolist(),
+        "peak_memory": m.peak_memory.tolist(),
+        "bytes_moved": m.bytes_moved,
+        "lower_bound_critical_path": bounds.critical_path,
+        "lower_bound_work": bounds.work,
+        "simulation_seconds": wall,
+    }
+    return result, m
+
+
+def cmd_simulate(args: argparse.Namespace) -> int:
+    cluster = get_cluster(args.cluster)
+    graphs = resolve_graphs(args.graphs)
+    sim = Simulator()
+    results = []
+    for graph in graphs:
+        decision = decision_for(graph, cluster, args.placement)
+        result, m = simulate_one(graph, cluster, decision, sim, schedule=bool(args.gantt))
+        results.append(result)
+        if args.gantt and m.schedule is not None:
+            from graphopt.viz.gantt import plot_gantt
+
+            out = Path(args.gantt)
+            if len(graphs) > 1:
+                out = out.with_name(f"{out.stem}-{graph.name}{out.suffix or '.png'}")
+            result["gantt"] = str(plot_gantt(graph, cluster, m.schedule, out,
+                                             title=f"{graph.name} on {cluster.name}, {args.placement} placement"))
+    if args.json:
+        print(json.dumps(results, indent=2))
+        return 0
+    print_results(results, title=f"{cluster.name}, placement: {args.placement}")
+    return 0
+
+
+def print_results(results: list[dict[str, Any]], title: str) -> None:
+    table = Table(title=title)
+    for col in ("graph", "ops", "step (ms)", "lower bound (ms)", "max peak mem (GB)", "moved (MB)", "valid", "sim (ms)"):
+        table.add_column(col, justify="left" if col in ("graph", "valid") else "right")
+    for r in results:
+        table.add_row(
+            r["graph"], f"{r['ops']:,}", f"{r['step_time'] * 1e3:,.3f}",
+            f"{max(r['lower_bound_critical_path'], r['lower_bound_work']) * 1e3:,.3f}",
+            f"{max(r['peak_memory'], default=0) / 1e9:,.2f}", f"{r['bytes_moved'] / 1e6:,.1f}",
+            "yes" if r["valid"] else f"no: {r['reason']}", f"{r['simulation_seconds'] * 1e3:,.1f}",
+        )  # fmt: skip
+        if "gantt" in r:
+            table.caption = (table.caption or "") + f" gantt: {r['gantt']}"
+    Console().print(table)

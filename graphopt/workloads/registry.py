@@ -1,0 +1,270 @@
+"""Named workloads and suites: ``get_graph("gnmt-8")``, ``resolve_graphs("suite:train,g.json")``.
+
+Built-in graphs (GO's workloads, Zhou et al. 2020, plus reduced variants for tests and CPU-sized
+runs) are built on first use and cached (:func:`get_graph` is a ``functools.lru_cache``; graphs
+are immutable, so sharing them is safe). Random graphs are addressable by name for any size and
+seed: ``random-layered-<n>-s<seed>`` and ``random-sp-<n>-s<seed>``
+(:mod:`graphopt.workloads.random_dags`).
+
+Suites (:data:`SUITES`):
+
+=================  ================================================================================
+``tiny``           a few graphs under 500 ops, for fast tests
+``default``        tiny variants and random DAGs of 200-1000 ops: what a 10-minute CPU run trains on
+``train``          GO-style training set: RNNLM, GNMT and Transformer-XL with 2 and 4 layers,
+                   Inception-v3, random DAGs
+``heldout``        families absent from ``train``: AmoebaNet, WaveNet (2 and 4 stacks)
+``heldout-small``  reduced held-out families (and ``wavenet-2``) for CPU-sized evaluation
+``large``          the 8-layer variants of the training families (unseen sizes)
+``go``             the 13 graphs of GO's evaluation
+=================  ================================================================================
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from functools import lru_cache, partial
+from pathlib import Path
+
+from graphopt.graph import CompGraph
+from graphopt.workloads.amoebanet import amoebanet
+from graphopt.workloads.gnmt import gnmt
+from graphopt.workloads.inception import inception_v3
+from graphopt.workloads.random_dags import layered_dag, series_parallel_dag
+from graphopt.workloads.rnnlm import rnnlm
+from graphopt.workloads.transformer_xl import transformer_xl
+from graphopt.workloads.wavenet import wavenet
+
+MAX_RANDOM_OPS = 200_000
+"""Largest random graph buildable by name."""
+
+_BUILTIN: dict[str, tuple[str, Callable[[], CompGraph]]] = {
+    "rnnlm-2": ("RNNLM, 2 LSTM layers of 2048, batch 64, 40 steps, vocab 40k", partial(rnnlm, 2)),
+    "rnnlm-4": ("RNNLM, 4 LSTM layers of 2048, batch 64, 40 steps, vocab 40k", partial(rnnlm, 4)),
+    "rnnlm-8": ("RNNLM, 8 LSTM layers of 2048, batch 64, 40 steps, vocab 40k", partial(rnnlm, 8)),
+    "gnmt-2": (
+        "GNMT, 2+2 LSTM layers of 1024, attention, batch 64, 128 steps, 32k wordpieces",
+        partial(gnmt, 2),
+    ),
+    "gnmt-4": (
+        "GNMT, 4+4 LSTM layers of 1024, attention, batch 64, 128 steps, 32k wordpieces",
+        partial(gnmt, 4),
+    ),
+    "gnmt-8": (
+        "GNMT, 8+8 LSTM layers of 1024, attention, batch 64, 128 steps, 32k wordpieces",
+        partial(gnmt, 8),
+    ),
+    "txl-2": (
+        "Transformer-XL, 2 layers, d 512, 8 heads, segment 512 + mem 512, batch 4, 2 segments",
+        partial(transformer_xl, 2),
+    ),
+    "txl-4": (
+        "Transformer-XL, 4 layers, d 512, 8 heads, segment 512 + mem 512, batch 4, 2 segments",
+        partial(transformer_xl, 4),
+    ),
+    "txl-8": (
+        "Transformer-XL, 8 layers, d 512, 8 heads, segment 512 + mem 512, batch 4, 2 segments",
+        partial(transformer_xl, 8),
+    ),
+    "inception-v3": ("Inception-v3, batch 32, 299x299, auxiliary head", inception_v3),
+    "amoebanet": ("AmoebaNet-A (N=6, F=190), batch 16, 331x331", amoebanet),
+    "wavenet-2": (
+        "WaveNet, 2 stacks x 10 dilated layers, batch 1, 100k samples",
+        partial(wavenet, 2),
+    ),
+    "wavenet-4": (
+        "WaveNet, 4 stacks x 10 dilated layers, batch 1, 100k samples",
+        partial(wavenet, 4),
+    ),
+    "rnnlm-tiny": (
+        "RNNLM reduced: 2 layers of 256, batch 16, 4 steps, vocab 1000",
+        partial(rnnlm, 2, hidden=256, batch=16, vocab=1000, num_steps=4, name="rnnlm-tiny"),
+    ),
+    "gnmt-tiny": (
+        "GNMT reduced: 2+2 layers of 256, batch 16, 2 steps, vocab 1000",
+        partial(gnmt, 2, hidden=256, batch=16, vocab=1000, src_len=2, tgt_len=2, name="gnmt-tiny"),
+    ),
+    "txl-tiny": (
+        "Transformer-XL reduced: 1 layer, d 128, 2 heads, segment 32 + memory 32",
+        partial(
+            transformer_xl,
+            1,
+            d_model=128,
+            n_head=2,
+            d_head=64,
+            d_inner=512,
+            tgt_len=32,
+            mem_len=32,
+            batch=4,
+            num_segments=1,
+            name="txl-tiny",
+        ),
+    ),
+    "wavenet-tiny": (
+        "WaveNet reduced: 1 stack x 4 layers, 64 skip channels, 1000 samples",
+        partial(
+            wavenet, 1, layers_per_stack=4, skip_channels=64, samples=1000, name="wavenet-tiny"
+        ),
+    ),
+    "amoebanet-small": (
+        "AmoebaNet-A reduced: N=1, F=16, batch 8, 64x64",
+        partial(amoebanet, num_cells=1, filters=16, batch=8, image_size=64, name="amoebanet-small"),
+    ),
+}
+
+SUITES: dict[str, tuple[str, ...]] = {
+    "tiny": (
+        "rnnlm-tiny",
+        "gnmt-tiny",
+        "txl-tiny",
+        "wavenet-tiny",
+        "random-layered-100-s0",
+        "random-sp-100-s0",
+    ),
+    "default": (
+        "rnnlm-tiny",
+        "gnmt-tiny",
+        "txl-tiny",
+        "random-layered-200-s0",
+        "random-layered-500-s1",
+        "random-sp-300-s2",
+        "random-sp-1000-s3",
+    ),
+    "train": (
+        "rnnlm-2",
+        "rnnlm-4",
+        "gnmt-2",
+        "gnmt-4",
+        "txl-2",
+        "txl-4",
+        "inception-v3",
+        "random-layered-1000-s0",
+        "random-layered-5000-s1",
+        "random-sp-1000-s2",
+        "random-sp-5000-s3",
+    ),
+    "heldout": ("amoebanet", "wavenet-2", "wavenet-4"),
+    "heldout-small": ("wavenet-tiny", "amoebanet-small", "wavenet-2"),
+    "large": ("rnnlm-8", "gnmt-8", "txl-8"),
+    "go": (
+        "rnnlm-2",
+        "rnnlm-4",
+        "rnnlm-8",
+        "gnmt-2",
+        "gnmt-4",
+        "gnmt-8",
+        "txl-2",
+        "txl-4",
+        "txl-8",
+        "inception-v3",
+        "amoebanet",
+        "wavenet-2",
+        "wavenet-4",
+    ),
+}
+"""Suite name -> graph names (use as ``suite:<name>``)."""
+
+_RANDOM = re.compile(r"random-(layered|sp)-([1-9][0-9]*)-s(0|[1-9][0-9]*)")
+RANDOM_PATTERNS = ("random-layered-<n>-s<seed>", "random-sp-<n>-s<seed>")
+
+
+def list_graphs() -> dict[str, str]:
+    """Built-in graph names (and the random graphs used by suites) -> one-line descriptions."""
+    out = {name: desc for name, (desc, _) in _BUILTIN.items()}
+    for names in SUITES.values():
+        for name in names:
+            if name not in out:
+                out[name] = _describe_random(name)
+    return out
+
+
+def list_suites() -> dict[str, tuple[str, ...]]:
+    """Suite names (without the ``suite:`` prefix) -> their graph names."""
+    return dict(SUITES)
+
+
+def family_of(name: str) -> str:
+    """The family of a graph name: ``"gnmt-8"`` -> ``"gnmt"``, ``"random-sp-100-s0"`` ->
+    ``"random-sp"``, ``"inception-v3"`` -> ``"inception"``."""
+    match = _RANDOM.fullmatch(name)
+    if match:
+        return f"random-{match.group(1)}"
+    return name.split("-")[0]
+
+
+@lru_cache(maxsize=32)
+def get_graph(name: str) -> CompGraph:
+    """Build (once) and return the graph called ``name``.
+
+    Raises:
+        ValueError: an unknown name (the message lists the valid names and suites).
+    """
+    if name in _BUILTIN:
+        return _BUILTIN[name][1]()
+    match = _RANDOM.fullmatch(name)
+    if match:
+        kind, n, seed = match.group(1), int(match.group(2)), int(match.group(3))
+        if not 2 <= n <= MAX_RANDOM_OPS:
+            raise ValueError(
+                f"random graph {name!r}: the size must lie in [2, {MAX_RANDOM_OPS}], got {n}"
+            )
+        make = layered_dag if kind == "layered" else series_parallel_dag
+        return make(n, seed, name=name)
+    raise ValueError(_unknown_message(f"unknown graph {name!r}"))
+
+
+def resolve_graphs(spec: str | Sequence[str]) -> list[CompGraph]:
+    """Graphs named by ``spec``, in order.
+
+    ``spec`` is a comma-separated string (or a sequence) of items, each a graph name
+    (:func:`list_graphs`, or a random-graph pattern), ``suite:<name>`` (:data:`SUITES`), or the
+    path of a graph file (:meth:`CompGraph.load`; anything containing a path separator or ending in
+    ``.json``/``.gz``, or an existing file). Repeated items are kept.
+
+    Raises:
+        ValueError: an empty spec, an unknown name or suite, or an unreadable graph file.
+    """
+    items = [s.strip() for s in (spec.split(",") if isinstance(spec, str) else spec)]
+    items = [s for s in items if s]
+    if not items:
+        raise ValueError(
+            f"empty graph spec {spec!r}; give graph names, suite:<name> or graph file paths, "
+            "comma-separated"
+        )
+    graphs: list[CompGraph] = []
+    for item in items:
+        if item.startswith("suite:"):
+            suite = item[len("suite:") :]
+            if suite not in SUITES:
+                raise ValueError(
+                    f"unknown suite {suite!r}; known suites: "
+                    + ", ".join(f"suite:{s}" for s in SUITES)
+                )
+            graphs.extend(get_graph(name) for name in SUITES[suite])
+        elif _looks_like_path(item):
+            graphs.append(CompGraph.load(item))
+        else:
+            graphs.append(get_graph(item))
+    return graphs
+
+
+def _looks_like_path(item: str) -> bool:
+    if item in _BUILTIN or _RANDOM.fullmatch(item):
+        return False
+    return "/" in item or "\\" in item or item.endswith((".json", ".gz")) or Path(item).is_file()
+
+
+def _describe_random(name: str) -> str:
+    match = _RANDOM.fullmatch(name)
+    assert match, name
+    kind = "layered" if match.group(1) == "layered" else "series-parallel"
+    return f"random {kind} DAG, {match.group(2)} ops, seed {match.group(3)}"
+
+
+def _unknown_message(head: str) -> str:
+    return (
+        f"{head}; known graphs: {', '.join(_BUILTIN)}; random graphs: "
+        f"{', '.join(RANDOM_PATTERNS)}; suites: {', '.join(f'suite:{s}' for s in SUITES)}; "
+        "or give a path to a graph file (.json or .json.gz)"
+    )

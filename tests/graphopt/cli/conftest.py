@@ -1,0 +1,29 @@
+"""Run the ``graphopt`` command in a subprocess, as a user would."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+@pytest.fixture
+def run_cli():
+    def run(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+        proc = subprocess.run(
+            [sys.executable, "-m", "graphopt", *args],
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+            timeout=300,
+            env={**__import__("os").environ, "COLUMNS": "200"},
+        )
+        if check and proc.returncode != 0:
+            raise AssertionError(f"graphopt {' '.join(args)} failed:\n{proc.stdout}\n{proc.stderr}")
+        return proc
+
+    return run

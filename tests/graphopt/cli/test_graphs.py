@@ -1,0 +1,41 @@
+"""Smoke tests of ``graphopt graphs`` in a subprocess."""
+
+from __future__ import annotations
+
+import json
+
+from graphopt.graph import CompGraph
+
+
+def test_help(run_cli):
+    for args in (["--help"], ["graphs", "--help"], ["graphs", "list", "--help"],
+                 ["graphs", "show", "--help"], ["graphs", "export", "--help"]):
+        assert "usage: graphopt" in run_cli(*args).stdout
+
+
+def test_list(run_cli):
+    data = json.loads(run_cli("graphs", "list", "--json").stdout)
+    assert "gnmt-4" in data["graphs"] and "tiny" in data["suites"]
+    assert "gnmt-4" in run_cli("graphs", "list").stdout
+
+
+def test_show_and_export_round_trip(run_cli, tmp_path):
+    report = json.loads(run_cli("graphs", "show", "suite:tiny", "--json", "--top", "3").stdout)
+    assert len(report) >= 2 and all(len(r["largest_ops"]) == 3 for r in report)
+    first = report[0]["name"]
+    out = tmp_path / "g.json.gz"
+    run_cli("graphs", "export", first, "-o", str(out))
+    graph = CompGraph.load(out)
+    assert graph.num_ops == report[0]["ops"]
+    assert report[0]["total_flops"] == float(graph.flops.sum())
+    text = run_cli("graphs", "show", str(out)).stdout
+    assert "largest" in text and f"{graph.num_ops:,} ops" in text
+    run_cli("graphs", "export", "suite:tiny", "-o", str(tmp_path / "dir"))
+    assert len(list((tmp_path / "dir").glob("*.json"))) == len(report)
+
+
+def test_unknown_graph_is_a_clear_error(run_cli):
+    proc = run_cli("graphs", "show", "gnmt-3", check=False)
+    assert proc.returncode == 2
+    assert "unknown graph 'gnmt-3'" in proc.stderr and "gnmt-4" in proc.stderr
+    assert "Traceback" not in proc.stderr
