@@ -83,7 +83,10 @@ def lower_bounds(graph: CompGraph, cluster: Cluster, fusion: object | None = Non
     prepared = PreparedGraph(graph, cluster)
     n = graph.num_ops
     bits = np.zeros(n, dtype=np.int64) if fusion is None else _check_array("fusion", fusion, n, 2)
-    kernel_of, roots, mptr, members = engine.build_kernels(prepared.succ_ptr, prepared.succ_dst, bits)
+    ws = engine.Workspace(n, graph.num_edges)
+    kernel_of, roots, mptr, members = engine.build_kernels(
+        prepared.succ_ptr, prepared.succ_dst, bits, ws.op_int
+    )
     fastest = np.full(len(roots), np.inf)
     for d in range(cluster.num_devices):
         dur = engine.kernel_durations(
@@ -91,6 +94,7 @@ def lower_bounds(graph: CompGraph, cluster: Cluster, fusion: object | None = Non
             prepared.succ_ptr, prepared.succ_dst, graph.edge_bytes,
             graph.flops, graph.bytes_accessed, graph.output_bytes,
             prepared.op_time, prepared.op_meas, prepared.peak, prepared.bw, prepared.launch,
+            ws.op_float[0],
         )  # fmt: skip
         np.minimum(fastest, dur, out=fastest)
     if len(roots) == 0:

@@ -5,6 +5,12 @@ Performance notes (why the code looks like this):
 
 - Everything is flat ``int64``/``float64`` arrays; heaps live in preallocated slices of one array
   per kind (:mod:`graphopt.sim.heaps`), sized by a pre-pass, so the event loop never allocates.
+- The per-op and per-edge arrays are rows of a :class:`Workspace` that the caller allocates once
+  per prepared graph and passes to every call. Fresh arrays of this size would come from ``mmap``
+  and pay a page fault per 4 KiB on first touch: that alone cost a third of the time on 80k ops.
+- The consumer kernel of every edge (``e_kernel``) and the producer kernel of every in-edge
+  (``p_kernel``) are stored once per decision, so the hot loops read them sequentially instead of
+  chasing ``kernel_of[succ_dst[e]]``.
 - Transfers are known before the loop starts: the pre-pass creates one transfer per
   ``(producer op, remote device)`` and counts transfers per link, which sizes the link queues.
 - Without fusion the kernels are the ops themselves (no union-find, no member lists to build).
@@ -25,6 +31,29 @@ STATUS_OK = 0
 STATUS_OOM = 1
 STATUS_ILLEGAL_FUSION = 2
 
+# Rows of the workspace. Per-op int rows have length N + 1, per-edge rows length E + 1.
+_OP_INT_ROWS = 13
+_EDGE_INT_ROWS = 8
+_OP_FLOAT_ROWS = 3
+_EDGE_FLOAT_ROWS = 4
+
+
+class Workspace:
+    """Scratch arrays for :func:`simulate_core`, sized for one graph, reused across calls.
+
+    Not thread-safe: one workspace serves one call at a time.
+    """
+
+    def __init__(self, num_ops: int, num_edges: int) -> None:
+        self.op_int = np.empty((_OP_INT_ROWS, num_ops + 1), dtype=np.int64)
+        self.edge_int = np.empty((_EDGE_INT_ROWS, num_edges + 1), dtype=np.int64)
+        self.op_float = np.empty((_OP_FLOAT_ROWS, num_ops + 1), dtype=np.float64)
+        self.edge_float = np.empty((_EDGE_FLOAT_ROWS, num_edges + 1), dtype=np.float64)
+        self.op_bool = np.empty((1, num_ops + 1), dtype=np.bool_)
+
+    def arrays(self) -> tuple[np.ndarray, ...]:
+        return self.op_int, self.edge_int, self.op_float, self.edge_float, self.op_bool
+
 
 @njit(cache=True, error_model="numpy")
 def _find(parent, i):  # type: ignore[no-untyped-def]
@@ -39,57 +68,72 @@ def _find(parent, i):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True, error_model="numpy")
-def build_kernels(succ_ptr, succ_dst, fusion):  # type: ignore[no-untyped-def]
-    """Group ops into kernels. Returns ``(kernel_of[N], root[K], member_ptr[K+1], members[N])``.
+def build_kernels(succ_ptr, succ_dst, fusion, op_int):  # type: ignore[no-untyped-def]
+    """Group ops into kernels, writing into rows 0-7 of ``op_int``.
 
-    An op with fusion bit 1 is merged with all of its consumers (union-find); kernels are numbered by
-    their root, the member with the highest topological index; members are listed ascending.
+    Returns views ``(kernel_of[N], root[K], member_ptr[K+1], members[N])``. An op with fusion bit 1
+    is merged with all of its consumers (union-find); kernels are numbered by their root, the member
+    with the highest topological index; members are listed ascending.
     """
     n = len(fusion)
-    parent = np.arange(n)
-    any_fused = False
+    kernel_of = op_int[0, :n]
+    roots = op_int[1, :n]
+    ptr = op_int[2, : n + 1]
+    members = op_int[3, :n]
+    any_fusion = False
+    for u in range(n):
+        if fusion[u] != 0 and succ_ptr[u + 1] > succ_ptr[u]:
+            any_fusion = True
+            break
+    if not any_fusion:
+        for i in range(n):
+            kernel_of[i] = i
+            roots[i] = i
+            members[i] = i
+            ptr[i] = i
+        ptr[n] = n
+        return kernel_of, roots, ptr, members
+    parent = op_int[4, :n]
+    rep = op_int[5, :n]
+    last = op_int[6, :n]
+    kid = op_int[7, :n]
+    for i in range(n):
+        parent[i] = i
     for u in range(n):
         if fusion[u] != 0:
             for e in range(succ_ptr[u], succ_ptr[u + 1]):
                 a = _find(parent, u)
                 b = _find(parent, succ_dst[e])
                 if a != b:
-                    any_fused = True
                     if a < b:
                         parent[a] = b
                     else:
                         parent[b] = a
-    if not any_fused:
-        ar = np.arange(n)
-        ptr = np.arange(n + 1)
-        return ar, ar.copy(), ptr, ar.copy()
-    rep = np.empty(n, dtype=np.int64)
-    last = np.full(n, -1, dtype=np.int64)
     for i in range(n):
         r = _find(parent, i)
         rep[i] = r
         last[r] = i  # ascending i: ends as the group's highest index
-    kid = np.empty(n, dtype=np.int64)
-    roots = np.empty(n, dtype=np.int64)
     k = 0
     for i in range(n):
         if last[rep[i]] == i:
             kid[rep[i]] = k
             roots[k] = i
             k += 1
-    kernel_of = np.empty(n, dtype=np.int64)
-    counts = np.zeros(k + 1, dtype=np.int64)
+    for i in range(k + 1):
+        ptr[i] = 0
     for i in range(n):
         kernel_of[i] = kid[rep[i]]
-        counts[kernel_of[i] + 1] += 1
-    ptr = np.cumsum(counts)
-    fill = ptr[:-1].copy()
-    members = np.empty(n, dtype=np.int64)
+        ptr[kernel_of[i] + 1] += 1
+    for i in range(k):
+        ptr[i + 1] += ptr[i]
+    fill = parent  # reuse: the union-find forest is no longer needed
+    for i in range(k):
+        fill[i] = ptr[i]
     for i in range(n):
         g = kernel_of[i]
         members[fill[g]] = i
         fill[g] += 1
-    return kernel_of, roots[:k].copy(), ptr, members
+    return kernel_of, roots[:k], ptr[: k + 1], members
 
 
 @njit(cache=True, error_model="numpy")
@@ -97,11 +141,10 @@ def kernel_durations(  # type: ignore[no-untyped-def]
     kernel_of, roots, member_ptr, members, k_dev,
     succ_ptr, succ_dst, edge_bytes,
     flops, nbytes, out_bytes, op_time, op_meas,
-    peak, bw, launch,
+    peak, bw, launch, dur,
 ):
-    """Duration of every kernel on its device (rules 3-4 of :mod:`graphopt.sim`)."""
+    """Duration of every kernel on its device (rules 3-4 of :mod:`graphopt.sim`), into ``dur``."""
     num_k = len(roots)
-    dur = np.empty(num_k, dtype=np.float64)
     for k in range(num_k):
         d = k_dev[k]
         lo = member_ptr[k]
@@ -141,7 +184,7 @@ def kernel_durations(  # type: ignore[no-untyped-def]
             dur[k] = max(smeas - (hi - lo - 1) * launch[d], mmax)
         else:
             dur[k] = max(sf / peak[d], sb / bw[d]) + launch[d]
-    return dur
+    return dur[:num_k]
 
 
 @njit(cache=True, error_model="numpy")
@@ -150,8 +193,11 @@ def simulate_core(  # type: ignore[no-untyped-def]
     flops, nbytes, out_bytes, param_bytes, op_time, op_meas,
     peak, bw, launch, capacity, link_bw, link_lat,
     placement, priority, fusion,
+    op_int, edge_int, op_float, edge_float, op_bool,
 ):
-    """Simulate one decision. See :mod:`graphopt.sim` for the rules.
+    """Simulate one decision. See :mod:`graphopt.sim` for the rules. The last five arguments are a
+    :class:`Workspace`'s arrays; the per-op and per-kernel arrays returned are views into them,
+    valid until the next call with the same workspace.
 
     Returns a tuple ``(status, culprit, step_time, busy[D], peak_mem[D], bytes_moved,
     kernel_of[N], roots[K], member_ptr[K+1], members[N], k_dev[K], k_start[K], k_end[K],
@@ -160,10 +206,11 @@ def simulate_core(  # type: ignore[no-untyped-def]
     """
     n = len(flops)
     num_dev = len(peak)
-    kernel_of, roots, member_ptr, members = build_kernels(succ_ptr, succ_dst, fusion)
+    num_e = len(succ_dst)
+    kernel_of, roots, member_ptr, members = build_kernels(succ_ptr, succ_dst, fusion, op_int)
     num_k = len(roots)
-    k_dev = np.empty(num_k, dtype=np.int64)
-    k_key = np.empty(num_k, dtype=np.int64)
+    k_dev = op_int[4, :num_k]
+    k_key = op_int[5, :num_k]
     dev_count = np.zeros(num_dev, dtype=np.int64)
     for k in range(num_k):
         r = roots[k]
@@ -172,24 +219,31 @@ def simulate_core(  # type: ignore[no-untyped-def]
         dev_count[k_dev[k]] += 1
     dur = kernel_durations(
         kernel_of, roots, member_ptr, members, k_dev, succ_ptr, succ_dst, edge_bytes,
-        flops, nbytes, out_bytes, op_time, op_meas, peak, bw, launch,
+        flops, nbytes, out_bytes, op_time, op_meas, peak, bw, launch, op_float[0],
     )
 
     # ---- pre-pass: dependencies, reference counts, transfers ---------------------------------
-    num_e = len(succ_dst)
-    need = np.zeros(num_k, dtype=np.int64)      # unmet input edges per kernel
-    ref = np.zeros(n, dtype=np.int64)           # consumer kernels still to finish, per output
-    ext = np.zeros(n, dtype=np.int64)           # distinct consumer kernels outside own kernel
-    stored = np.zeros(n, dtype=np.bool_)
-    kmark = np.full(num_k, -1, dtype=np.int64)
+    need = op_int[6, :num_k]        # unmet input edges per kernel
+    ref = op_int[7, :n]             # consumer kernels still to finish, per output
+    ext = op_int[8, :n]             # distinct consumer kernels outside the op's own kernel
+    kmark = op_int[9, :num_k]
+    t_first = op_int[10, : n + 1]
+    stored = op_bool[0, :n]
+    t_op = edge_int[0, :num_e]
+    t_src = edge_int[1, :num_e]
+    t_dst = edge_int[2, :num_e]
+    t_ref = edge_int[3, :num_e]
+    e_kernel = edge_int[6, :num_e]  # consumer kernel of each out-edge (succ order)
+    p_kernel = edge_int[7, :num_e]  # producer kernel of each in-edge (pred order)
+    t_bytes = edge_float[0, :num_e]
+    need[:] = 0
+    ext[:] = 0
+    kmark[:] = -1
+    t_ref[:] = 0
     dmark = np.full(num_dev, -1, dtype=np.int64)
     dtid = np.zeros(num_dev, dtype=np.int64)
-    t_op = np.empty(num_e, dtype=np.int64)
-    t_src = np.empty(num_e, dtype=np.int64)
-    t_dst = np.empty(num_e, dtype=np.int64)
-    t_bytes = np.empty(num_e, dtype=np.float64)
-    t_ref = np.zeros(num_e, dtype=np.int64)
-    t_first = np.empty(n + 1, dtype=np.int64)
+    for p in range(num_e):
+        p_kernel[p] = kernel_of[pred_src[p]]
     link_count = np.zeros(num_dev * num_dev, dtype=np.int64)
     num_t = 0
     for u in range(n):
@@ -200,6 +254,7 @@ def simulate_core(  # type: ignore[no-untyped-def]
         for e in range(succ_ptr[u], succ_ptr[u + 1]):
             has_cons = True
             h = kernel_of[succ_dst[e]]
+            e_kernel[e] = h
             if h == g:
                 continue
             need[h] += 1
@@ -227,15 +282,15 @@ def simulate_core(  # type: ignore[no-untyped-def]
     t_first[n] = num_t
 
     # ---- queues --------------------------------------------------------------------------------
-    ready = np.empty(num_k, dtype=np.int64)
+    ready = op_int[11, :num_k]
     dev_base = np.zeros(num_dev, dtype=np.int64)
     for d in range(1, num_dev):
         dev_base[d] = dev_base[d - 1] + dev_count[d - 1]
     dev_size = np.zeros(num_dev, dtype=np.int64)
     num_l = num_dev * num_dev
-    l_time = np.empty(max(num_t, 1), dtype=np.float64)
-    l_tie = np.empty(max(num_t, 1), dtype=np.int64)
-    l_tid = np.empty(max(num_t, 1), dtype=np.int64)
+    l_time = edge_float[1]
+    l_tie = edge_int[4]
+    l_tid = edge_int[5]
     l_base = np.zeros(num_l, dtype=np.int64)
     for j in range(1, num_l):
         l_base[j] = l_base[j - 1] + link_count[j - 1]
@@ -255,11 +310,16 @@ def simulate_core(  # type: ignore[no-untyped-def]
     cur = np.zeros(num_dev, dtype=np.float64)
     peak_act = np.zeros(num_dev, dtype=np.float64)
     busy = np.zeros(num_dev, dtype=np.float64)
-    k_start = np.full(num_k, np.nan)
-    k_end = np.full(num_k, np.nan)
-    t_start = np.full(num_t, np.nan)
-    t_end = np.full(num_t, np.nan)
-    fmark = np.full(n, -1, dtype=np.int64)
+    k_start = op_float[1, :num_k]
+    k_end = op_float[2, :num_k]
+    t_start = edge_float[2, :num_t]
+    t_end = edge_float[3, :num_t]
+    fmark = op_int[12, :n]
+    k_start[:] = np.nan
+    k_end[:] = np.nan
+    t_start[:] = np.nan
+    t_end[:] = np.nan
+    fmark[:] = -1
     moved = 0.0
 
     for k in range(num_k):
@@ -333,7 +393,7 @@ def simulate_core(  # type: ignore[no-untyped-def]
                     # release the inputs this kernel was the last to need
                     for p in range(pred_ptr[u], pred_ptr[u + 1]):
                         w = pred_src[p]
-                        g = kernel_of[w]
+                        g = p_kernel[p]
                         if g == k or fmark[w] == k:
                             continue
                         fmark[w] = k
@@ -351,7 +411,7 @@ def simulate_core(  # type: ignore[no-untyped-def]
                         cur[d] -= out_bytes[u]
                     # local consumers
                     for e in range(succ_ptr[u], succ_ptr[u + 1]):
-                        h = kernel_of[succ_dst[e]]
+                        h = e_kernel[e]
                         if h != k and k_dev[h] == d:
                             need[h] -= 1
                             if need[h] == 0:
@@ -370,7 +430,7 @@ def simulate_core(  # type: ignore[no-untyped-def]
                 d = t_dst[k]
                 g = kernel_of[u]
                 for e in range(succ_ptr[u], succ_ptr[u + 1]):
-                    h = kernel_of[succ_dst[e]]
+                    h = e_kernel[e]
                     if h != g and k_dev[h] == d:
                         need[h] -= 1
                         if need[h] == 0:
@@ -404,8 +464,7 @@ def simulate_core(  # type: ignore[no-untyped-def]
     return (
         status, culprit, step, busy, peak_mem, moved,
         kernel_of, roots, member_ptr, members, k_dev, k_start, k_end,
-        t_op[:num_t].copy(), t_src[:num_t].copy(), t_dst[:num_t].copy(), t_bytes[:num_t].copy(),
-        t_start, t_end,
+        t_op[:num_t], t_src[:num_t], t_dst[:num_t], t_bytes[:num_t], t_start, t_end,
     )
 
 
@@ -415,6 +474,7 @@ def simulate_batch(  # type: ignore[no-untyped-def]
     flops, nbytes, out_bytes, param_bytes, op_time, op_meas,
     peak, bw, launch, capacity, link_bw, link_lat,
     placements, priorities, fusions,
+    op_int, edge_int, op_float, edge_float, op_bool,
 ):
     """Simulate ``B`` decisions (rows of the ``(B, N)`` arrays) of one graph.
 
@@ -434,6 +494,7 @@ def simulate_batch(  # type: ignore[no-untyped-def]
             flops, nbytes, out_bytes, param_bytes, op_time, op_meas,
             peak, bw, launch, capacity, link_bw, link_lat,
             placements[b], priorities[b], fusions[b],
+            op_int, edge_int, op_float, edge_float, op_bool,
         )
         status[b] = out[0]
         culprit[b] = out[1]

@@ -103,6 +103,13 @@ class PreparedGraph:
         self.op_meas = op_meas
         self.op_time = np.where(np.isnan(op_meas), roofline, op_meas)
         self._zeros = np.zeros(n, dtype=np.int64)
+        self._workspace: engine.Workspace | None = None
+
+    def _scratch(self) -> tuple[np.ndarray, ...]:
+        """The engine's scratch arrays, allocated on first use and reused (see engine.Workspace)."""
+        if self._workspace is None:
+            self._workspace = engine.Workspace(self.graph.num_ops, self.graph.num_edges)
+        return self._workspace.arrays()
 
     @property
     def num_ops(self) -> int:
@@ -140,7 +147,7 @@ class PreparedGraph:
             ValueError: a decision array of the wrong shape, type or range.
         """
         placement, priority, fusion = self._decision_arrays(decision or Decision())
-        out = engine.simulate_core(*self._args(), placement, priority, fusion)
+        out = engine.simulate_core(*self._args(), placement, priority, fusion, *self._scratch())
         (status, culprit, step, busy, peak_mem, moved, kernel_of, roots, mptr, members,
          k_dev, k_start, k_end, t_op, t_src, t_dst, t_bytes, t_start, t_end) = out  # fmt: skip
         reason = ""
@@ -219,7 +226,7 @@ class PreparedGraph:
                     "one row per decision, one column per op, same batch size for every array"
                 )
             arrays.append(_check_array(name, arr.reshape(-1), batch * n, high).reshape(batch, n))
-        status, _, step, busy, peak_mem, moved = engine.simulate_batch(*self._args(), *arrays)
+        status, _, step, busy, peak_mem, moved = engine.simulate_batch(*self._args(), *arrays, *self._scratch())
         return BatchResult(
             step_time=step,
             valid=status == engine.STATUS_OK,
