@@ -40,7 +40,7 @@ def main(argv: list[str] | None = None) -> int:
     sim = Simulator()
     results = []
     table = Table(title=f"step time on {cluster.name} ({cluster.num_devices} devices)")
-    for col in ("graph", "ops", "placement", "step (ms)", "speed-up vs single", "gap to bound", "max mem (GB)", "valid", "sim (ms)"):
+    for col in ("graph", "ops", "placement", "step (ms)", "vs single", "vs bound", "mem (GB)", "valid", "sim (ms)"):
         table.add_column(col, justify="left" if col in ("graph", "placement", "valid") else "right")
     gantt_done = None
     for graph in resolve_graphs(args.graphs):
@@ -49,8 +49,10 @@ def main(argv: list[str] | None = None) -> int:
         for name, placer in PLACERS.items():
             decision = Decision(placement=placer(graph, cluster))
             start = time.perf_counter()
-            m = sim.evaluate(graph, cluster, decision, schedule=gantt_done is None and name != "single")
+            m = sim.evaluate(graph, cluster, decision)
             wall = time.perf_counter() - start
+            if gantt_done is None and name == "split":
+                m = sim.evaluate(graph, cluster, decision, schedule=True)
             if name == "single":
                 single_time = m.step_time
             if m.schedule is not None:
@@ -65,11 +67,14 @@ def main(argv: list[str] | None = None) -> int:
             table.add_row(
                 graph.name, f"{graph.num_ops:,}", name, f"{m.step_time * 1e3:,.2f}",
                 f"{single_time / m.step_time:.2f}x", f"{m.step_time / bound - 1:+.0%}",
-                f"{m.peak_memory.max() / 1e9:.2f}", "yes" if m.valid else f"no ({m.reason})",
+                f"{m.peak_memory.max() / 1e9:.2f}", "yes" if m.valid else ("OOM" if "memory" in m.reason else "illegal"),
                 f"{wall * 1e3:.1f}",
             )  # fmt: skip
         table.add_section()
     console.print(table)
+    for r in results:
+        if not r["valid"]:
+            console.print(f"[yellow]{r['graph']}, {r['placement']}:[/yellow] {r['reason']}")
     (out / "results.json").write_text(json.dumps(results, indent=2))
     console.print(f"wrote {out / 'results.json'}" + (f" and {gantt_done}" if gantt_done else ""))
     return 0

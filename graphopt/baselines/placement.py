@@ -1,4 +1,5 @@
-"""Placement baselines: every op on one device; ops dealt to devices in turn.
+"""Placement baselines: every op on one device; ops dealt to devices in turn; a contiguous split
+of the topological order balanced by compute (the "human expert" pipeline split).
 
 Each placer takes ``(graph, cluster)`` and returns an ``int64`` array of device indices, one per op
 in topological order.
@@ -27,8 +28,39 @@ def round_robin(graph: CompGraph, cluster: Cluster) -> IntArray:
     return np.arange(graph.num_ops, dtype=np.int64) % cluster.num_devices
 
 
+def contiguous_split(graph: CompGraph, cluster: Cluster) -> IntArray:
+    """Cut the graph's layers, in topological order, into ``D`` contiguous stages of about equal
+    compute time: the "human expert" pipeline split of the placement papers.
+
+    Ops are grouped by colocation group, else by layer, else alone (so a layer's forward op, its
+    gradient ops and its weight update stay together); groups are ordered by their first op. A
+    group's weight is the summed mean time of its ops over the cluster's devices (measured, else
+    roofline, as the simulator computes it). Group ``g`` goes to stage ``floor(D * m_g / W)`` where
+    ``m_g`` is the weight of the groups before it plus half its own and ``W`` the total, so each
+    stage gets about ``W / D``.
+    """
+    from graphopt.sim import PreparedGraph
+
+    n, num_dev = graph.num_ops, cluster.num_devices
+    if n == 0:
+        return np.zeros(0, dtype=np.int64)
+    keys = [c or lay or name for c, lay, name in zip(graph.colocation, graph.layer, graph.op_names, strict=True)]
+    group_index: dict[str, int] = {}
+    group = np.array([group_index.setdefault(k, len(group_index)) for k in keys], dtype=np.int64)
+    op_weight = PreparedGraph(graph, cluster).op_time.mean(axis=1)
+    weight = np.bincount(group, weights=op_weight, minlength=len(group_index))
+    total = float(weight.sum())
+    if total <= 0.0:
+        weight = np.ones(len(group_index))
+        total = float(len(group_index))
+    middle = np.cumsum(weight) - weight / 2
+    stage = np.minimum((middle / total * num_dev).astype(np.int64), num_dev - 1)
+    return stage[group]
+
+
 PLACERS: dict[str, Callable[[CompGraph, Cluster], IntArray]] = {
     "single": single_device,
     "round-robin": round_robin,
+    "split": contiguous_split,
 }
 """Placement baselines by name (the names the CLI accepts)."""

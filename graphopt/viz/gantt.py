@@ -60,7 +60,7 @@ def plot_gantt(
             for t in schedule.transfers
             if (t.src, t.dst) == link
         ]
-        ax.broken_barh(spans, (row - 0.3, 0.6), facecolors="tab:red", edgecolor="none")
+        ax.broken_barh(spans, (row - 0.3, 0.6), facecolors="black", edgecolor="none")
     ax.set_yticks(np.arange(len(rows)), rows)
     ax.invert_yaxis()
     ax.set_xlabel(f"time ({unit})")
@@ -68,7 +68,7 @@ def plot_gantt(
     handles = [plt.Rectangle((0, 0), 1, 1, color=colour[t]) for t in top]
     labels = list(top)
     if links:
-        handles.append(plt.Rectangle((0, 0), 1, 1, color="tab:red"))
+        handles.append(plt.Rectangle((0, 0), 1, 1, color="black"))
         labels.append("transfer")
     if handles:
         ax.legend(handles, labels, loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8)
