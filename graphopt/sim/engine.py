@@ -16,6 +16,9 @@ Performance notes (why the code looks like this):
 - Without fusion the kernels are the ops themselves (no union-find, no member lists to build).
 - Illegal fusion is detected for free: a cyclic kernel graph deadlocks the event loop, so kernels
   left unfinished when no event remains mean the fusion was illegal.
+- Link queues are FIFO slices, not heaps: transfers are queued at the current time, which never
+  decreases, so ``(queue time, producer)`` order only needs a sorted insert among the entries
+  queued at the same instant.
 - Dispatch only visits resources marked dirty (freed, or given new work) since the last dispatch,
   instead of scanning all ``D + D*D`` devices and links after every event.
 """
@@ -294,7 +297,8 @@ def simulate_core(  # type: ignore[no-untyped-def]
     l_base = np.zeros(num_l, dtype=np.int64)
     for j in range(1, num_l):
         l_base[j] = l_base[j - 1] + link_count[j - 1]
-    l_size = np.zeros(num_l, dtype=np.int64)
+    l_head = l_base.copy()  # link queues: FIFO slices [l_head[j], l_tail[j]) of the l_* rows
+    l_tail = l_base.copy()
     num_r = num_dev + num_l                     # resources: devices, then links s*D+t
     ev_time = np.empty(num_r, dtype=np.float64)
     ev_tie = np.empty(num_r, dtype=np.int64)
@@ -358,9 +362,10 @@ def simulate_core(  # type: ignore[no-untyped-def]
                     peak_act[r] = cur[r]
             else:
                 j = r - num_dev
-                if l_size[j] == 0:
+                if l_head[j] == l_tail[j]:
                     continue
-                k = fheap_pop(l_time, l_tie, l_tid, l_base, l_size, j)  # k: transfer id
+                k = l_tid[l_head[j]]  # k: transfer id
+                l_head[j] += 1
                 t_start[k] = now
                 end = now + (link_lat[t_src[k], t_dst[k]] + t_bytes[k] / link_bw[t_src[k], t_dst[k]])
                 t_end[k] = end
@@ -419,7 +424,19 @@ def simulate_core(  # type: ignore[no-untyped-def]
                     # remote consumers: queue the transfers of this output
                     for tid in range(t_first[u], t_first[u + 1]):
                         j = t_src[tid] * num_dev + t_dst[tid]
-                        fheap_push(l_time, l_tie, l_tid, l_base, l_size, j, now, u, tid)
+                        # Queue order is (queue time, producer). Times only grow, so this is a
+                        # FIFO in which entries queued at the same instant are kept sorted by
+                        # producer: insert from the tail (nearly always at the tail itself).
+                        i = l_tail[j]
+                        l_tail[j] += 1
+                        while i > l_head[j] and l_time[i - 1] == now and l_tie[i - 1] > u:
+                            l_time[i] = l_time[i - 1]
+                            l_tie[i] = l_tie[i - 1]
+                            l_tid[i] = l_tid[i - 1]
+                            i -= 1
+                        l_time[i] = now
+                        l_tie[i] = u
+                        l_tid[i] = tid
                         lr = num_dev + j
                         if not in_dirty[lr]:
                             in_dirty[lr] = True

@@ -2,16 +2,15 @@
 
 Numba cannot hold a list of Python heaps, so every queue of one kind lives in one flat array: heap
 ``j`` occupies ``[base[j], base[j] + capacity_j)`` and its current size is ``size[j]``. Capacities
-are known before the simulation starts (the number of kernels on a device, the number of transfers
-on a link), so nothing is allocated inside the event loop.
+are known before the simulation starts (the number of kernels on a device, the number of devices
+and links), so nothing is allocated inside the event loop.
 
 Two flavours:
 
 - ``iheap``: keys are ``int64``; the smallest key pops first (device ready queues, where the key is
   ``(priority << 32) | kernel``, so that the lowest level runs first and ties go by topological index).
 - ``fheap``: entries are ``(time: float64, tie: int64, payload: int64)``, ordered by ``(time, tie)``
-  (the event queue, keyed by ``(end time, resource)``, and link queues, keyed by
-  ``(enqueue time, producer op)``).
+  (the event queue, keyed by ``(end time, resource)``).
 """
 
 from __future__ import annotations

@@ -209,3 +209,21 @@ def test_batch_equals_single_and_simulator_is_a_cost_model():
     with pytest.raises(ValueError, match="at least one"):
         prepared.evaluate_batch()
     assert sim.prepare(g, cluster) is sim.prepare(g, cluster)  # cached
+
+
+def test_transfers_queued_at_one_instant_go_by_producer_index():
+    # 1 FLOP/s, no latency, 1 B/s. dev0 runs x [0,1] then A [1,2]; x's 10 B hold link 0->1 [1,11].
+    # y on dev1 [0,1] sends 1 B to dev0 [1,2], readying B (0 s), which runs at 2 after A ends.
+    # A's and B's outputs are both queued on the busy link at t=2: B (index 2) before A (index 3):
+    # B's 2 B [11,13], then A's 3 B [13,16] -- not in the order they were queued.
+    g = make_graph(
+        [("x", 1, 0, 10, 0), ("y", 1, 0, 1, 0), ("B", 0, 0, 2, 0), ("A", 1, 0, 3, 0),
+         ("cx", 1, 0, 1, 0), ("cB", 1, 0, 1, 0), ("cA", 1, 0, 1, 0)],
+        [("x", "cx", 10), ("y", "B", 1), ("B", "cB", 2), ("A", "cA", 3)],
+    )  # fmt: skip
+    assert g.op_names == ("x", "y", "B", "A", "cx", "cB", "cA")
+    placement = np.array([0, 1, 0, 0, 1, 1, 1])
+    m = simulate(g, unit_cluster(2, latency=0.0, bandwidth=1.0), Decision(placement=placement), schedule=True)
+    assert by_op(m, g)["B"] == (0, 2.0, 2.0)
+    sent = {g.op_names[t.producer]: (t.start, t.end) for t in m.schedule.transfers if t.src == 0}
+    assert sent == {"x": (1.0, 11.0), "B": (11.0, 13.0), "A": (13.0, 16.0)}
