@@ -40,7 +40,17 @@ def main(argv: list[str] | None = None) -> int:
     sim = Simulator()
     results = []
     table = Table(title=f"step time on {cluster.name} ({cluster.num_devices} devices)")
-    for col in ("graph", "ops", "placement", "step (ms)", "vs single", "vs bound", "mem (GB)", "valid", "sim (ms)"):
+    for col in (
+        "graph",
+        "ops",
+        "placement",
+        "step (ms)",
+        "vs single",
+        "vs bound",
+        "mem (GB)",
+        "valid",
+        "sim (ms)",
+    ):
         table.add_column(col, justify="left" if col in ("graph", "placement", "valid") else "right")
     gantt_done = None
     for graph in resolve_graphs(args.graphs):
@@ -56,8 +66,13 @@ def main(argv: list[str] | None = None) -> int:
             if name == "single":
                 single_time = m.step_time
             if m.schedule is not None:
-                gantt_done = plot_gantt(graph, cluster, m.schedule, out / f"gantt-{graph.name}-{name}.png",
-                                        title=f"{graph.name}, {name} placement on {cluster.name}")
+                gantt_done = plot_gantt(
+                    graph,
+                    cluster,
+                    m.schedule,
+                    out / f"gantt-{graph.name}-{name}.png",
+                    title=f"{graph.name}, {name} placement on {cluster.name}",
+                )
             results.append({
                 "graph": graph.name, "ops": graph.num_ops, "placement": name,
                 "step_time": m.step_time, "valid": m.valid, "reason": m.reason,

@@ -19,7 +19,9 @@ from graphopt.typing import IntArray
 def single_device(graph: CompGraph, cluster: Cluster, device: int = 0) -> IntArray:
     """Every op on ``device`` (default 0): the reference every speed-up is measured against."""
     if not 0 <= device < cluster.num_devices:
-        raise ValueError(f"device {device} is outside [0, {cluster.num_devices}) for {cluster.name!r}")
+        raise ValueError(
+            f"device {device} is outside [0, {cluster.num_devices}) for {cluster.name!r}"
+        )
     return np.full(graph.num_ops, device, dtype=np.int64)
 
 
@@ -44,11 +46,14 @@ def contiguous_split(graph: CompGraph, cluster: Cluster) -> IntArray:
     n, num_dev = graph.num_ops, cluster.num_devices
     if n == 0:
         return np.zeros(0, dtype=np.int64)
-    keys = [c or lay or name for c, lay, name in zip(graph.colocation, graph.layer, graph.op_names, strict=True)]
+    keys = [
+        c or lay or name
+        for c, lay, name in zip(graph.colocation, graph.layer, graph.op_names, strict=True)
+    ]
     group_index: dict[str, int] = {}
     group = np.array([group_index.setdefault(k, len(group_index)) for k in keys], dtype=np.int64)
     op_weight = PreparedGraph(graph, cluster).op_time.mean(axis=1)
-    weight = np.bincount(group, weights=op_weight, minlength=len(group_index))
+    weight: np.ndarray = np.bincount(group, weights=op_weight, minlength=len(group_index))
     total = float(weight.sum())
     if total <= 0.0:
         weight = np.ones(len(group_index))

@@ -23,7 +23,9 @@ def register(sub: Any) -> None:
     ls.set_defaults(func=cmd_list)
 
     show = gsub.add_parser("show", help="op counts, FLOPs, bytes and the largest ops of graphs")
-    show.add_argument("graphs", metavar="GRAPH", help="name, suite:NAME, graph file, or a comma list")
+    show.add_argument(
+        "graphs", metavar="GRAPH", help="name, suite:NAME, graph file, or a comma list"
+    )
     show.add_argument("--top", type=int, default=10, help="how many of the largest ops to list")
     show.add_argument("--json", action="store_true", help="print JSON instead of tables")
     show.set_defaults(func=cmd_show)
@@ -40,7 +42,11 @@ def register(sub: Any) -> None:
 def cmd_list(args: argparse.Namespace) -> int:
     graphs = list_graphs()
     if args.json:
-        print(json.dumps({"graphs": graphs, "suites": {k: list(v) for k, v in SUITES.items()}}, indent=2))
+        print(
+            json.dumps(
+                {"graphs": graphs, "suites": {k: list(v) for k, v in SUITES.items()}}, indent=2
+            )
+        )
         return 0
     console = Console()
     table = Table(title="built-in graphs")

@@ -57,7 +57,9 @@ def decision_for(graph: CompGraph, cluster: Cluster, placement: str) -> Decision
     )
 
 
-def simulate_one(graph: CompGraph, cluster: Cluster, decision: Decision, sim: Simulator, schedule: bool) -> tuple[dict[str, Any], Any]:
+def simulate_one(
+    graph: CompGraph, cluster: Cluster, decision: Decision, sim: Simulator, schedule: bool
+) -> tuple[dict[str, Any], Any]:
     start = time.perf_counter()
     m = sim.evaluate(graph, cluster, decision, schedule=schedule)
     wall = time.perf_counter() - start
@@ -94,8 +96,15 @@ def cmd_simulate(args: argparse.Namespace) -> int:
             out = Path(args.gantt)
             if len(graphs) > 1:
                 out = out.with_name(f"{out.stem}-{graph.name}{out.suffix or '.png'}")
-            result["gantt"] = str(plot_gantt(graph, cluster, m.schedule, out,
-                                             title=f"{graph.name} on {cluster.name}, {args.placement} placement"))
+            result["gantt"] = str(
+                plot_gantt(
+                    graph,
+                    cluster,
+                    m.schedule,
+                    out,
+                    title=f"{graph.name} on {cluster.name}, {args.placement} placement",
+                )
+            )
     if args.json:
         print(json.dumps(results, indent=2))
         return 0
@@ -105,7 +114,16 @@ def cmd_simulate(args: argparse.Namespace) -> int:
 
 def print_results(results: list[dict[str, Any]], title: str) -> None:
     table = Table(title=title)
-    for col in ("graph", "ops", "step (ms)", "lower bound (ms)", "max peak mem (GB)", "moved (MB)", "valid", "sim (ms)"):
+    for col in (
+        "graph",
+        "ops",
+        "step (ms)",
+        "lower bound (ms)",
+        "max peak mem (GB)",
+        "moved (MB)",
+        "valid",
+        "sim (ms)",
+    ):
         table.add_column(col, justify="left" if col in ("graph", "valid") else "right")
     for r in results:
         table.add_row(

@@ -34,7 +34,7 @@ class LowerBounds:
 
 
 @njit(cache=True)
-def _longest_path(kernel_of, member_ptr, members, succ_ptr, succ_dst, dur):  # type: ignore[no-untyped-def]
+def _longest_path(kernel_of, member_ptr, members, succ_ptr, succ_dst, dur):
     """Longest path through the kernel graph (Kahn's order); -1.0 if the kernel graph is cyclic."""
     num_k = len(dur)
     indeg = np.zeros(num_k, dtype=np.int64)

@@ -59,7 +59,7 @@ class Workspace:
 
 
 @njit(cache=True, error_model="numpy")
-def _find(parent, i):  # type: ignore[no-untyped-def]
+def _find(parent, i):
     root = i
     while parent[root] != root:
         root = parent[root]
@@ -71,7 +71,7 @@ def _find(parent, i):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True, error_model="numpy")
-def build_kernels(succ_ptr, succ_dst, fusion, op_int):  # type: ignore[no-untyped-def]
+def build_kernels(succ_ptr, succ_dst, fusion, op_int):
     """Group ops into kernels, writing into rows 0-7 of ``op_int``.
 
     Returns views ``(kernel_of[N], root[K], member_ptr[K+1], members[N])``. An op with fusion bit 1
@@ -140,11 +140,24 @@ def build_kernels(succ_ptr, succ_dst, fusion, op_int):  # type: ignore[no-untype
 
 
 @njit(cache=True, error_model="numpy")
-def kernel_durations(  # type: ignore[no-untyped-def]
-    kernel_of, roots, member_ptr, members, k_dev,
-    succ_ptr, succ_dst, edge_bytes,
-    flops, nbytes, out_bytes, op_time, op_meas,
-    peak, bw, launch, dur,
+def kernel_durations(
+    kernel_of,
+    roots,
+    member_ptr,
+    members,
+    k_dev,
+    succ_ptr,
+    succ_dst,
+    edge_bytes,
+    flops,
+    nbytes,
+    out_bytes,
+    op_time,
+    op_meas,
+    peak,
+    bw,
+    launch,
+    dur,
 ):
     """Duration of every kernel on its device (rules 3-4 of :mod:`graphopt.sim`), into ``dur``."""
     num_k = len(roots)
@@ -191,12 +204,32 @@ def kernel_durations(  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True, error_model="numpy")
-def simulate_core(  # type: ignore[no-untyped-def]
-    succ_ptr, succ_dst, edge_bytes, pred_ptr, pred_src,
-    flops, nbytes, out_bytes, param_bytes, op_time, op_meas,
-    peak, bw, launch, capacity, link_bw, link_lat,
-    placement, priority, fusion,
-    op_int, edge_int, op_float, edge_float, op_bool,
+def simulate_core(
+    succ_ptr,
+    succ_dst,
+    edge_bytes,
+    pred_ptr,
+    pred_src,
+    flops,
+    nbytes,
+    out_bytes,
+    param_bytes,
+    op_time,
+    op_meas,
+    peak,
+    bw,
+    launch,
+    capacity,
+    link_bw,
+    link_lat,
+    placement,
+    priority,
+    fusion,
+    op_int,
+    edge_int,
+    op_float,
+    edge_float,
+    op_bool,
 ):
     """Simulate one decision. See :mod:`graphopt.sim` for the rules. The last five arguments are a
     :class:`Workspace`'s arrays; the per-op and per-kernel arrays returned are views into them,
@@ -221,14 +254,29 @@ def simulate_core(  # type: ignore[no-untyped-def]
         k_key[k] = (priority[r] << 32) | k  # kernels are numbered by root: k orders like r
         dev_count[k_dev[k]] += 1
     dur = kernel_durations(
-        kernel_of, roots, member_ptr, members, k_dev, succ_ptr, succ_dst, edge_bytes,
-        flops, nbytes, out_bytes, op_time, op_meas, peak, bw, launch, op_float[0],
+        kernel_of,
+        roots,
+        member_ptr,
+        members,
+        k_dev,
+        succ_ptr,
+        succ_dst,
+        edge_bytes,
+        flops,
+        nbytes,
+        out_bytes,
+        op_time,
+        op_meas,
+        peak,
+        bw,
+        launch,
+        op_float[0],
     )
 
     # ---- pre-pass: dependencies, reference counts, transfers ---------------------------------
-    need = op_int[6, :num_k]        # unmet input edges per kernel
-    ref = op_int[7, :n]             # consumer kernels still to finish, per output
-    ext = op_int[8, :n]             # distinct consumer kernels outside the op's own kernel
+    need = op_int[6, :num_k]  # unmet input edges per kernel
+    ref = op_int[7, :n]  # consumer kernels still to finish, per output
+    ext = op_int[8, :n]  # distinct consumer kernels outside the op's own kernel
     kmark = op_int[9, :num_k]
     t_first = op_int[10, : n + 1]
     stored = op_bool[0, :n]
@@ -299,7 +347,7 @@ def simulate_core(  # type: ignore[no-untyped-def]
         l_base[j] = l_base[j - 1] + link_count[j - 1]
     l_head = l_base.copy()  # link queues: FIFO slices [l_head[j], l_tail[j]) of the l_* rows
     l_tail = l_base.copy()
-    num_r = num_dev + num_l                     # resources: devices, then links s*D+t
+    num_r = num_dev + num_l  # resources: devices, then links s*D+t
     ev_time = np.empty(num_r, dtype=np.float64)
     ev_tie = np.empty(num_r, dtype=np.int64)
     ev_res = np.empty(num_r, dtype=np.int64)
@@ -367,7 +415,9 @@ def simulate_core(  # type: ignore[no-untyped-def]
                 k = l_tid[l_head[j]]  # k: transfer id
                 l_head[j] += 1
                 t_start[k] = now
-                end = now + (link_lat[t_src[k], t_dst[k]] + t_bytes[k] / link_bw[t_src[k], t_dst[k]])
+                end = now + (
+                    link_lat[t_src[k], t_dst[k]] + t_bytes[k] / link_bw[t_src[k], t_dst[k]]
+                )
                 t_end[k] = end
                 d = t_dst[k]
                 cur[d] += t_bytes[k]
@@ -479,19 +529,55 @@ def simulate_core(  # type: ignore[no-untyped-def]
                 culprit = d
                 break
     return (
-        status, culprit, step, busy, peak_mem, moved,
-        kernel_of, roots, member_ptr, members, k_dev, k_start, k_end,
-        t_op[:num_t], t_src[:num_t], t_dst[:num_t], t_bytes[:num_t], t_start, t_end,
+        status,
+        culprit,
+        step,
+        busy,
+        peak_mem,
+        moved,
+        kernel_of,
+        roots,
+        member_ptr,
+        members,
+        k_dev,
+        k_start,
+        k_end,
+        t_op[:num_t],
+        t_src[:num_t],
+        t_dst[:num_t],
+        t_bytes[:num_t],
+        t_start,
+        t_end,
     )
 
 
 @njit(cache=True, error_model="numpy")
-def simulate_batch(  # type: ignore[no-untyped-def]
-    succ_ptr, succ_dst, edge_bytes, pred_ptr, pred_src,
-    flops, nbytes, out_bytes, param_bytes, op_time, op_meas,
-    peak, bw, launch, capacity, link_bw, link_lat,
-    placements, priorities, fusions,
-    op_int, edge_int, op_float, edge_float, op_bool,
+def simulate_batch(
+    succ_ptr,
+    succ_dst,
+    edge_bytes,
+    pred_ptr,
+    pred_src,
+    flops,
+    nbytes,
+    out_bytes,
+    param_bytes,
+    op_time,
+    op_meas,
+    peak,
+    bw,
+    launch,
+    capacity,
+    link_bw,
+    link_lat,
+    placements,
+    priorities,
+    fusions,
+    op_int,
+    edge_int,
+    op_float,
+    edge_float,
+    op_bool,
 ):
     """Simulate ``B`` decisions (rows of the ``(B, N)`` arrays) of one graph.
 
@@ -507,11 +593,31 @@ def simulate_batch(  # type: ignore[no-untyped-def]
     moved = np.empty(num_b, dtype=np.float64)
     for b in range(num_b):
         out = simulate_core(
-            succ_ptr, succ_dst, edge_bytes, pred_ptr, pred_src,
-            flops, nbytes, out_bytes, param_bytes, op_time, op_meas,
-            peak, bw, launch, capacity, link_bw, link_lat,
-            placements[b], priorities[b], fusions[b],
-            op_int, edge_int, op_float, edge_float, op_bool,
+            succ_ptr,
+            succ_dst,
+            edge_bytes,
+            pred_ptr,
+            pred_src,
+            flops,
+            nbytes,
+            out_bytes,
+            param_bytes,
+            op_time,
+            op_meas,
+            peak,
+            bw,
+            launch,
+            capacity,
+            link_bw,
+            link_lat,
+            placements[b],
+            priorities[b],
+            fusions[b],
+            op_int,
+            edge_int,
+            op_float,
+            edge_float,
+            op_bool,
         )
         status[b] = out[0]
         culprit[b] = out[1]

@@ -19,7 +19,7 @@ from numba import njit
 
 
 @njit(cache=True, inline="always", error_model="numpy")
-def iheap_push(keys, base, size, j, key):  # type: ignore[no-untyped-def]
+def iheap_push(keys, base, size, j, key):
     start = base[j]
     i = size[j]
     size[j] = i + 1
@@ -33,7 +33,7 @@ def iheap_push(keys, base, size, j, key):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True, inline="always", error_model="numpy")
-def iheap_pop(keys, base, size, j):  # type: ignore[no-untyped-def]
+def iheap_pop(keys, base, size, j):
     start = base[j]
     top = keys[start]
     n = size[j] - 1
@@ -56,12 +56,12 @@ def iheap_pop(keys, base, size, j):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True, inline="always", error_model="numpy")
-def _less(times, ties, a, b):  # type: ignore[no-untyped-def]
+def _less(times, ties, a, b):
     return times[a] < times[b] or (times[a] == times[b] and ties[a] < ties[b])
 
 
 @njit(cache=True, inline="always", error_model="numpy")
-def fheap_push(times, ties, payloads, base, size, j, time, tie, payload):  # type: ignore[no-untyped-def]
+def fheap_push(times, ties, payloads, base, size, j, time, tie, payload):
     start = base[j]
     i = size[j]
     size[j] = i + 1
@@ -80,7 +80,7 @@ def fheap_push(times, ties, payloads, base, size, j, time, tie, payload):  # typ
 
 
 @njit(cache=True, inline="always", error_model="numpy")
-def fheap_pop(times, ties, payloads, base, size, j):  # type: ignore[no-untyped-def]
+def fheap_pop(times, ties, payloads, base, size, j):
     """Pop the smallest entry and return its payload (read its time first if needed)."""
     start = base[j]
     top = payloads[start]

@@ -51,7 +51,9 @@ class BatchResult:
 def _check_array(name: str, value: object, n: int, high: int | None) -> IntArray:
     arr = np.asarray(value)
     if arr.shape != (n,):
-        raise ValueError(f"decision.{name} has shape {arr.shape}; expected ({n},), one entry per op")
+        raise ValueError(
+            f"decision.{name} has shape {arr.shape}; expected ({n},), one entry per op"
+        )
     if arr.dtype.kind not in "iub":
         if arr.dtype.kind == "f" and np.all(np.isfinite(arr)) and np.all(arr == np.round(arr)):
             arr = arr.astype(np.int64)
@@ -59,7 +61,9 @@ def _check_array(name: str, value: object, n: int, high: int | None) -> IntArray
             raise ValueError(f"decision.{name} must hold integers, got dtype {arr.dtype}")
     arr = arr.astype(np.int64, copy=False)
     if n and arr.min() < 0:
-        raise ValueError(f"decision.{name} has negative entry {int(arr.min())} at op {int(arr.argmin())}")
+        raise ValueError(
+            f"decision.{name} has negative entry {int(arr.min())} at op {int(arr.argmin())}"
+        )
     if high is not None and n and arr.max() >= high:
         i = int(arr.argmax())
         raise ValueError(
@@ -136,7 +140,9 @@ class PreparedGraph:
             else _check_array("priority", decision.priority, n, MAX_PRIORITY)
         )
         fusion = (
-            self._zeros if decision.fusion is None else _check_array("fusion", decision.fusion, n, 2)
+            self._zeros
+            if decision.fusion is None
+            else _check_array("fusion", decision.fusion, n, 2)
         )
         return placement, priority, fusion
 
@@ -147,7 +153,7 @@ class PreparedGraph:
             ValueError: a decision array of the wrong shape, type or range.
         """
         placement, priority, fusion = self._decision_arrays(decision or Decision())
-        out = engine.simulate_core(*self._args(), placement, priority, fusion, *self._scratch())
+        out = engine.simulate_core(*self._args(), placement, priority, fusion, *self._scratch())  # type: ignore[call-arg]
         (status, culprit, step, busy, peak_mem, moved, kernel_of, roots, mptr, members,
          k_dev, k_start, k_end, t_op, t_src, t_dst, t_bytes, t_start, t_end) = out  # fmt: skip
         reason = ""
@@ -209,7 +215,8 @@ class PreparedGraph:
         given = [a for a in (placements, priorities, fusions) if a is not None]
         if not given:
             raise ValueError("evaluate_batch needs at least one of placements, priorities, fusions")
-        batch = np.asarray(given[0]).shape[0] if np.ndim(given[0]) == 2 else -1
+        first = np.asarray(given[0])
+        batch = first.shape[0] if first.ndim == 2 else -1
         arrays = []
         for name, value, high in (
             ("placement", placements, self.cluster.num_devices),
@@ -226,7 +233,9 @@ class PreparedGraph:
                     "one row per decision, one column per op, same batch size for every array"
                 )
             arrays.append(_check_array(name, arr.reshape(-1), batch * n, high).reshape(batch, n))
-        status, _, step, busy, peak_mem, moved = engine.simulate_batch(*self._args(), *arrays, *self._scratch())
+        status, _, step, busy, peak_mem, moved = engine.simulate_batch(
+            *self._args(), *arrays, *self._scratch()
+        )
         return BatchResult(
             step_time=step,
             valid=status == engine.STATUS_OK,
@@ -250,7 +259,7 @@ class PreparedGraph:
         g = self.graph
         stuck = set(np.flatnonzero(np.isnan(k_start)).tolist())
         kg = nx.DiGraph()
-        for s, d in zip(g.edge_src.tolist(), g.edge_dst.tolist()):
+        for s, d in zip(g.edge_src.tolist(), g.edge_dst.tolist(), strict=True):
             a, b = int(kernel_of[s]), int(kernel_of[d])
             if a != b and a in stuck and b in stuck:
                 kg.add_edge(a, b)

@@ -21,9 +21,20 @@ def write(tmp_path, data) -> str:
 
 def test_forms(tmp_path, graph):
     assert load_decision(write(tmp_path, [0, 1, 1]), graph).placement.tolist() == [0, 1, 1]
-    assert load_decision(write(tmp_path, {"c": 0, "a": 1, "b": 2}), graph).placement.tolist() == [1, 2, 0]
-    d = load_decision(write(tmp_path, {"graph": "g", "placement": [0, 0, 1], "fusion": None, "priority": [1, 0, 0]}), graph)
-    assert d.placement.tolist() == [0, 0, 1] and d.fusion is None and d.priority.tolist() == [1, 0, 0]
+    assert load_decision(write(tmp_path, {"c": 0, "a": 1, "b": 2}), graph).placement.tolist() == [
+        1,
+        2,
+        0,
+    ]
+    d = load_decision(
+        write(
+            tmp_path, {"graph": "g", "placement": [0, 0, 1], "fusion": None, "priority": [1, 0, 0]}
+        ),
+        graph,
+    )
+    assert (
+        d.placement.tolist() == [0, 0, 1] and d.fusion is None and d.priority.tolist() == [1, 0, 0]
+    )
 
 
 @pytest.mark.parametrize(

@@ -795,7 +795,15 @@ def test_malformed_section(key: str, value: Any) -> None:
         ("g.json.gz", gzip.compress(b"{not json", mtime=0)),
         ("g.json.gz", gzip.compress(b'{"a": 1}', mtime=0)[:-6]),  # truncated
     ],
-    ids=["bad-json", "empty", "truncated-json", "not-utf8", "not-gzip", "gz-bad-json", "gz-truncated"],
+    ids=[
+        "bad-json",
+        "empty",
+        "truncated-json",
+        "not-utf8",
+        "not-gzip",
+        "gz-bad-json",
+        "gz-truncated",
+    ],
 )
 def test_unreadable_file(tmp_path: Path, filename: str, content: bytes) -> None:
     path = tmp_path / filename

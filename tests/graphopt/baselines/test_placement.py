@@ -27,8 +27,11 @@ def test_contiguous_split_balances_compute():
     # Ops of 1, 1, 1, 1, 4, 4, 4, 4 TFLOPs (plus equal launch overheads) on 2 equal devices: the
     # work midpoints are 0.5, 1.5, 2.5, 3.5, 6, 10+, 14, 18 of 20+, so ops 0-4 form the first stage.
     flops = [1, 1, 1, 1, 4, 4, 4, 4]
-    g = CompGraph.build("g", [Op(f"o{i}", "X", flops=f * 1e12) for i, f in enumerate(flops)],
-                        [(f"o{i}", f"o{i + 1}", 1.0) for i in range(7)])
+    g = CompGraph.build(
+        "g",
+        [Op(f"o{i}", "X", flops=f * 1e12) for i, f in enumerate(flops)],
+        [(f"o{i}", f"o{i + 1}", 1.0) for i in range(7)],
+    )
     cluster = get_cluster("v100-nvlink-2")
     placement = contiguous_split(g, cluster)
     assert placement.tolist() == [0, 0, 0, 0, 0, 1, 1, 1]
@@ -40,9 +43,18 @@ def test_contiguous_split_balances_compute():
 def test_contiguous_split_keeps_colocation_groups_together():
     # fwd0 -> fwd1 -> bwd1 -> bwd0: each layer's forward and backward share a colocation group, so
     # a 2-stage split puts layer 0 (fwd0, bwd0) on device 0 and layer 1 on device 1.
-    ops = [Op("fwd0", "X", flops=1e12, colocation="l0"), Op("fwd1", "X", flops=1e12, colocation="l1"),
-           Op("bwd1", "X", flops=1e12, colocation="l1"), Op("bwd0", "X", flops=1e12, colocation="l0")]
+    ops = [
+        Op("fwd0", "X", flops=1e12, colocation="l0"),
+        Op("fwd1", "X", flops=1e12, colocation="l1"),
+        Op("bwd1", "X", flops=1e12, colocation="l1"),
+        Op("bwd0", "X", flops=1e12, colocation="l0"),
+    ]
     edges = [("fwd0", "fwd1", 1.0), ("fwd1", "bwd1", 1.0), ("bwd1", "bwd0", 1.0)]
     g = CompGraph.build("g", ops, edges)
     placement = contiguous_split(g, get_cluster("v100-nvlink-2"))
-    assert dict(zip(g.op_names, placement.tolist())) == {"fwd0": 0, "bwd0": 0, "fwd1": 1, "bwd1": 1}
+    assert dict(zip(g.op_names, placement.tolist(), strict=True)) == {
+        "fwd0": 0,
+        "bwd0": 0,
+        "fwd1": 1,
+        "bwd1": 1,
+    }

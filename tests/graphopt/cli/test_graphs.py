@@ -8,8 +8,13 @@ from graphopt.graph import CompGraph
 
 
 def test_help(run_cli):
-    for args in (["--help"], ["graphs", "--help"], ["graphs", "list", "--help"],
-                 ["graphs", "show", "--help"], ["graphs", "export", "--help"]):
+    for args in (
+        ["--help"],
+        ["graphs", "--help"],
+        ["graphs", "list", "--help"],
+        ["graphs", "show", "--help"],
+        ["graphs", "export", "--help"],
+    ):
         assert "usage: graphopt" in run_cli(*args).stdout
 
 

@@ -14,12 +14,20 @@ from graphopt.workloads import resolve_graphs
 
 def test_simulate_suite_json_matches_library(run_cli):
     results = json.loads(
-        run_cli("simulate", "suite:tiny", "--cluster", "v100-nvlink-4", "--placement", "round-robin", "--json").stdout
+        run_cli(
+            "simulate",
+            "suite:tiny",
+            "--cluster",
+            "v100-nvlink-4",
+            "--placement",
+            "round-robin",
+            "--json",
+        ).stdout
     )
     cluster = get_cluster("v100-nvlink-4")
     graphs = resolve_graphs("suite:tiny")
     assert [r["graph"] for r in results] == [g.name for g in graphs]
-    for r, g in zip(results, graphs):
+    for r, g in zip(results, graphs, strict=True):
         m = simulate(g, cluster, Decision(placement=np.arange(g.num_ops) % 4))
         assert r["step_time"] == m.step_time and r["valid"] == m.valid
         assert r["lower_bound_critical_path"] <= r["step_time"]
@@ -30,8 +38,16 @@ def test_simulate_table_gantt_and_decision_file(run_cli, tmp_path):
     decision = tmp_path / "d.json"
     decision.write_text(json.dumps({"placement": [i % 2 for i in range(graph.num_ops)]}))
     gantt = tmp_path / "g.png"
-    out = run_cli("simulate", graph.name, "--cluster", "v100-nvlink-2", "--placement", str(decision),
-                  "--gantt", str(gantt)).stdout
+    out = run_cli(
+        "simulate",
+        graph.name,
+        "--cluster",
+        "v100-nvlink-2",
+        "--placement",
+        str(decision),
+        "--gantt",
+        str(gantt),
+    ).stdout
     assert graph.name in out and "step (ms)" in out
     assert gantt.read_bytes()[:4] == b"\x89PNG"
 

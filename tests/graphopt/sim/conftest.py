@@ -45,7 +45,14 @@ def make_graph(ops: list[tuple], edges: list[tuple[str, str, float]], name: str 
     return CompGraph.build(
         name,
         [
-            Op(name=o[0], type="Op", flops=o[1], bytes_accessed=o[2], output_bytes=o[3], param_bytes=o[4])
+            Op(
+                name=o[0],
+                type="Op",
+                flops=o[1],
+                bytes_accessed=o[2],
+                output_bytes=o[3],
+                param_bytes=o[4],
+            )
             for o in ops
         ],
         edges,

@@ -40,7 +40,9 @@ def simulate_reference(graph: CompGraph, cluster: Cluster, decision: Decision) -
     consumers: list[list[int]] = [[] for _ in range(n)]
     producers: list[list[int]] = [[] for _ in range(n)]
     edge_bytes: dict[tuple[int, int], float] = {}
-    for s, d, b in zip(graph.edge_src.tolist(), graph.edge_dst.tolist(), graph.edge_bytes.tolist()):
+    for s, d, b in zip(
+        graph.edge_src.tolist(), graph.edge_dst.tolist(), graph.edge_bytes.tolist(), strict=True
+    ):
         consumers[s].append(d)
         producers[d].append(s)
         edge_bytes[(s, d)] = b
@@ -78,7 +80,10 @@ def simulate_reference(graph: CompGraph, cluster: Cluster, decision: Decision) -
         if dev.kind in graph.measured and not math.isnan(graph.measured[dev.kind][u]):
             return float(graph.measured[dev.kind][u])
         return (
-            max(float(graph.flops[u]) / dev.peak_flops, float(graph.bytes_accessed[u]) / dev.mem_bandwidth)
+            max(
+                float(graph.flops[u]) / dev.peak_flops,
+                float(graph.bytes_accessed[u]) / dev.mem_bandwidth,
+            )
             + dev.launch_overhead
         )
 
@@ -92,7 +97,9 @@ def simulate_reference(graph: CompGraph, cluster: Cluster, decision: Decision) -
             total = 0.0
             for u in ops:
                 total += float(measured[u])
-            return max(total - (len(ops) - 1) * dev.launch_overhead, max(float(measured[u]) for u in ops))
+            return max(
+                total - (len(ops) - 1) * dev.launch_overhead, max(float(measured[u]) for u in ops)
+            )
         flops = 0.0
         nbytes = 0.0
         for u in ops:

@@ -102,7 +102,9 @@ def test_engine_matches_reference(chunk: int) -> None:
         assert fast.bytes_moved == pytest.approx(ref.bytes_moved, rel=1e-12), label
         kernels = {k.ops[-1]: (k.device, k.start, k.end) for k in fast.schedule.kernels}
         assert kernels == ref.kernels, label
-        transfers = {(t.producer, t.dst): (t.nbytes, t.start, t.end) for t in fast.schedule.transfers}
+        transfers = {
+            (t.producer, t.dst): (t.nbytes, t.start, t.end) for t in fast.schedule.transfers
+        }
         assert transfers == ref.transfers, label
     assert "ok" in statuses
 

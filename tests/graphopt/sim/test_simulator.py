@@ -144,7 +144,9 @@ def test_fused_kernel_takes_root_device_and_measured_times():
         [("a", "b", 1.0)],
     )
     cluster = unit_cluster(2, launch=0.5)
-    m = simulate(g, cluster, Decision(placement=np.array([0, 1]), fusion=np.array([1, 0])), schedule=True)
+    m = simulate(
+        g, cluster, Decision(placement=np.array([0, 1]), fusion=np.array([1, 0])), schedule=True
+    )
     assert m.step_time == 4.5
     assert m.schedule.kernels[0].device == 1  # the root (b) decides the device
     assert m.bytes_moved == 0.0
@@ -223,7 +225,9 @@ def test_transfers_queued_at_one_instant_go_by_producer_index():
     )  # fmt: skip
     assert g.op_names == ("x", "y", "B", "A", "cx", "cB", "cA")
     placement = np.array([0, 1, 0, 0, 1, 1, 1])
-    m = simulate(g, unit_cluster(2, latency=0.0, bandwidth=1.0), Decision(placement=placement), schedule=True)
+    m = simulate(
+        g, unit_cluster(2, latency=0.0, bandwidth=1.0), Decision(placement=placement), schedule=True
+    )
     assert by_op(m, g)["B"] == (0, 2.0, 2.0)
     sent = {g.op_names[t.producer]: (t.start, t.end) for t in m.schedule.transfers if t.src == 0}
     assert sent == {"x": (1.0, 11.0), "B": (11.0, 13.0), "A": (13.0, 16.0)}

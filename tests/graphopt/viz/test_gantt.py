@@ -10,7 +10,10 @@ from graphopt.viz.gantt import plot_gantt
 
 
 def test_gantt_writes_a_png(tmp_path):
-    ops = [Op(f"o{i}", "MatMul" if i % 2 else "Add", flops=1e9, bytes_accessed=1e6, output_bytes=1e6) for i in range(8)]
+    ops = [
+        Op(f"o{i}", "MatMul" if i % 2 else "Add", flops=1e9, bytes_accessed=1e6, output_bytes=1e6)
+        for i in range(8)
+    ]
     edges = [(f"o{i}", f"o{i + 1}", 1e6) for i in range(7)]
     g = CompGraph.build("g", ops, edges)
     cluster = get_cluster("v100-nvlink-2")
