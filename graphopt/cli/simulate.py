@@ -38,6 +38,11 @@ def register(sub: Any) -> None:
         "--placement", default="single",
         help="'single', 'round-robin', or a JSON decision file (see graphopt.decision_io)",
     )  # fmt: skip
+    p.add_argument(
+        "--decision", metavar="FILE",
+        help="a JSON decision file (placement, priority, fusion), e.g. one saved by an environment "
+        "with save_episode(); overrides --placement",
+    )  # fmt: skip
     p.add_argument("--json", action="store_true", help="print JSON results instead of a table")
     p.add_argument(
         "--gantt", metavar="OUT.png",
@@ -87,7 +92,11 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     sim = Simulator()
     results = []
     for graph in graphs:
-        decision = decision_for(graph, cluster, args.placement)
+        decision = (
+            load_decision(args.decision, graph)
+            if args.decision
+            else decision_for(graph, cluster, args.placement)
+        )
         result, m = simulate_one(graph, cluster, decision, sim, schedule=bool(args.gantt))
         results.append(result)
         if args.gantt and m.schedule is not None:
@@ -108,7 +117,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(results, indent=2))
         return 0
-    print_results(results, title=f"{cluster.name}, placement: {args.placement}")
+    print_results(results, title=f"{cluster.name}, decision: {args.decision or args.placement}")
     return 0
 
 

@@ -1,0 +1,268 @@
+"""The one-shot environment shared by every graphopt task (see :mod:`envs` for the four ids).
+
+An episode is one decision for a whole graph, as in GO: ``reset`` draws a graph (uniformly, from
+``self.np_random``) and returns its encoding; ``step`` takes a decision for every op, prices it
+with the cost model and ends the episode.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar
+
+import gymnasium as gym
+import numpy as np
+from gymnasium import spaces
+
+from envs import encoding
+from envs.reference import Reference, filled, reference_decision
+from envs.rewards import check_reward_mode, reward
+from graphopt.graph import CompGraph
+from graphopt.hardware import DEFAULT_CLUSTER, Cluster, get_cluster
+from graphopt.sim import Simulator
+from graphopt.typing import CostModel, Decision, Measurement
+
+GraphSpec = str | Path | CompGraph | Sequence[str | Path | CompGraph]
+OBS_MODES = ("full", "id")
+
+
+def resolve_graph_list(graphs: GraphSpec) -> list[CompGraph]:
+    """Graphs from a suite or graph name, a file, a ``CompGraph`` or a list of those."""
+    from graphopt.workloads import resolve_graphs
+
+    items = [graphs] if isinstance(graphs, (str, Path, CompGraph)) else list(graphs)
+    out: list[CompGraph] = []
+    for item in items:
+        if isinstance(item, CompGraph):
+            out.append(item)
+        elif isinstance(item, Path):
+            out.append(CompGraph.load(item))
+        elif isinstance(item, str):
+            out.extend(resolve_graphs(item))
+        else:
+            raise ValueError(
+                f"graphs: expected names, suite:NAME, files or CompGraph objects, got {item!r}"
+            )
+    if not out:
+        raise ValueError("graphs: no graph given")
+    return out
+
+
+@dataclass(frozen=True)
+class Episode:
+    """The last finished episode: enough to replay it with ``graphopt simulate --decision``."""
+
+    graph: CompGraph
+    cluster: Cluster
+    decision: Decision
+    measurement: Measurement
+    reference: Reference
+    seed: int | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "graph": self.graph.name,
+            "graph_fingerprint": self.graph.fingerprint,
+            "cluster": self.cluster.name,
+            "seed": self.seed,
+            "step_time": self.measurement.step_time,
+            **self.decision.to_dict(),
+        }
+
+
+class GraphOptEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
+    """Base class; the task subclasses set :attr:`task` and document themselves."""
+
+    task: ClassVar[str] = ""
+    metadata = {"render_modes": []}  # noqa: RUF012 (Gymnasium's convention)
+
+    def __init__(
+        self,
+        graphs: GraphSpec = "suite:tiny",
+        cluster: str | Path | Cluster = DEFAULT_CLUSTER,
+        cost_model: CostModel | None = None,
+        reward_mode: str = "speedup",
+        max_ops: int | None = None,
+        max_edges: int | None = None,
+        num_priorities: int = 8,
+        reference: str = "best",
+        obs_mode: str = "full",
+        seed: int | None = None,
+    ) -> None:
+        self.graphs = resolve_graph_list(graphs)
+        self.cluster = get_cluster(cluster)
+        self.cost_model: CostModel = cost_model if cost_model is not None else Simulator()
+        if not isinstance(self.cost_model, CostModel):
+            raise ValueError(
+                f"cost_model {cost_model!r} does not implement evaluate(graph, cluster, decision)"
+            )
+        self.reward_mode = check_reward_mode(reward_mode)
+        if obs_mode not in OBS_MODES:
+            raise ValueError(
+                f"unknown obs_mode {obs_mode!r}; choose one of: {', '.join(OBS_MODES)}"
+            )
+        self.obs_mode = obs_mode
+        if num_priorities < 1:
+            raise ValueError(f"num_priorities must be >= 1, got {num_priorities}")
+        self.num_priorities = int(num_priorities)
+        from graphopt.baselines.placement import PLACERS
+
+        if reference != "best" and reference not in PLACERS:
+            raise ValueError(
+                f"unknown reference {reference!r}; choose 'best' or a placer: {', '.join(PLACERS)}"
+            )
+        self.reference_name = reference
+        largest = max(g.num_ops for g in self.graphs)
+        self.max_ops = int(max_ops) if max_ops is not None else largest
+        most_edges = max(g.num_edges for g in self.graphs)
+        self.max_edges = (
+            int(max_edges) if max_edges is not None else max(4 * self.max_ops, most_edges)
+        )
+        # encode every graph now: bad sizes fail at construction, not in the middle of training
+        self._encoded = [
+            encoding.encode(g, self.cluster, self.max_ops, self.max_edges) for g in self.graphs
+        ]
+        self._references: dict[int, Reference] = {}
+        num_dev = self.cluster.num_devices
+        nvec = {
+            "placement": [num_dev],
+            "scheduling": [self.num_priorities],
+            "fusion": [2],
+            "joint": [num_dev, self.num_priorities, 2],
+        }[self.task]
+        self.action_space = spaces.MultiDiscrete(
+            np.repeat(np.array(nvec, dtype=np.int64), self.max_ops)
+        )
+        self.observation_space: spaces.Dict  # type: ignore[assignment]
+        if obs_mode == "full":
+            self.observation_space = encoding.observation_space(self.max_ops, self.max_edges)
+        else:
+            self.observation_space = spaces.Dict(
+                {"graph_id": spaces.Box(0, len(self.graphs) - 1, (1,), np.int64)}
+            )
+        self._current = 0
+        self._seed = seed
+        self.last_episode: Episode | None = None
+        if seed is not None:
+            self.reset(seed=seed)
+
+    # ------------------------------------------------------------------ graphs
+    def encoded_graphs(self) -> list[dict[str, np.ndarray]]:
+        """The full observation of every graph, indexed by ``graph_id`` (for ``obs_mode="id"``)."""
+        return [e.observation for e in self._encoded]
+
+    def reference(self, index: int) -> Reference:
+        """The reference decision of graph ``index`` (computed once, then cached)."""
+        ref = self._references.get(index)
+        if ref is None:
+            ref = reference_decision(
+                self.graphs[index], self.cluster, self.task, self.cost_model, self.reference_name
+            )
+            self._references[index] = ref
+        return ref
+
+    def _observation(self) -> dict[str, np.ndarray]:
+        """A fresh copy of the current graph's observation (callers may keep or modify it)."""
+        if self.obs_mode == "id":
+            return {"graph_id": np.array([self._current], dtype=np.int64)}
+        return {k: v.copy() for k, v in self._encoded[self._current].observation.items()}
+
+    def _terminal_observation(self) -> dict[str, np.ndarray]:
+        """What ``step`` returns: all zeros (``counts == [0, 0]``: no ops). The episode is over after
+        one step, so nothing acts on it; zeros come from ``calloc`` and cost nothing to allocate,
+        which keeps ``step`` as cheap as the cost model itself."""
+        space = self.observation_space
+        assert isinstance(space, spaces.Dict)
+        return {
+            k: np.zeros(s.shape or (), dtype=s.dtype or np.float32) for k, s in space.spaces.items()
+        }
+
+    # ------------------------------------------------------------------ gymnasium API
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+        """Draw a graph (``options={"graph": index}`` picks one) and return its observation."""
+        super().reset(seed=seed)
+        if seed is not None:
+            self._seed = seed
+        if options and "graph" in options:
+            index = int(options["graph"])
+            if not 0 <= index < len(self.graphs):
+                raise ValueError(f"options['graph'] = {index} is outside [0, {len(self.graphs)})")
+            self._current = index
+        else:
+            self._current = int(self.np_random.integers(len(self.graphs)))
+        graph = self.graphs[self._current]
+        return self._observation(), {"graph": graph.name, "num_ops": graph.num_ops}
+
+    def step(
+        self, action: np.ndarray
+    ) -> tuple[dict[str, np.ndarray], float, bool, bool, dict[str, Any]]:
+        """Price the decision ``action`` for the current graph; the episode always ends here."""
+        graph = self.graphs[self._current]
+        decision = self.decode(action)
+        ref = self.reference(self._current)
+        m = self.cost_model.evaluate(graph, self.cluster, decision)
+        ref_time = ref.measurement.step_time
+        r = reward(self.reward_mode, m.step_time, m.valid, ref_time)
+        self.last_episode = Episode(graph, self.cluster, decision, m, ref, self._seed)
+        info = {
+            "graph": graph.name,
+            "step_time": m.step_time,
+            "valid": m.valid,
+            "reason": m.reason,
+            "reference_time": ref_time,
+            "reference": ref.name,
+            "speedup": ref_time / m.step_time if m.valid and m.step_time > 0 else 0.0,
+        }
+        return self._terminal_observation(), r, True, False, info
+
+    def decode(self, action: np.ndarray) -> Decision:
+        """The :class:`Decision` an action encodes for the current graph (padding ignored).
+
+        Raises:
+            ValueError: an action of the wrong shape or out of range.
+        """
+        a = np.asarray(action)
+        space = self.action_space
+        assert isinstance(space, spaces.MultiDiscrete)
+        nvec = space.nvec
+        if a.shape != nvec.shape:
+            raise ValueError(
+                f"action has shape {a.shape}; expected {nvec.shape} "
+                f"({self.task}: {len(nvec) // self.max_ops} value(s) per op slot, max_ops={self.max_ops})"
+            )
+        if a.dtype.kind not in "iu":
+            if a.dtype.kind == "f" and np.all(a == np.round(a)):
+                a = a.astype(np.int64)
+            else:
+                raise ValueError(f"action must hold integers, got dtype {a.dtype}")
+        bad = (a < 0) | (a >= nvec)
+        if bad.any():
+            i = int(np.flatnonzero(bad)[0])
+            raise ValueError(
+                f"action[{i}] = {int(a[i])} is out of range; allowed values are 0..{int(nvec[i]) - 1}"
+            )
+        n = self.graphs[self._current].num_ops
+        base = filled(self.reference(self._current).decision, n)
+        part = a.reshape(-1, self.max_ops)[:, :n].astype(np.int64)
+        if self.task == "placement":
+            return Decision(placement=part[0])
+        if self.task == "scheduling":
+            return Decision(placement=base.placement, priority=part[0])
+        if self.task == "fusion":
+            return Decision(placement=base.placement, priority=base.priority, fusion=part[0])
+        return Decision(placement=part[0], priority=part[1], fusion=part[2])
+
+    def save_episode(self, path: str | Path) -> Path:
+        """Write the last episode's decision with graph, cluster and seed, for
+        ``graphopt simulate GRAPH --cluster CLUSTER --decision FILE``."""
+        if self.last_episode is None:
+            raise ValueError("no finished episode to save yet: call reset() and step() first")
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(self.last_episode.to_dict()))
+        return path

@@ -1,0 +1,181 @@
+"""The four environments: API conformance, determinism, replay, bad input."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import warnings
+
+import gymnasium as gym
+import numpy as np
+import pytest
+from gymnasium.utils.env_checker import check_env as gym_check_env
+from stable_baselines3.common.env_checker import check_env as sb3_check_env
+
+import envs
+from graphopt.hardware import get_cluster
+from graphopt.sim import simulate
+from graphopt.typing import Decision
+from graphopt.workloads import get_graph
+
+SMALL = ["rnnlm-tiny", "txl-tiny", "random-layered-100-s0"]
+
+
+@pytest.mark.parametrize("env_id", list(envs.ENV_IDS.values()))
+def test_checkers_pass(env_id):
+    env = gym.make(env_id, graphs=SMALL, cluster="v100-nvlink-2")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # infinite Box bounds are intended (documented features)
+        gym_check_env(env.unwrapped, skip_render_check=True)
+        sb3_check_env(env.unwrapped)
+
+
+@pytest.mark.parametrize("task", list(envs.ENV_IDS))
+def test_step_prices_the_decoded_decision(task):
+    env = gym.make(
+        envs.ENV_IDS[task], graphs=SMALL, cluster="v100-nvlink-4", num_priorities=4
+    ).unwrapped
+    obs, info = env.reset(seed=3)
+    graph = env.graphs[env._current]
+    assert info["graph"] == graph.name and obs["counts"][0] == graph.num_ops
+    action = env.action_space.sample()
+    _, reward, terminated, truncated, info = env.step(action)
+    assert terminated and not truncated
+    decision = env.last_episode.decision
+    n = graph.num_ops
+    ref = env.reference(env._current).decision
+    parts = action.reshape(-1, env.max_ops)[:, :n]
+    if task == "placement":
+        assert decision.placement.tolist() == parts[0].tolist()
+    elif task == "scheduling":
+        assert decision.priority.tolist() == parts[0].tolist()
+        assert decision.placement.tolist() == ref.placement.tolist()
+    elif task == "fusion":
+        assert decision.fusion.tolist() == parts[0].tolist()
+    else:
+        assert [
+            decision.placement.tolist(),
+            decision.priority.tolist(),
+            decision.fusion.tolist(),
+        ] == parts.tolist()
+    m = simulate(graph, env.cluster, decision)
+    assert info["step_time"] == m.step_time and info["valid"] == m.valid
+    expected = (
+        1 - np.sqrt(min(m.step_time, 9 * info["reference_time"]) / info["reference_time"])
+        if m.valid
+        else -3.0
+    )
+    assert reward == pytest.approx(expected)
+
+
+def test_reference_reward_is_zero_and_reference_is_best_heuristic():
+    env = envs.PlacementEnv(graphs=["txl-tiny"], cluster="v100-nvlink-4")
+    env.reset(seed=0)
+    ref = env.reference(0)
+    from graphopt.baselines.placement import PLACERS
+
+    times = [
+        simulate(env.graphs[0], env.cluster, Decision(placement=p(env.graphs[0], env.cluster)))
+        for p in PLACERS.values()
+    ]
+    assert ref.measurement.step_time == min(m.step_time for m in times if m.valid)
+    action = np.zeros(env.max_ops, dtype=np.int64)
+    action[: env.graphs[0].num_ops] = ref.decision.placement
+    _, reward, *_ = env.step(action)
+    assert reward == 0.0
+
+
+def test_same_seed_same_graphs_same_rewards():
+    def rollout(seed):
+        env = gym.make("graphopt/Placement-v0", graphs=SMALL, cluster="v100-nvlink-2")
+        env.action_space.seed(seed)
+        out = []
+        obs, info = env.reset(seed=seed)
+        for _ in range(6):
+            _, r, *_, step_info = env.step(env.action_space.sample())
+            out.append((info["graph"], r))
+            obs, info = env.reset()
+        return out
+
+    assert rollout(7) == rollout(7)
+    assert rollout(7) != rollout(8)
+
+
+def test_obs_mode_id_and_encoded_graphs():
+    env = envs.PlacementEnv(graphs=SMALL, cluster="v100-nvlink-2", obs_mode="id")
+    obs, _ = env.reset(seed=1)
+    assert set(obs) == {"graph_id"} and env.observation_space.contains(obs)
+    full = env.encoded_graphs()[int(obs["graph_id"][0])]
+    assert full["counts"][0] == env.graphs[env._current].num_ops
+
+
+def test_bad_inputs():
+    with pytest.raises(ValueError, match="has .* ops but max_ops is 50"):
+        envs.PlacementEnv(graphs=SMALL, max_ops=50)
+    with pytest.raises(ValueError, match="unknown reward mode 'fastest'; choose one of"):
+        envs.PlacementEnv(graphs=SMALL, reward_mode="fastest")
+    with pytest.raises(ValueError, match="unknown cluster preset 'tpu-pod'"):
+        envs.PlacementEnv(graphs=SMALL, cluster="tpu-pod")
+    with pytest.raises(ValueError, match="suite"):
+        envs.PlacementEnv(graphs="suite:nope")
+    with pytest.raises(ValueError, match="unknown obs_mode"):
+        envs.PlacementEnv(graphs=SMALL, obs_mode="pixels")
+    with pytest.raises(ValueError, match="unknown reference 'oracle'"):
+        envs.PlacementEnv(graphs=SMALL, reference="oracle")
+    env = envs.JointEnv(graphs=SMALL, cluster="v100-nvlink-2", num_priorities=3)
+    env.reset(seed=0)
+    with pytest.raises(ValueError, match=r"action has shape \(5,\); expected"):
+        env.step(np.zeros(5, dtype=np.int64))
+    bad = env.action_space.sample()
+    bad[env.max_ops] = 3  # first priority slot: allowed 0..2
+    with pytest.raises(
+        ValueError, match=rf"action\[{env.max_ops}\] = 3 is out of range; allowed values are 0..2"
+    ):
+        env.step(bad)
+
+
+def test_replay_with_graphopt_simulate(tmp_path):
+    env = envs.JointEnv(graphs=["txl-tiny"], cluster="v100-nvlink-2", seed=5)
+    env.step(env.action_space.sample())
+    path = env.save_episode(tmp_path / "episode.json")
+    saved = json.loads(path.read_text())
+    assert (
+        saved["graph"] == "txl-tiny" and saved["seed"] == 5 and saved["cluster"] == "v100-nvlink-2"
+    )
+    out = subprocess.run(
+        [sys.executable, "-m", "graphopt", "simulate", "txl-tiny", "--cluster", "v100-nvlink-2",
+         "--decision", str(path), "--json"],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    assert json.loads(out.stdout)[0]["step_time"] == env.last_episode.measurement.step_time
+
+
+def test_stock_sb3_ppo_runs_on_the_tiny_suite():
+    from stable_baselines3 import PPO
+
+    env = gym.make(
+        "graphopt/Placement-v0", graphs=["rnnlm-tiny", "random-sp-100-s0"], cluster="v100-nvlink-2"
+    )
+    model = PPO(
+        "MultiInputPolicy", env, n_steps=64, batch_size=32, n_epochs=1, seed=0, device="cpu"
+    )
+    model.learn(total_timesteps=256)
+    assert model.num_timesteps >= 256
+
+
+def test_custom_cost_model_plugs_in():
+    class Constant:
+        def evaluate(self, graph, cluster, decision):
+            return simulate(graph, cluster, Decision()).__class__(
+                step_time=1.0, busy_time=np.zeros(cluster.num_devices),
+                peak_memory=np.zeros(cluster.num_devices), bytes_moved=0.0, valid=True,
+            )  # fmt: skip
+
+    env = envs.PlacementEnv(
+        graphs=["txl-tiny"], cluster=get_cluster("v100-nvlink-2"), cost_model=Constant()
+    )
+    env.reset(seed=0)
+    _, reward, *_ = env.step(env.action_space.sample())
+    assert reward == 0.0  # every decision costs the same as the reference
+    assert get_graph("txl-tiny").num_ops == env.graphs[0].num_ops
