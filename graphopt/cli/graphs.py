@@ -38,21 +38,47 @@ def register(sub: Any) -> None:
     )  # fmt: skip
     ex.set_defaults(func=cmd_export)
 
+    im = gsub.add_parser(
+        "import",
+        help="import a graph from a PyTorch zoo model or a PipeDream profile into a graph file",
+        description="SOURCE is torch:NAME?ARG=INT&... (graphopt graphs list shows the zoo) or "
+        "pipedream:NAME / pipedream:PATH.txt; add mode=forward to the query for the forward graph "
+        "(default: training, forward + backward).",
+    )
+    im.add_argument("source", metavar="SOURCE")
+    im.add_argument("-o", "--output", required=True, help="graph file to write (.json or .json.gz)")
+    im.set_defaults(func=cmd_import)
+
+
+def _importable() -> dict[str, str]:
+    """Zoo models and PipeDream profiles, addressable as ``torch:NAME`` / ``pipedream:NAME``."""
+    from graphopt.importers.pipedream import list_profiles
+    from graphopt.importers.zoo import list_zoo
+
+    out = {f"torch:{name}": desc for name, desc in list_zoo().items()}
+    for name, path in list_profiles().items():
+        out[f"pipedream:{name}"] = f"PipeDream profile {path.name} (measured layer times)"
+    return out
+
 
 def cmd_list(args: argparse.Namespace) -> int:
     graphs = list_graphs()
+    imported = _importable()
     if args.json:
-        print(
-            json.dumps(
-                {"graphs": graphs, "suites": {k: list(v) for k, v in SUITES.items()}}, indent=2
-            )
-        )
+        suites = {k: list(v) for k, v in SUITES.items()}
+        print(json.dumps({"graphs": graphs, "imported": imported, "suites": suites}, indent=2))
         return 0
     console = Console()
     table = Table(title="built-in graphs")
     table.add_column("name")
     table.add_column("description")
     for name, desc in graphs.items():
+        table.add_row(name, desc)
+    console.print(table)
+    table = Table(title="imported graphs (training graphs; add ?mode=forward for forward only)")
+    table.add_column("source")
+    table.add_column("description")
+    for name, desc in imported.items():
         table.add_row(name, desc)
     console.print(table)
     suites = Table(title="suites (use as suite:NAME)")
@@ -125,4 +151,33 @@ def cmd_export(args: argparse.Namespace) -> int:
         paths = [g.save(out / f"{g.name}.json") for g in graphs]
     for p in paths:
         print(p)
+    return 0
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+    from graphopt.importers.sources import is_source, load_source
+
+    source = args.source
+    if not is_source(source) and source.endswith(".txt"):
+        source = f"pipedream:{source}"
+    if not is_source(source):
+        raise ValueError(
+            f"cannot import {args.source!r}: give torch:NAME?ARG=INT&... or pipedream:NAME "
+            "(see graphopt graphs list)"
+        )
+    out = Path(args.output)
+    if out.suffix not in (".json", ".gz"):
+        raise ValueError(f"output {str(out)!r} must end in .json or .json.gz")
+    with Progress(
+        SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), transient=True
+    ) as progress:
+        progress.add_task(f"importing {source} (export, decomposition, costing)", total=None)
+        graph = load_source(source)
+    graph.save(out)
+    print(
+        f"{out}: {graph.name}, {graph.num_ops:,} ops, {graph.num_edges:,} edges, "
+        f"{graph.flops.sum() / 1e9:,.2f} GFLOPs"
+    )
     return 0

@@ -28,6 +28,7 @@ from functools import lru_cache, partial
 from pathlib import Path
 
 from graphopt.graph import CompGraph
+from graphopt.importers.sources import is_source, load_source
 from graphopt.workloads.amoebanet import amoebanet
 from graphopt.workloads.gnmt import gnmt
 from graphopt.workloads.inception import inception_v3
@@ -145,6 +146,21 @@ SUITES: dict[str, tuple[str, ...]] = {
         "random-sp-5000-s3",
     ),
     "heldout": ("amoebanet", "wavenet-2", "wavenet-4"),
+    "real": (
+        "pipedream:alexnet",
+        "pipedream:vgg16",
+        "pipedream:gnmt",
+        "pipedream:resnet18",
+        "pipedream:resnet50",
+        "pipedream:inception_v3",
+        "pipedream:densenet121",
+        "pipedream:nasnetamobile",
+        "torch:lstm",
+        "torch:transformer",
+        "torch:resnet",
+        "torch:inception",
+        "torch:wavenet",
+    ),
     "heldout-small": ("wavenet-tiny", "amoebanet-small", "wavenet-2"),
     "large": ("rnnlm-8", "gnmt-8", "txl-8"),
     "go": (
@@ -163,7 +179,9 @@ SUITES: dict[str, tuple[str, ...]] = {
         "wavenet-4",
     ),
 }
-"""Suite name -> graph names (use as ``suite:<name>``)."""
+"""Suite name -> graph names (use as ``suite:<name>``). Members may also be imported graphs
+(``pipedream:NAME``, ``torch:NAME?...``, see :mod:`graphopt.importers.sources`): the ``real``
+suite holds measured PipeDream profiles and pure-``torch.nn`` zoo models (no optional extras)."""
 
 _RANDOM = re.compile(r"random-(layered|sp)-([1-9][0-9]*)-s(0|[1-9][0-9]*)")
 RANDOM_PATTERNS = ("random-layered-<n>-s<seed>", "random-sp-<n>-s<seed>")
@@ -174,7 +192,7 @@ def list_graphs() -> dict[str, str]:
     out = {name: desc for name, (desc, _) in _BUILTIN.items()}
     for names in SUITES.values():
         for name in names:
-            if name not in out:
+            if name not in out and not is_source(name):
                 out[name] = _describe_random(name)
     return out
 
@@ -241,7 +259,9 @@ def resolve_graphs(spec: str | Sequence[str]) -> list[CompGraph]:
                     f"unknown suite {suite!r}; known suites: "
                     + ", ".join(f"suite:{s}" for s in SUITES)
                 )
-            graphs.extend(get_graph(name) for name in SUITES[suite])
+            graphs.extend(resolve_graphs(list(SUITES[suite])))
+        elif is_source(item):
+            graphs.append(load_source(item))
         elif _looks_like_path(item):
             graphs.append(CompGraph.load(item))
         else:
@@ -266,5 +286,6 @@ def _unknown_message(head: str) -> str:
     return (
         f"{head}; known graphs: {', '.join(_BUILTIN)}; random graphs: "
         f"{', '.join(RANDOM_PATTERNS)}; suites: {', '.join(f'suite:{s}' for s in SUITES)}; "
+        "imported graphs: pipedream:NAME, torch:NAME?ARG=INT (graphopt graphs list); "
         "or give a path to a graph file (.json or .json.gz)"
     )

@@ -44,3 +44,17 @@ def test_unknown_graph_is_a_clear_error(run_cli):
     assert proc.returncode == 2
     assert "unknown graph 'gnmt-3'" in proc.stderr and "gnmt-4" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+def test_import_pipedream_profile(run_cli, tmp_path):
+    from graphopt.importers.pipedream import list_profiles
+
+    if not list_profiles():
+        import pytest
+
+        pytest.skip("../shared/data/pipedream-profiles not found")
+    out = tmp_path / "vgg.json"
+    text = run_cli("graphs", "import", "pipedream:vgg16?mode=forward", "-o", str(out)).stdout
+    assert "41 ops" in text and CompGraph.load(out).num_ops == 41
+    proc = run_cli("graphs", "import", "resnet", "-o", str(out), check=False)
+    assert proc.returncode == 2 and "cannot import 'resnet'" in proc.stderr

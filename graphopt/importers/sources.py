@@ -1,0 +1,63 @@
+"""Imported graphs addressed by a string, wherever graphs are named (CLI, suites, environments).
+
+- ``pipedream:NAME`` — a PipeDream profile (:func:`~graphopt.importers.pipedream.load_pipedream`),
+  e.g. ``pipedream:resnet50``; ``pipedream:PATH.txt`` for a profile file of your own.
+- ``torch:NAME?ARG=INT&...`` — a zoo model (:func:`~graphopt.importers.zoo.load_zoo`), e.g.
+  ``torch:gpt2?n_layer=12&seq=128``; imported once, then read from the on-disk cache.
+
+Both give training graphs (forward + backward) by default, as GO optimises training steps; add
+``mode=forward`` to the query (``pipedream:vgg16?mode=forward``) for the forward graph.
+"""
+
+from __future__ import annotations
+
+from graphopt.graph import CompGraph
+
+PREFIXES = ("pipedream:", "torch:")
+MODES = ("train", "forward")
+
+
+def is_source(item: str) -> bool:
+    """Whether ``item`` names an imported graph (starts with one of :data:`PREFIXES`)."""
+    return item.startswith(PREFIXES)
+
+
+def _split_mode(item: str) -> tuple[str, bool]:
+    base, _, query = item.partition("?")
+    kept, mode = [], "train"
+    for part in filter(None, query.split("&")):
+        key, _, value = part.partition("=")
+        if key == "mode":
+            if value not in MODES:
+                raise ValueError(f"{item!r}: mode must be one of {', '.join(MODES)}, got {value!r}")
+            mode = value
+        else:
+            kept.append(part)
+    return base + ("?" + "&".join(kept) if kept else ""), mode == "train"
+
+
+def load_source(item: str) -> CompGraph:
+    """The graph named by ``item`` (see the module docstring).
+
+    Raises:
+        ValueError: an unknown prefix, profile or zoo model, a bad argument, or a failed import.
+    """
+    spec, training = _split_mode(item)
+    if spec.startswith("pipedream:"):
+        from graphopt.importers.pipedream import list_profiles, load_pipedream
+
+        name = spec[len("pipedream:") :]
+        if name.endswith(".txt") or "/" in name:
+            return load_pipedream(name, training=training)
+        profiles = list_profiles()
+        if name not in profiles:
+            raise ValueError(
+                f"unknown PipeDream profile {name!r}; known: {', '.join(profiles) or '(none found)'}"
+            )
+        label = f"pipedream:{name}" + (" (training)" if training else "")
+        return load_pipedream(profiles[name], training=training, name=label)
+    if spec.startswith("torch:"):
+        from graphopt.importers.zoo import load_zoo
+
+        return load_zoo(spec, training=training)
+    raise ValueError(f"{item!r} is not an imported graph; prefixes are: {', '.join(PREFIXES)}")

@@ -1,0 +1,56 @@
+from __future__ import annotations
+
+import pytest
+
+from graphopt.graph import CompGraph
+from graphopt.hardware import get_cluster
+from graphopt.importers.pipedream import list_profiles
+from graphopt.importers.sources import is_source, load_source
+from graphopt.sim import simulate
+from graphopt.workloads import SUITES, resolve_graphs
+
+needs_profiles = pytest.mark.skipif(
+    not list_profiles(), reason="../shared/data/pipedream-profiles not found"
+)
+
+
+@needs_profiles
+def test_pipedream_source_modes():
+    train = load_source("pipedream:vgg16")
+    forward = load_source("pipedream:vgg16?mode=forward")
+    assert train.num_ops == 2 * forward.num_ops == 82
+    assert train.name == "pipedream:vgg16 (training)"
+    assert resolve_graphs("pipedream:vgg16,txl-tiny")[0].num_ops == 82
+
+
+def test_torch_source_forward_is_cached_graph(tmp_path, monkeypatch):
+    monkeypatch.setenv("GRAPHOPT_CACHE_DIR", str(tmp_path))
+    g = load_source("torch:wavenet?mode=forward")
+    assert isinstance(g, CompGraph) and g.num_ops > 0
+    assert list(tmp_path.rglob("*.json*"))  # written to the cache
+
+
+def test_bad_sources():
+    assert is_source("torch:gpt2") and is_source("pipedream:x") and not is_source("gnmt-2")
+    with pytest.raises(ValueError, match="mode must be one of train, forward"):
+        load_source("pipedream:vgg16?mode=both")
+    with pytest.raises(ValueError, match="unknown PipeDream profile 'vgg17'"):
+        load_source("pipedream:vgg17")
+
+
+def test_real_suite_lists_profiles_and_zoo_models():
+    real = SUITES["real"]
+    assert any(m.startswith("pipedream:") for m in real) and any(
+        m.startswith("torch:") for m in real
+    )
+
+
+@pytest.mark.expensive
+@needs_profiles
+def test_real_suite_resolves_and_simulates():
+    cluster = get_cluster("v100-nvlink-4")
+    graphs = resolve_graphs("suite:real")
+    assert len(graphs) == len(SUITES["real"])
+    for g in graphs:
+        m = simulate(g, cluster)
+        assert m.step_time > 0 and (m.valid or "out of memory" in m.reason)
