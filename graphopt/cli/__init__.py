@@ -10,7 +10,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from graphopt.cli import graphs, simulate
+from graphopt.cli import baselines, evaluate, graphs, simulate, train
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -22,6 +22,9 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     graphs.register(sub)
     simulate.register(sub)
+    baselines.register(sub)
+    train.register(sub)
+    evaluate.register(sub)
     return parser
 
 

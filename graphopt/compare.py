@@ -1,0 +1,247 @@
+"""Every method on one graph: heuristics, search at a budget, the exact optimum, bounds, a policy.
+
+This is the table behind ``graphopt baselines`` and ``graphopt eval``. Heuristics per task:
+
+- placement: every placer of ``PLACERS`` (topological order, no fusion);
+- scheduling: the best placement, with every scheduler of ``SCHEDULERS`` (named ``best+NAME``);
+- fusion: the best placement and schedule, with every fuser of ``FUSERS`` (``best+NAME``);
+- joint: all of the above, in that order (each stage starts from the best so far).
+
+Search (random search, simulated annealing) runs at ``budget`` simulator evaluations for the task.
+The exact optimum (CP-SAT, placement and schedule, no fusion) is computed for small graphs
+(``<= exact_max_ops`` ops, ``<= 4`` devices) of the placement, scheduling and joint tasks; the
+simulator's lower bound (no fusion) is reported for every graph.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from graphopt.baselines.fusion import FUSERS
+from graphopt.baselines.placement import PLACERS
+from graphopt.baselines.scheduling import SCHEDULERS
+from graphopt.graph import CompGraph
+from graphopt.hardware import Cluster
+from graphopt.sim import Simulator, lower_bounds
+from graphopt.typing import Decision, Measurement
+
+TASKS = ("placement", "scheduling", "fusion", "joint")
+
+
+@dataclass(frozen=True)
+class MethodResult:
+    """One method's outcome on one graph."""
+
+    method: str
+    kind: str
+    """``heuristic``, ``search``, ``optimum`` or ``policy``."""
+    step_time: float
+    valid: bool
+    reason: str
+    wall_seconds: float
+    evaluations: int
+
+
+@dataclass
+class GraphComparison:
+    """All methods on one graph, with the reference points."""
+
+    graph: str
+    num_ops: int
+    task: str
+    results: list[MethodResult] = field(default_factory=list)
+    single_device_time: float = math.nan
+    lower_bound: float = math.nan
+    optimum: float | None = None
+    optimum_status: str = ""
+
+    @property
+    def best_heuristic(self) -> MethodResult | None:
+        valid = [r for r in self.results if r.kind == "heuristic" and r.valid]
+        return min(valid, key=lambda r: r.step_time) if valid else None
+
+    def speedup_over_best_heuristic(self, method: str) -> float:
+        """Best heuristic's step time over ``method``'s (0 when the method's decision is invalid)."""
+        best = self.best_heuristic
+        r = next((r for r in self.results if r.method == method), None)
+        if best is None or r is None or not r.valid or r.step_time <= 0:
+            return 0.0
+        return best.step_time / r.step_time
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        best = self.best_heuristic
+        d["best_heuristic"] = None if best is None else best.method
+        return d
+
+
+def _measure(
+    name: str,
+    kind: str,
+    fn: Callable[[], Decision],
+    graph: CompGraph,
+    cluster: Cluster,
+    sim: Simulator,
+    evaluations: int = 1,
+) -> tuple[MethodResult, Decision | None, Measurement | None]:
+    start = time.perf_counter()
+    try:
+        decision = fn()
+    except ValueError as e:  # e.g. a memory-aware placer that finds no fit
+        wall = time.perf_counter() - start
+        return MethodResult(name, kind, math.inf, False, str(e), wall, 0), None, None
+    wall = time.perf_counter() - start
+    m = sim.evaluate(graph, cluster, decision)
+    return MethodResult(name, kind, m.step_time, m.valid, m.reason, wall, evaluations), decision, m
+
+
+def _best(pairs: list[tuple[MethodResult, Decision | None]]) -> tuple[str, Decision]:
+    ok = [(r, d) for r, d in pairs if d is not None]
+    r, d = min(ok, key=lambda p: (not p[0].valid, p[0].step_time))
+    assert d is not None
+    return r.method, d
+
+
+def heuristics(
+    graph: CompGraph, cluster: Cluster, task: str, sim: Simulator
+) -> tuple[list[MethodResult], Decision]:
+    """Run every heuristic for ``task`` (module docstring); returns results and the best decision."""
+    if task not in TASKS:
+        raise ValueError(f"unknown task {task!r}; choose one of: {', '.join(TASKS)}")
+    pairs: list[tuple[MethodResult, Decision | None]] = []
+    for name, placer in PLACERS.items():
+        r, d, _ = _measure(
+            name,
+            "heuristic",
+            lambda p=placer: Decision(placement=p(graph, cluster)),
+            graph,
+            cluster,
+            sim,
+        )
+        pairs.append((r, d))
+    if task == "placement":
+        return [p[0] for p in pairs], _best(pairs)[1]
+    _, base = _best(pairs)
+    stage: list[tuple[MethodResult, Decision | None]] = []
+    for name, scheduler in SCHEDULERS.items():
+
+        def scheduled(s: Callable[..., Any] = scheduler, b: Decision = base) -> Decision:
+            return Decision(placement=b.placement, priority=s(graph, cluster, b.placement))
+
+        r, d, _ = _measure(f"best+{name}", "heuristic", scheduled, graph, cluster, sim)
+        stage.append((r, d))
+    results = ([p[0] for p in pairs] if task == "joint" else []) + [p[0] for p in stage]
+    if task == "scheduling":
+        return results, _best(stage)[1]
+    _, base = _best(stage)
+    fused: list[tuple[MethodResult, Decision | None]] = []
+    for name, fuser in FUSERS.items():
+
+        def fused_with(f: Callable[..., Any] = fuser, b: Decision = base) -> Decision:
+            return Decision(placement=b.placement, priority=b.priority, fusion=f(graph, cluster, b))
+
+        r, d, _ = _measure(f"best+{name}", "heuristic", fused_with, graph, cluster, sim)
+        fused.append((r, d))
+    return results + [p[0] for p in fused], _best(fused)[1]
+
+
+def compare_on_graph(
+    graph: CompGraph,
+    cluster: Cluster,
+    task: str,
+    *,
+    budget: int = 0,
+    seed: int = 0,
+    num_priorities: int = 8,
+    exact_max_ops: int = 40,
+    exact_time_limit: float = 10.0,
+    policy: Callable[[], tuple[str, Decision, int]] | None = None,
+    sim: Simulator | None = None,
+) -> GraphComparison:
+    """All methods on ``graph`` for ``task`` (see the module docstring).
+
+    Args:
+        budget: simulator evaluations for random search and simulated annealing (0: skip them).
+        policy: optional; returns ``(method name, decision, evaluations used)``.
+    """
+    sim = sim or Simulator()
+    out = GraphComparison(graph=graph.name, num_ops=graph.num_ops, task=task)
+    out.single_device_time = sim.evaluate(graph, cluster, Decision()).step_time
+    out.lower_bound = lower_bounds(graph, cluster).best
+    results, best = heuristics(graph, cluster, task, sim)
+    out.results.extend(results)
+    if budget > 0:
+        from graphopt.baselines.search import random_search, simulated_annealing
+
+        for name, search in (("random-search", random_search), ("annealing", simulated_annealing)):
+            start = time.perf_counter()
+            res = search(
+                graph, cluster, task, budget, seed, start=best, num_priorities=num_priorities
+            )
+            m = res.measurement
+            out.results.append(
+                MethodResult(
+                    f"{name}@{budget}",
+                    "search",
+                    m.step_time,
+                    m.valid,
+                    m.reason,
+                    time.perf_counter() - start,
+                    res.evaluations,
+                )
+            )
+    if task != "fusion" and graph.num_ops <= exact_max_ops and cluster.num_devices <= 4:
+        from graphopt.baselines.exact import solve_exact
+
+        ex = solve_exact(graph, cluster, time_limit=exact_time_limit, seed=seed)
+        if ex.measurement is not None:
+            out.optimum = ex.measurement.step_time if ex.optimal else None
+            out.optimum_status = ex.status
+            label = "optimum" if ex.optimal else f"cp-sat ({ex.status})"
+            out.results.append(
+                MethodResult(
+                    label,
+                    "optimum",
+                    ex.measurement.step_time,
+                    ex.measurement.valid,
+                    ex.measurement.reason,
+                    ex.wall_time,
+                    0,
+                )
+            )
+    if policy is not None:
+        start = time.perf_counter()
+        name, decision, evaluations = policy()
+        wall = time.perf_counter() - start
+        m = sim.evaluate(graph, cluster, decision)
+        out.results.append(
+            MethodResult(name, "policy", m.step_time, m.valid, m.reason, wall, evaluations)
+        )
+    return out
+
+
+def geomean_speedups(comparisons: list[GraphComparison]) -> dict[str, float]:
+    """Per method, the geometric mean over graphs of its speed-up over the best heuristic (an
+    invalid decision on any graph makes the method's geomean 0)."""
+    methods: list[str] = []
+    for c in comparisons:
+        for r in c.results:
+            if r.method not in methods:
+                methods.append(r.method)
+    out = {}
+    for method in methods:
+        values = [
+            c.speedup_over_best_heuristic(method)
+            for c in comparisons
+            if any(r.method == method for r in c.results)
+        ]
+        out[method] = (
+            0.0
+            if not values or min(values) <= 0
+            else math.exp(sum(math.log(v) for v in values) / len(values))
+        )
+    return out

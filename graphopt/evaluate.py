@@ -1,0 +1,114 @@
+"""Evaluate a trained run on graphs against every baseline (``graphopt eval``).
+
+The policy runs in one of three modes (:mod:`graphopt.train.rollout`): ``greedy`` (zero-shot, the
+most likely decision), ``sample:K`` (best of K sampled decisions) or ``finetune:STEPS`` (PPO on
+the graph alone for STEPS more decisions first, as in GO). Results go to ``RUN/eval/<mode>/``:
+``results.json``, ``results.csv``, ``comparison.png`` (per-graph bars) and ``training_curve.png``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rich.console import Console
+
+from graphopt.compare import GraphComparison, compare_on_graph
+from graphopt.hardware import get_cluster
+from graphopt.report import (
+    plot_comparisons,
+    plot_training_curve,
+    print_comparisons,
+    write_comparisons,
+)
+from graphopt.sim import Simulator
+from graphopt.train import rundir
+from graphopt.train.config import load_config
+from graphopt.train.rollout import check_compatible, parse_mode, run_policy
+
+
+def load_run_model(run: Path):  # type: ignore[no-untyped-def]
+    """The run's best model (PPO), loaded on the CPU."""
+    from stable_baselines3 import PPO
+
+    path = rundir.best_model_path(run)
+    try:
+        return PPO.load(path, device="cpu")
+    except Exception as e:  # a corrupt or foreign zip: say which file
+        raise ValueError(f"cannot load the model {path}: {e}") from e
+
+
+def evaluate_run(
+    run: str | Path,
+    graphs: str,
+    *,
+    mode: str = "greedy",
+    cluster: str | None = None,
+    budget: int = 0,
+    seed: int = 0,
+    out_dir: Path | None = None,
+    console: Console | None = None,
+) -> list[GraphComparison]:
+    """Compare the run's policy with the baselines on ``graphs``; print, write and plot.
+
+    Raises:
+        ValueError: not a run / no model; a cluster with another device count; a graph larger than
+            the policy's ``max_ops``; an unknown mode.
+    """
+    from envs.base import resolve_graph_list
+    from graphopt.train.trainer import ENV_CLASSES
+
+    parse_mode(mode)
+    path = rundir.check_run_dir(run)
+    config = load_config(path / rundir.CONFIG_FILE)
+    target = get_cluster(cluster or config.cluster)
+    trained = get_cluster(config.cluster)
+    if target.num_devices != trained.num_devices:
+        raise ValueError(
+            f"run {path} was trained for {trained.num_devices} devices ({trained.name}); cluster "
+            f"{target.name} has {target.num_devices}: evaluate on a cluster with the same device count"
+        )
+    model = load_run_model(path)
+    blocks = 3 if config.task == "joint" else 1
+    max_ops = len(model.action_space.nvec) // blocks
+    obs_space = model.observation_space
+    max_edges = (
+        obs_space["edge_index"].shape[1] if "edge_index" in obs_space.spaces else 4 * max_ops
+    )
+    graph_list = resolve_graph_list(graphs)
+    too_big = [g for g in graph_list if g.num_ops > max_ops or g.num_edges > max_edges]
+    if too_big:
+        g = too_big[0]
+        raise ValueError(
+            f"graph {g.name!r} has {g.num_ops:,} ops and {g.num_edges:,} edges but the policy of run "
+            f"{path} supports at most {max_ops:,} ops and {max_edges:,} edges (its max_ops); train "
+            "with a larger max_ops to evaluate on it"
+        )
+    sim = Simulator()
+    env = ENV_CLASSES[config.task](
+        graphs=graph_list, cluster=target, cost_model=sim, reward_mode=config.reward_mode,
+        max_ops=max_ops, max_edges=max_edges, num_priorities=config.num_priorities, seed=seed,
+    )  # fmt: skip
+    check_compatible(model, env)
+    comparisons = []
+    for i, graph in enumerate(graph_list):
+
+        def policy(i: int = i) -> tuple[str, object, int]:
+            result = run_policy(model, env, i, mode, seed)
+            return f"policy ({mode})", result.decision, result.samples
+
+        comparisons.append(
+            compare_on_graph(graph, target, config.task, budget=budget, seed=seed,
+                             num_priorities=config.num_priorities, policy=policy, sim=sim)  # type: ignore[arg-type]
+        )  # fmt: skip
+    title = f"{config.task} on {target.name}, run {path.name}"
+    print_comparisons(comparisons, title, console)
+    out = out_dir or path / "eval" / mode.replace(":", "-")
+    json_path, csv_path = write_comparisons(comparisons, out)
+    bars = plot_comparisons(comparisons, out / "comparison.png", title)
+    curve = plot_training_curve(
+        path / rundir.METRICS, out / "training_curve.png", f"training of {path.name}"
+    )
+    (console or Console()).print(
+        f"wrote {json_path}, {csv_path}, {bars}" + (f", {curve}" if curve else "")
+    )
+    return comparisons

@@ -1,0 +1,1 @@
+"""PPO training runs of graphopt policies (config, run directories, callbacks, rollouts)."""

@@ -1,0 +1,142 @@
+"""Training configuration: one dataclass, parsed only at the edge (YAML file and CLI flags).
+
+Defaults live in ``graphopt/configs/ppo_default.yaml`` (versioned); a ``--config FILE.yaml`` sets any
+subset of the keys below, and CLI flags override both. Unknown keys are errors that name the key.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from graphopt.configs import CONFIG_DIR
+
+CONFIG_VERSION = 1
+TASKS = ("placement", "scheduling", "fusion", "joint")
+POLICIES = ("go", "mlp")
+
+
+@dataclass
+class TrainConfig:
+    """Everything a training run needs; written to ``config.yaml`` in the run directory."""
+
+    version: int = CONFIG_VERSION
+    """Config format version; a file with another version is refused."""
+    task: str = "placement"
+    """placement, scheduling, fusion or joint."""
+    graphs: str = "suite:default"
+    """Training graphs: names, suite:NAME, graph files, pipedream:/torch: sources, comma-separated."""
+    val_graphs: str = "suite:heldout-small"
+    """Validation graphs, evaluated greedily every ``eval_every`` steps (best model by these)."""
+    cluster: str = "v100-nvlink-4"
+    """Cluster preset or cluster file."""
+    total_timesteps: int = 20000
+    """Episodes (= decisions = simulator calls) to train for."""
+    seed: int = 0
+    """Seeds the environments, PPO and torch."""
+    name: str = "go"
+    """Run name; the run directory is runs/<task>/<name>_<k>."""
+    policy: str = "go"
+    """go (GO policy, graphopt's) or mlp (SB3's stock MultiInputPolicy, a compatibility baseline)."""
+    reward_mode: str = "speedup"
+    """speedup, neg_sqrt_time or log_speedup (see envs.rewards)."""
+    num_priorities: int = 8
+    """Priority levels for the scheduling and joint tasks."""
+    max_ops: int | None = None
+    """Padding size; default: the largest training or validation graph."""
+    n_envs: int = 4
+    """Environments stepped together (in one process)."""
+    learning_rate: float = 3e-4
+    n_steps: int = 64
+    """Rollout length per environment; a PPO update uses n_steps * n_envs decisions."""
+    batch_size: int = 64
+    n_epochs: int = 4
+    gamma: float = 1.0
+    """Irrelevant for one-step episodes; kept at 1."""
+    gae_lambda: float = 1.0
+    clip_range: float = 0.2
+    ent_coef: float = 0.01
+    vf_coef: float = 0.5
+    max_grad_norm: float = 0.5
+    eval_every: int = 2048
+    """Timesteps between validations (and best-model updates)."""
+    checkpoint_every: int = 2048
+    """Timesteps between checkpoints (a run can resume from the last one)."""
+    threads: int = 2
+    """torch threads; 2 matches the 2-core machines this is built for."""
+    policy_kwargs: dict[str, Any] = field(default_factory=dict)
+    """Passed to the policy (e.g. hidden size, layers, segment length)."""
+
+    def validate(self) -> TrainConfig:
+        """Check values; returns self. Raises ValueError naming the bad key."""
+        if self.version != CONFIG_VERSION:
+            raise ValueError(
+                f"config version {self.version} is not supported; this graphopt reads version "
+                f"{CONFIG_VERSION} (see graphopt/configs/ppo_default.yaml)"
+            )
+        if self.task not in TASKS:
+            raise ValueError(f"task {self.task!r} is unknown; choose one of: {', '.join(TASKS)}")
+        if self.policy not in POLICIES:
+            raise ValueError(
+                f"policy {self.policy!r} is unknown; choose one of: {', '.join(POLICIES)}"
+            )
+        for key in ("total_timesteps", "n_envs", "n_steps", "batch_size", "n_epochs", "eval_every",
+                    "checkpoint_every", "threads", "num_priorities"):  # fmt: skip
+            if int(getattr(self, key)) < 1:
+                raise ValueError(f"{key} must be >= 1, got {getattr(self, key)}")
+        if not isinstance(self.policy_kwargs, dict):
+            raise ValueError(f"policy_kwargs must be a mapping, got {self.policy_kwargs!r}")
+        return self
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    def save(self, path: Path) -> None:
+        path.write_text(yaml.safe_dump(self.to_dict(), sort_keys=False))
+
+
+FIELDS = {f.name for f in dataclasses.fields(TrainConfig)}
+
+
+def _read_yaml(path: Path) -> dict[str, Any]:
+    if not path.exists():
+        raise ValueError(f"config file {str(path)!r} does not exist")
+    try:
+        data = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as e:
+        raise ValueError(f"{path}: not valid YAML: {e}") from e
+    if not isinstance(data, dict):
+        raise ValueError(f"{path}: expected a mapping of config keys, got {type(data).__name__}")
+    unknown = sorted(set(data) - FIELDS)
+    if unknown:
+        raise ValueError(
+            f"{path}: unknown config key {unknown[0]!r}"
+            + (f" (and {len(unknown) - 1} more)" if len(unknown) > 1 else "")
+            + f"; valid keys: {', '.join(sorted(FIELDS))}"
+        )
+    return data
+
+
+def load_config(path: str | Path | None = None, **overrides: Any) -> TrainConfig:
+    """Defaults, then the YAML file at ``path`` (if any), then ``overrides`` (None values skipped).
+
+    Raises:
+        ValueError: a missing or malformed file, an unknown key (named), or a bad value.
+    """
+    data = _read_yaml(CONFIG_DIR / "ppo_default.yaml")
+    if path is not None:
+        data.update(_read_yaml(Path(path)))
+    for key, value in overrides.items():
+        if key not in FIELDS:
+            raise ValueError(f"unknown config key {key!r}; valid keys: {', '.join(sorted(FIELDS))}")
+        if value is not None:
+            data[key] = value
+    try:
+        config = TrainConfig(**data)
+    except TypeError as e:  # pragma: no cover - guarded by the key checks above
+        raise ValueError(f"bad config: {e}") from e
+    return config.validate()

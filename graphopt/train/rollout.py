@@ -1,0 +1,132 @@
+"""Running a trained policy on graphs: greedy, best of K samples, or after fine-tuning.
+
+Used by validation during training and by ``graphopt eval``. The environment supplies the graph's
+encoding, the decoding of actions and the reference; the policy must have been trained for the
+same task, device count and ``max_ops`` (checked by :func:`check_compatible`).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from envs.base import GraphOptEnv
+from envs.rewards import INVALID
+from graphopt.typing import Decision, Measurement
+
+MODE_PATTERN = re.compile(r"greedy|sample:([1-9][0-9]*)|finetune:([1-9][0-9]*)")
+
+
+@dataclass(frozen=True)
+class PolicyResult:
+    """What the policy achieved on one graph."""
+
+    graph: str
+    decision: Decision
+    measurement: Measurement
+    reference_time: float
+    samples: int
+    """Decisions evaluated to get there (1 for greedy, K for sample:K, plus fine-tuning steps)."""
+
+    @property
+    def speedup(self) -> float:
+        """Reference time over step time; an invalid decision counts as ``1 / INVALID``."""
+        if not self.measurement.valid:
+            return 1.0 / INVALID
+        return self.reference_time / self.measurement.step_time
+
+
+def parse_mode(mode: str) -> tuple[str, int]:
+    """``"greedy"`` -> (greedy, 1); ``"sample:K"`` -> (sample, K); ``"finetune:STEPS"``."""
+    match = MODE_PATTERN.fullmatch(mode)
+    if not match:
+        raise ValueError(
+            f"unknown mode {mode!r}; use greedy, sample:K or finetune:STEPS (K, STEPS >= 1)"
+        )
+    if mode == "greedy":
+        return "greedy", 1
+    kind = mode.split(":")[0]
+    return kind, int(mode.split(":")[1])
+
+
+def check_compatible(model: Any, env: GraphOptEnv) -> None:
+    """Raise ValueError if ``model`` was trained for another task, device count or size."""
+    trained = getattr(model, "action_space", None)
+    if trained is None or tuple(trained.nvec) != tuple(env.action_space.nvec):
+        t_nvec = np.asarray(trained.nvec) if trained is not None else np.zeros(0)
+        raise ValueError(
+            f"the policy was trained for another action layout ({_describe(t_nvec)}) than this "
+            f"{env.task} environment needs ({_describe(np.asarray(env.action_space.nvec))}): "
+            "evaluate it with the task, cluster (device count), num_priorities and max_ops it was "
+            "trained with"
+        )
+
+
+def _describe(nvec: np.ndarray) -> str:
+    if nvec.size == 0:
+        return "none"
+    values, counts = np.unique(nvec, return_counts=True)
+    return ", ".join(
+        f"{c} slots of {v}" for v, c in zip(values.tolist(), counts.tolist(), strict=True)
+    )
+
+
+def run_policy(
+    model: Any, env: GraphOptEnv, index: int, mode: str = "greedy", seed: int = 0
+) -> PolicyResult:
+    """Decide for graph ``index`` of ``env`` with ``model`` in ``mode`` and measure the result."""
+    kind, amount = parse_mode(mode)
+    graph = env.graphs[index]
+    tuned = 0
+    if kind == "finetune":
+        model, tuned = finetune(model, env, index, amount, seed)
+    obs, _ = env.reset(seed=seed, options={"graph": index})
+    best: tuple[Decision, Measurement] | None = None
+    draws = 1 if kind != "sample" else amount
+    for k in range(draws):
+        action, _ = model.predict(obs, deterministic=(kind != "sample"))
+        decision = env.decode(action)
+        m = env.cost_model.evaluate(graph, env.cluster, decision)
+        key = (not m.valid, m.step_time)
+        if best is None or key < (not best[1].valid, best[1].step_time):
+            best = (decision, m)
+        if kind == "sample" and k + 1 < draws:
+            obs, _ = env.reset(options={"graph": index})
+    assert best is not None
+    ref = env.reference(index).measurement.step_time
+    samples = draws + tuned
+    return PolicyResult(graph.name, best[0], best[1], ref, samples)
+
+
+def finetune(model: Any, env: GraphOptEnv, index: int, steps: int, seed: int) -> tuple[Any, int]:
+    """A copy of ``model`` trained ``steps`` more decisions on graph ``index`` alone (GO's
+    fine-tuning mode), and the decisions it actually used (PPO collects whole rollouts, so at least
+    one rollout of the model's ``n_steps``). The original model is left untouched."""
+    import tempfile
+    from pathlib import Path
+
+    from stable_baselines3 import PPO
+    from stable_baselines3.common.vec_env import DummyVecEnv
+
+    single = type(env)(
+        graphs=[env.graphs[index]], cluster=env.cluster, cost_model=env.cost_model,
+        reward_mode=env.reward_mode, max_ops=env.max_ops, max_edges=env.max_edges,
+        num_priorities=env.num_priorities, reference=env.reference_name, seed=seed,
+    )  # fmt: skip
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "model.zip"
+        model.save(path)
+        copy = PPO.load(path, env=DummyVecEnv([lambda: single]), device="cpu")
+    copy.learn(total_timesteps=steps, reset_num_timesteps=True)
+    return copy, int(copy.num_timesteps)
+
+
+def geomean(values: list[float]) -> float:
+    """Geometric mean of positive values (nan for an empty list)."""
+    if not values:
+        return math.nan
+    return float(math.exp(sum(math.log(v) for v in values) / len(values)))

@@ -1,0 +1,166 @@
+"""PPO training runs: build the environments and the policy, learn, record, survive interruption.
+
+Reads top to bottom: resolve graphs -> environments -> PPO -> learn with :class:`RunCallback` ->
+final model. Ctrl-C or a crash leaves ``checkpoints/last.zip`` and a ``state.json`` that says so;
+:func:`resume` continues from there with the same configuration.
+"""
+
+from __future__ import annotations
+
+import traceback
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from envs import ENV_IDS  # noqa: F401  (registers the environments)
+from envs.base import GraphOptEnv, resolve_graph_list
+from envs.fusion import FusionEnv
+from envs.joint import JointEnv
+from envs.placement import PlacementEnv
+from envs.scheduling import SchedulingEnv
+from graphopt.sim import Simulator
+from graphopt.train import rundir
+from graphopt.train.callbacks import RunCallback
+from graphopt.train.config import TrainConfig, load_config
+
+ENV_CLASSES: dict[str, type[GraphOptEnv]] = {
+    "placement": PlacementEnv,
+    "scheduling": SchedulingEnv,
+    "fusion": FusionEnv,
+    "joint": JointEnv,
+}
+
+
+class TrainingInterrupted(Exception):
+    """Raised after Ctrl-C once the run has been checkpointed; carries the run directory."""
+
+    def __init__(self, run: Path) -> None:
+        super().__init__(f"training interrupted; resume with: graphopt train --resume {run}")
+        self.run = run
+
+
+def make_envs(
+    config: TrainConfig, sim: Simulator | None = None
+) -> tuple[list[GraphOptEnv], GraphOptEnv | None]:
+    """``n_envs`` training environments and one validation environment, sharing one simulator
+    (and so its cache of prepared graphs and reference decisions) and one ``max_ops``."""
+    sim = sim or Simulator()
+    train_graphs = resolve_graph_list(config.graphs)
+    val_graphs = resolve_graph_list(config.val_graphs) if config.val_graphs else []
+    max_ops = config.max_ops or max(g.num_ops for g in train_graphs + val_graphs)
+    max_edges = max(4 * max_ops, *(g.num_edges for g in train_graphs + val_graphs))
+    cls = ENV_CLASSES[config.task]
+    common: dict[str, Any] = {
+        "cluster": config.cluster, "cost_model": sim, "reward_mode": config.reward_mode,
+        "max_ops": max_ops, "max_edges": max_edges, "num_priorities": config.num_priorities,
+    }  # fmt: skip
+    envs = [cls(graphs=train_graphs, seed=config.seed + i, **common) for i in range(config.n_envs)]
+    val = cls(graphs=val_graphs, seed=config.seed, **common) if val_graphs else None
+    return envs, val
+
+
+def _policy(config: TrainConfig, env: GraphOptEnv) -> tuple[Any, dict[str, Any]]:
+    kwargs = dict(config.policy_kwargs)
+    if config.policy == "mlp":
+        return "MultiInputPolicy", kwargs
+    from policies import GOPolicy
+
+    kwargs.setdefault("task", config.task)
+    return GOPolicy, kwargs
+
+
+def _learn(
+    model: Any,
+    run: Path,
+    config: TrainConfig,
+    val_env: GraphOptEnv | None,
+    steps: int,
+    show_progress: bool,
+    reset: bool,
+) -> None:
+    from stable_baselines3.common.logger import configure
+
+    model.set_logger(configure(str(run / "tb"), ["tensorboard"]))
+    callback = RunCallback(
+        run, val_env, config.eval_every, config.checkpoint_every,
+        total_timesteps=config.total_timesteps, show_progress=show_progress,
+    )  # fmt: skip
+    rundir.write_state(run, status="running")
+    try:
+        model.learn(total_timesteps=steps, callback=callback, reset_num_timesteps=reset)
+    except KeyboardInterrupt:
+        callback._on_training_end()
+        rundir.save_model_atomic(model, run / rundir.LAST)
+        rundir.write_state(run, status="interrupted", timesteps=int(model.num_timesteps))
+        raise TrainingInterrupted(run) from None
+    except Exception as e:
+        callback._on_training_end()
+        try:
+            rundir.save_model_atomic(model, run / rundir.LAST)
+        finally:
+            rundir.write_state(
+                run, status="crashed", timesteps=int(model.num_timesteps),
+                error=f"{type(e).__name__}: {e}", traceback=traceback.format_exc(limit=8),
+            )  # fmt: skip
+        raise
+    if val_env is not None:
+        callback.validate()
+    rundir.save_model_atomic(model, run / rundir.FINAL)
+    rundir.save_model_atomic(model, run / rundir.LAST)
+    rundir.write_state(run, status="finished", timesteps=int(model.num_timesteps))
+
+
+def train(config: TrainConfig, runs_root: str | Path = "runs", show_progress: bool = True) -> Path:
+    """Train a new run; returns its directory (``runs_root/<task>/<name>_<k>``)."""
+    from stable_baselines3 import PPO
+    from stable_baselines3.common.vec_env import DummyVecEnv
+
+    config.validate()
+    torch.set_num_threads(config.threads)
+    envs, val_env = make_envs(config)  # resolve everything before creating the run directory
+    run = rundir.new_run_dir(runs_root, config.task, config.name)
+    config.save(run / rundir.CONFIG_FILE)
+    rundir.write_state(run, status="starting", timesteps=0, total_timesteps=config.total_timesteps)
+    policy, policy_kwargs = _policy(config, envs[0])
+    model = PPO(
+        policy, DummyVecEnv([lambda e=e: e for e in envs]),
+        learning_rate=config.learning_rate, n_steps=config.n_steps, batch_size=config.batch_size,
+        n_epochs=config.n_epochs, gamma=config.gamma, gae_lambda=config.gae_lambda,
+        clip_range=config.clip_range, ent_coef=config.ent_coef, vf_coef=config.vf_coef,
+        max_grad_norm=config.max_grad_norm, seed=config.seed, device="cpu",
+        policy_kwargs=policy_kwargs, verbose=0,
+    )  # fmt: skip
+    _learn(model, run, config, val_env, config.total_timesteps, show_progress, reset=True)
+    return run
+
+
+def resume(run: str | Path, show_progress: bool = True) -> Path:
+    """Continue an interrupted or crashed run from ``checkpoints/last.zip`` up to its
+    ``total_timesteps``; a finished run is left as it is.
+
+    Raises:
+        ValueError: not a run directory, or no checkpoint to resume from.
+    """
+    from stable_baselines3 import PPO
+    from stable_baselines3.common.vec_env import DummyVecEnv
+
+    path = rundir.check_run_dir(run, need_model=False)
+    config = load_config(path / rundir.CONFIG_FILE)
+    state = rundir.read_state(path)
+    if not (path / rundir.LAST).exists():
+        raise ValueError(f"run {path} has no checkpoint to resume from ({rundir.LAST})")
+    if state.get("status") == "finished":
+        return path
+    torch.set_num_threads(config.threads)
+    envs, val_env = make_envs(config)
+    model = PPO.load(
+        path / rundir.LAST, env=DummyVecEnv([lambda e=e: e for e in envs]), device="cpu"
+    )
+    remaining = config.total_timesteps - int(model.num_timesteps)
+    if remaining > 0:
+        _learn(model, path, config, val_env, remaining, show_progress, reset=False)
+    else:
+        rundir.save_model_atomic(model, path / rundir.FINAL)
+        rundir.write_state(path, status="finished")
+    return path
