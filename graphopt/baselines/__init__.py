@@ -1,5 +1,39 @@
-"""Heuristic baselines that learned policies are measured against (one module per family)."""
+"""Baselines that learned policies are measured against (one module per family).
 
+- placement (:mod:`.placement`, registry ``PLACERS``): single device, round-robin, layer split,
+  METIS (:mod:`.metis`), HEFT and HEFT with link contention (:mod:`.heft`), Baechi's m-TOPO and
+  m-ETF (:mod:`.baechi`);
+- scheduling (:mod:`.scheduling`, ``SCHEDULERS``): topological, critical-path, HEFT rank;
+- fusion (:mod:`.fusion`, ``FUSERS``): none, XLA-like rules, simulator-guided greedy;
+- search at a budget (:mod:`.search`): random search, simulated annealing;
+- exact optimum for small graphs (:mod:`.exact`): CP-SAT.
+"""
+
+from graphopt.baselines.baechi import m_etf, m_topo
+from graphopt.baselines.heft import (
+    HeftSchedule,
+    heft,
+    heft_contention,
+    heft_schedule,
+    heft_schedule_from_costs,
+)
+from graphopt.baselines.metis import metis
 from graphopt.baselines.placement import PLACERS, contiguous_split, round_robin, single_device
+from graphopt.baselines.scheduling import SCHEDULERS, critical_path
 
-__all__ = ["PLACERS", "contiguous_split", "round_robin", "single_device"]
+__all__ = [
+    "PLACERS",
+    "SCHEDULERS",
+    "HeftSchedule",
+    "contiguous_split",
+    "critical_path",
+    "heft",
+    "heft_contention",
+    "heft_schedule",
+    "heft_schedule_from_costs",
+    "m_etf",
+    "m_topo",
+    "metis",
+    "round_robin",
+    "single_device",
+]

@@ -1,8 +1,12 @@
 """Placement baselines: every op on one device; ops dealt to devices in turn; a contiguous split
-of the topological order balanced by compute (the "human expert" pipeline split).
+of the topological order balanced by compute (the "human expert" pipeline split); and, in their
+own modules, METIS (:mod:`~graphopt.baselines.metis`), HEFT and its link-contention-aware
+variant (:mod:`~graphopt.baselines.heft`) and Baechi's m-TOPO and m-ETF
+(:mod:`~graphopt.baselines.baechi`).
 
 Each placer takes ``(graph, cluster)`` and returns an ``int64`` array of device indices, one per op
-in topological order.
+in topological order. All of them are deterministic. :data:`PLACERS` maps the names the CLI
+accepts to them.
 """
 
 from __future__ import annotations
@@ -11,6 +15,9 @@ from collections.abc import Callable
 
 import numpy as np
 
+from graphopt.baselines.baechi import m_etf, m_topo
+from graphopt.baselines.heft import heft, heft_contention
+from graphopt.baselines.metis import metis
 from graphopt.graph import CompGraph
 from graphopt.hardware import Cluster
 from graphopt.typing import IntArray
@@ -67,5 +74,10 @@ PLACERS: dict[str, Callable[[CompGraph, Cluster], IntArray]] = {
     "single": single_device,
     "round-robin": round_robin,
     "split": contiguous_split,
+    "metis": metis,
+    "heft": heft,
+    "heft-lc": heft_contention,
+    "m-topo": m_topo,
+    "m-etf": m_etf,
 }
 """Placement baselines by name (the names the CLI accepts)."""

@@ -1,0 +1,105 @@
+"""Cost helpers the placement and scheduling baselines share, on the simulator's own rules
+(:mod:`graphopt.sim`):
+
+- an op's time on a device is the simulator's (measured for the device kind, else roofline plus
+  launch): :func:`op_times` reads it from :class:`~graphopt.sim.PreparedGraph`, so the two never
+  drift apart;
+- a tensor of ``b`` bytes sent from device ``p`` to ``q`` takes ``latency[p, q] + b /
+  bandwidth[p, q]`` (0 when ``p == q``);
+- the *mean* communication cost of an edge (HEFT's ``c̄``) is that time averaged over the
+  ``D (D - 1)`` directed links, ``mean(latency) + b * mean(1 / bandwidth)``, and 0 when ``D == 1``.
+
+The numba kernels here take the graph as CSR arrays (``graph.successors_csr``: edges are sorted by
+source, so the successor slot of an edge is its edge id) and walk ops in topological order, which is
+their index order.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from graphopt.graph import CompGraph
+from graphopt.hardware import Cluster
+from graphopt.typing import FloatArray, IntArray
+
+
+def op_times(graph: CompGraph, cluster: Cluster) -> FloatArray:
+    """``(N, D)`` seconds of every op on every device, exactly as the simulator computes them."""
+    from graphopt.sim import PreparedGraph
+
+    return np.ascontiguousarray(PreparedGraph(graph, cluster).op_time, dtype=np.float64)
+
+
+def link_arrays(cluster: Cluster) -> tuple[FloatArray, FloatArray]:
+    """``(latency, bandwidth)`` as contiguous ``(D, D)`` float arrays (diagonal 0 and ``inf``)."""
+    return (
+        np.ascontiguousarray(cluster.latency, dtype=np.float64),
+        np.ascontiguousarray(cluster.bandwidth, dtype=np.float64),
+    )
+
+
+@njit(cache=True)
+def mean_link_figures(latency, bandwidth):
+    """``(mean latency, mean 1 / bandwidth)`` over the off-diagonal (directed) links; ``(0, 0)``
+    for one device. Summed sequentially in row-major order (the tests' twins do the same)."""
+    num_dev = latency.shape[0]
+    lat_sum = 0.0
+    inv_sum = 0.0
+    for p in range(num_dev):
+        for q in range(num_dev):
+            if p != q:
+                lat_sum += latency[p, q]
+                inv_sum += 1.0 / bandwidth[p, q]
+    links = num_dev * (num_dev - 1)
+    if links == 0:
+        return 0.0, 0.0
+    return lat_sum / links, inv_sum / links
+
+
+@njit(cache=True)
+def mean_costs(comp, edge_data, latency, bandwidth):
+    """HEFT's averages: ``w̄[i]`` = mean of ``comp[i, :]`` (summed left to right, divided by ``D``)
+    and ``c̄[e]`` = ``mean latency + edge_data[e] * mean(1 / bandwidth)`` over the directed links."""
+    n, num_dev = comp.shape
+    w_mean = np.empty(n, dtype=np.float64)
+    for i in range(n):
+        total = 0.0
+        for p in range(num_dev):
+            total += comp[i, p]
+        w_mean[i] = total / num_dev
+    lat_mean, inv_bw_mean = mean_link_figures(latency, bandwidth)
+    c_mean = np.empty(len(edge_data), dtype=np.float64)
+    for e in range(len(edge_data)):
+        c_mean[e] = lat_mean + edge_data[e] * inv_bw_mean if num_dev > 1 else 0.0
+    return w_mean, c_mean
+
+
+@njit(cache=True)
+def longest_path_to_sink(succ_ptr, succ_dst, node_cost, edge_cost):
+    """b-level / upward rank: ``r[i] = node_cost[i] + max over successors j of (edge_cost[e] +
+    r[j])`` (``node_cost[i]`` for a sink), computed in reverse topological (index) order.
+    ``edge_cost`` is indexed by successor slot, i.e. by edge id for a :class:`CompGraph`."""
+    n = len(node_cost)
+    rank = np.empty(n, dtype=np.float64)
+    for i in range(n - 1, -1, -1):
+        best = 0.0
+        for e in range(succ_ptr[i], succ_ptr[i + 1]):
+            value = edge_cost[e] + rank[succ_dst[e]]
+            if value > best:
+                best = value
+        rank[i] = node_cost[i] + best
+    return rank
+
+
+def descending_rank_order(values: FloatArray) -> IntArray:
+    """Op indices sorted by ``values`` descending, ties by ascending index (a stable order)."""
+    n = len(values)
+    return np.lexsort((np.arange(n), -np.asarray(values, dtype=np.float64))).astype(np.int64)
+
+
+def positions(order: IntArray) -> IntArray:
+    """Inverse permutation: ``positions(order)[order[k]] == k``."""
+    out = np.empty(len(order), dtype=np.int64)
+    out[order] = np.arange(len(order), dtype=np.int64)
+    return out
