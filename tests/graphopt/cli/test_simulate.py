@@ -60,3 +60,28 @@ def test_bad_inputs(run_cli):
     assert proc.returncode == 2 and "unknown placement 'magic'" in proc.stderr
     proc = run_cli("simulate", "suite:nope", check=False)
     assert proc.returncode == 2 and "nope" in proc.stderr
+
+
+def test_baselines_command(run_cli, tmp_path):
+    out = tmp_path / "b" / "results.json"
+    plot = tmp_path / "b.png"
+    text = run_cli(
+        "baselines",
+        "txl-tiny,random-sp-30-s1",
+        "--cluster",
+        "v100-nvlink-2",
+        "--task",
+        "placement",
+        "--budget",
+        "10",
+        "--json",
+        str(out),
+        "--plot",
+        str(plot),
+    ).stdout
+    assert "geometric mean" in text and "heft" in text and "annealing@10" in text
+    data = json.loads(out.read_text())
+    assert [g["graph"] for g in data["graphs"]] == ["txl-tiny", "random-sp-30-s1"]
+    assert plot.read_bytes()[:4] == b"\x89PNG" and (out.parent / "results.csv").exists()
+    proc = run_cli("baselines", "txl-tiny", "--task", "sorting", check=False)
+    assert proc.returncode == 2 and "invalid choice: 'sorting'" in proc.stderr

@@ -1,0 +1,51 @@
+"""The comparison table behind `graphopt baselines` and `graphopt eval`."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from graphopt.compare import compare_on_graph, geomean_speedups, heuristics
+from graphopt.hardware import get_cluster
+from graphopt.sim import Simulator, simulate
+from graphopt.typing import Decision
+from graphopt.workloads import get_graph
+
+
+@pytest.mark.parametrize("task", ["placement", "scheduling", "fusion", "joint"])
+def test_heuristic_results_match_the_simulator(task):
+    graph, cluster = get_graph("txl-tiny"), get_cluster("v100-nvlink-2")
+    results, best = heuristics(graph, cluster, task, Simulator())
+    assert results and all(r.kind == "heuristic" for r in results)
+    best_time = simulate(graph, cluster, best).step_time
+    assert best_time == min(r.step_time for r in results if r.valid)
+    if task == "placement":
+        single = next(r for r in results if r.method == "single")
+        assert single.step_time == simulate(graph, cluster, Decision()).step_time
+
+
+def test_compare_with_search_optimum_and_policy():
+    graph = get_graph("random-sp-30-s1")  # 30 ops: small enough for the exact optimum
+    cluster = get_cluster("v100-nvlink-2")
+    calls = []
+
+    def policy():
+        calls.append(1)
+        return "policy (greedy)", Decision(placement=np.arange(graph.num_ops) % 2), 1
+
+    c = compare_on_graph(graph, cluster, "placement", budget=20, exact_time_limit=20, policy=policy)
+    methods = [r.method for r in c.results]
+    assert "random-search@20" in methods and "annealing@20" in methods and calls == [1]
+    assert c.optimum_status in ("optimal", "feasible")
+    assert methods[-1] == "policy (greedy)"
+    best = c.best_heuristic
+    assert best is not None and c.speedup_over_best_heuristic(best.method) == 1.0
+    # every method is at least the lower bound, and the optimum (if proven) beats every method
+    assert all(r.step_time >= c.lower_bound * (1 - 1e-9) for r in c.results if r.valid)
+    if c.optimum is not None:
+        assert all(r.step_time >= c.optimum * (1 - 1e-6) for r in c.results if r.valid)
+    means = geomean_speedups([c, c])
+    assert means[best.method] == pytest.approx(1.0)
+    assert not math.isnan(means["policy (greedy)"])
