@@ -90,6 +90,7 @@ class GraphOptEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
         num_priorities: int = 8,
         reference: str = "best",
         obs_mode: str = "full",
+        hint: bool = True,
         seed: int | None = None,
     ) -> None:
         self.graphs = resolve_graph_list(graphs)
@@ -105,6 +106,7 @@ class GraphOptEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
                 f"unknown obs_mode {obs_mode!r}; choose one of: {', '.join(OBS_MODES)}"
             )
         self.obs_mode = obs_mode
+        self.hint = bool(hint)
         if num_priorities < 1:
             raise ValueError(f"num_priorities must be >= 1, got {num_priorities}")
         self.num_priorities = int(num_priorities)
@@ -138,7 +140,10 @@ class GraphOptEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
         )
         self.observation_space: spaces.Dict  # type: ignore[assignment]
         if obs_mode == "full":
-            self.observation_space = encoding.observation_space(self.max_ops, self.max_edges)
+            space = encoding.observation_space(self.max_ops, self.max_edges)
+            high = int(self.action_space.nvec.max()) - 1
+            hint_space = spaces.Box(-1, high, (len(self.action_space.nvec),), np.int64)
+            self.observation_space = spaces.Dict({**space.spaces, "hint": hint_space})
         else:
             self.observation_space = spaces.Dict(
                 {"graph_id": spaces.Box(0, len(self.graphs) - 1, (1,), np.int64)}
@@ -151,8 +156,33 @@ class GraphOptEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
 
     # ------------------------------------------------------------------ graphs
     def encoded_graphs(self) -> list[dict[str, np.ndarray]]:
-        """The full observation of every graph, indexed by ``graph_id`` (for ``obs_mode="id"``)."""
-        return [e.observation for e in self._encoded]
+        """The full observation of every graph (with its hint), indexed by ``graph_id`` (for
+        ``obs_mode="id"``)."""
+        return [{**e.observation, "hint": self.hint_action(i)} for i, e in enumerate(self._encoded)]
+
+    def hint_action(self, index: int) -> np.ndarray:
+        """The reference decision of graph ``index`` laid out as an action (``-1`` in padding slots,
+        and everywhere when the env was made with ``hint=False``): the observation's ``hint``.
+
+        Priorities of the reference (ranks that may exceed ``P``) are quantised to ``P`` levels
+        preserving their order: ``level = floor(P * rank / (max rank + 1))``.
+        """
+        out = np.full(len(self.action_space.nvec), -1, dtype=np.int64)
+        if not self.hint:
+            return out
+        n = self.graphs[index].num_ops
+        ref = filled(self.reference(index).decision, n)
+        prio = ref.priority
+        levels = prio * self.num_priorities // (int(prio.max()) + 1) if n else prio
+        blocks = {
+            "placement": [ref.placement],
+            "scheduling": [levels],
+            "fusion": [ref.fusion],
+            "joint": [ref.placement, levels, ref.fusion],
+        }[self.task]
+        for b, values in enumerate(blocks):
+            out[b * self.max_ops : b * self.max_ops + n] = values
+        return out
 
     def reference(self, index: int) -> Reference:
         """The reference decision of graph ``index`` (computed once, then cached)."""
@@ -168,7 +198,9 @@ class GraphOptEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
         """A fresh copy of the current graph's observation (callers may keep or modify it)."""
         if self.obs_mode == "id":
             return {"graph_id": np.array([self._current], dtype=np.int64)}
-        return {k: v.copy() for k, v in self._encoded[self._current].observation.items()}
+        obs = {k: v.copy() for k, v in self._encoded[self._current].observation.items()}
+        obs["hint"] = self.hint_action(self._current)
+        return obs
 
     def _terminal_observation(self) -> dict[str, np.ndarray]:
         """What ``step`` returns: all zeros (``counts == [0, 0]``: no ops). The episode is over after

@@ -35,6 +35,10 @@ class SchedulingEnv(GraphOptEnv):
     | device_mask | (16,) int8 | 1 for real devices |
     | graph_features | (8,) float32 | cluster and graph totals |
     | counts | (2,) int64 | number of ops, number of edges |
+    | hint | (len(action),) int64 | the reference (best heuristic) decision laid out as an action; -1 in padding slots, everywhere with ``hint=False`` |
+
+    The hint lets a policy start from the best heuristic and learn to improve on it; an agent may
+    ignore it, and ``hint=False`` removes the information.
 
     With ``obs_mode="id"`` the observation is ``{"graph_id": (1,) int64}``, the graph's index in
     ``env.encoded_graphs()``: rollout memory then no longer grows with graph size.
@@ -71,6 +75,7 @@ class SchedulingEnv(GraphOptEnv):
     - ``num_priorities``: scheduling levels ``P`` (default 8).
     - ``reference``: ``"best"`` or a placer name (``"single"``, ...), see :mod:`envs.reference`.
     - ``obs_mode``: ``"full"`` or ``"id"``.
+    - ``hint``: include the reference decision in the observation (default True).
     - ``seed``: seeds the first ``reset``.
 
     ## Version History

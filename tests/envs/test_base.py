@@ -179,3 +179,23 @@ def test_custom_cost_model_plugs_in():
     _, reward, *_ = env.step(env.action_space.sample())
     assert reward == 0.0  # every decision costs the same as the reference
     assert get_graph("txl-tiny").num_ops == env.graphs[0].num_ops
+
+
+def test_hint_is_the_reference_decision_laid_out_as_an_action():
+    env = envs.JointEnv(graphs=SMALL, cluster="v100-nvlink-2", num_priorities=4, seed=0)
+    obs, _ = env.reset(seed=0)
+    n, m = env.graphs[env._current].num_ops, env.max_ops
+    ref = env.reference(env._current).decision
+    hint = obs["hint"]
+    assert hint.shape == env.action_space.shape
+    assert hint[:n].tolist() == ref.placement.tolist() and (hint[n:m] == -1).all()
+    levels = hint[m : m + n]
+    assert levels.min() >= 0 and levels.max() < 4
+    prio = ref.priority if ref.priority is not None else np.zeros(n, dtype=np.int64)
+    assert (np.diff(levels[np.argsort(prio, kind="stable")]) >= 0).all()  # order kept
+    placement = envs.PlacementEnv(graphs=SMALL, cluster="v100-nvlink-2", seed=0)
+    hint = placement.reset(seed=0)[0]["hint"]
+    _, reward, *_ = placement.step(np.where(hint < 0, 0, hint))
+    assert reward == 0.0  # the hint decodes to the reference decision itself
+    off = envs.PlacementEnv(graphs=SMALL, cluster="v100-nvlink-2", hint=False, seed=0)
+    assert (off.reset(seed=0)[0]["hint"] == -1).all()
