@@ -41,7 +41,8 @@ class PolicyResult:
 
 
 def parse_mode(mode: str) -> tuple[str, int]:
-    """``"greedy"`` -> (greedy, 1); ``"sample:K"`` -> (sample, K); ``"finetune:STEPS"``."""
+    """``"greedy"`` -> (greedy, 1); ``"sample:K"`` -> (sample, K): the greedy decision and K - 1
+    samples, the best kept; ``"finetune:STEPS"`` -> (finetune, STEPS)."""
     match = MODE_PATTERN.fullmatch(mode)
     if not match:
         raise ValueError(
@@ -88,7 +89,8 @@ def run_policy(
     best: tuple[Decision, Measurement] | None = None
     draws = 1 if kind != "sample" else amount
     for k in range(draws):
-        action, _ = model.predict(obs, deterministic=(kind != "sample"))
+        # sample:K = the greedy decision plus K - 1 samples, so it is never worse than greedy
+        action, _ = model.predict(obs, deterministic=(kind != "sample" or k == 0))
         decision = env.decode(action)
         m = env.cost_model.evaluate(graph, env.cluster, decision)
         key = (not m.valid, m.step_time)
