@@ -1,1 +1,13 @@
-"""Policy networks (GO-style) and their Stable-Baselines3 adapters."""
+"""Policy networks (GO-style) and their Stable-Baselines3 adapters.
+
+- :class:`GONetwork`: GraphSAGE + segment attention + FiLM + per-task heads + value head.
+- :class:`GOPolicy`: the network as an SB3 ``ActorCriticPolicy`` (``PPO(GOPolicy, env)``).
+- :class:`BatchedCategorical` / :class:`GOActionDistribution`: one categorical over all op slots.
+"""
+
+from policies.distributions import BatchedCategorical, GOActionDistribution
+from policies.go_network import GONetwork
+from policies.heads import TASK_BLOCKS
+from policies.sb3_policy import GOPolicy
+
+__all__ = ["TASK_BLOCKS", "BatchedCategorical", "GOActionDistribution", "GONetwork", "GOPolicy"]

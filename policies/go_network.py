@@ -1,0 +1,151 @@
+"""The GO policy network: GraphSAGE, segment attention with FiLM, per-task heads, value head.
+
+Data flow for a batch of ``B`` observations (``M`` op slots, ``L = max_b n_b`` real ops at most):
+
+.. code-block:: text
+
+    obs ──graph_batch──> GraphBatch ──pack──> PackedGraphs (N real ops, both edge directions)
+        ──GraphEncoder──> (N, d) ──to_padded──> h0 (B, L, d)
+        ──graph_context──> c0 (B, 2d+18) ──FiLM──> (gamma, beta) per attention layer
+    h0 ──SegmentAttention (attn_layers, FiLM)──> trunk (B, L, d)
+        ──TaskHeads (head_layers per block, FiLM)──> logits per block (B, L, K) ──pad──> (B, M, K)
+        ──graph_context──> c (B, 2d+18) ──ValueHead──> value (B,)
+
+Every hyper-parameter is a keyword argument of :class:`GONetwork` (and of
+``policy_kwargs`` for :class:`policies.sb3_policy.GOPolicy`). The defaults are sized for a
+2-core CPU; one forward pass on an 86,562-op graph takes under a second there
+(``bench/bench_policy.py``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from policies.batching import GraphBatch, graph_batch, pack, to_padded
+from policies.film import FiLM, context_dim, graph_context
+from policies.graph_encoder import GraphEncoder
+from policies.heads import TaskHeads, ValueHead
+from policies.segment_attention import SegmentAttention
+
+
+class GONetwork(nn.Module):
+    """GO's policy and value network over padded graph observations.
+
+    Args:
+        num_classes: classes per action block in action-layout order, e.g. ``{"placement": 4}``
+            or ``{"placement": 4, "scheduling": 8, "fusion": 2}`` (see
+            :data:`policies.heads.TASK_BLOCKS`).
+        hidden: width ``d`` of every embedding (default 64).
+        sage_layers: GraphSAGE layers (default 2).
+        attn_layers: segment-attention layers of the shared trunk (default 2).
+        head_layers: segment-attention layers of each block's own head; None (default) means 1
+            when there are several blocks (joint task) and 0 for a single block.
+        heads: attention heads (default 4; must divide ``hidden``).
+        segment_len: ops per attention segment (default 128).
+        mem_len: cached ops before a segment that it also attends to (default 128).
+        ffn_mult: feed-forward width of attention layers, as a multiple of ``hidden`` (default 2).
+        dropout: dropout everywhere (default 0).
+        film: modulate every attention layer with FiLM from the graph context (default True).
+        hint_weight: initial weight ``w_j`` of the hint bias (default 2.0; see below).
+
+    The hint (observation key ``hint``: the reference decision, e.g. the best heuristic's
+    placement) enters twice when present: an embedding of each op's hinted value per block is added
+    to the node embeddings after GraphSAGE (index 0 = no hint), and block ``j``'s logits get
+    ``w_j * onehot(hint_j)`` with a learned ``w_j``. At initialisation the greedy decision is the
+    hint and samples stay near it; training learns where to depart from it.
+
+    Shapes:
+        - input: a mapping of observation tensors with a batch dimension (any dtype; see
+          :func:`policies.batching.graph_batch`) or a :class:`~policies.batching.GraphBatch`.
+        - output: ``(logits, value, mask)``: logits a dict block -> ``(B, M, K_block)`` (padding
+          slots hold zeros), value ``(B,)``, mask ``(B, M)`` bool of real op slots.
+    """
+
+    def __init__(
+        self,
+        num_classes: Mapping[str, int],
+        hidden: int = 64,
+        sage_layers: int = 2,
+        attn_layers: int = 2,
+        head_layers: int | None = None,
+        heads: int = 4,
+        segment_len: int = 128,
+        mem_len: int = 128,
+        ffn_mult: int = 2,
+        dropout: float = 0.0,
+        film: bool = True,
+        hint_weight: float = 2.0,
+    ) -> None:
+        super().__init__()
+        if not num_classes:
+            raise ValueError("num_classes: give at least one action block, e.g. {'placement': 4}")
+        if head_layers is None:
+            head_layers = 1 if len(num_classes) > 1 else 0
+        attn = dict(
+            hidden=hidden,
+            heads=heads,
+            segment_len=segment_len,
+            mem_len=mem_len,
+            ffn_mult=ffn_mult,
+            dropout=dropout,
+        )
+        self.num_classes = dict(num_classes)
+        self.encoder = GraphEncoder(hidden, sage_layers, dropout=dropout)
+        self.trunk = SegmentAttention(attn_layers, **attn)  # type: ignore[arg-type]
+        self.heads = TaskHeads(num_classes, head_layers=head_layers, **attn)  # type: ignore[arg-type]
+        self.attn_layers = attn_layers
+        num_film = attn_layers + self.heads.num_film_layers
+        self.film = FiLM(context_dim(hidden), hidden, num_film) if film else None
+        self.value_head = ValueHead(context_dim(hidden), hidden)
+        self.hint_embed = nn.ModuleList(
+            nn.Embedding(k + 1, hidden) for k in self.num_classes.values()
+        )
+        for emb in self.hint_embed:
+            nn.init.normal_(emb.weight, std=0.02)
+        self.hint_weight = nn.Parameter(torch.full((len(self.num_classes),), float(hint_weight)))
+
+    def forward(
+        self, obs: Mapping[str, Tensor] | GraphBatch, with_logits: bool = True
+    ) -> tuple[dict[str, Tensor], Tensor, Tensor]:
+        """Logits, value and op-slot mask (``with_logits=False`` skips the heads: empty dict)."""
+        batch = obs if isinstance(obs, GraphBatch) else graph_batch(obs)
+        packed = pack(batch)
+        h = to_padded(self.encoder(packed), packed)  # (B, L, d)
+        mask = packed.node_mask
+        hints = self._hint_blocks(batch, h.shape[1])
+        for emb, hint in zip(self.hint_embed, hints, strict=False):  # no hints: no-op
+            h = h + emb(hint + 1) * mask.unsqueeze(-1)
+        films = None
+        if self.film is not None:
+            c0 = graph_context(
+                h, mask, batch.graph_features, batch.device_features, batch.device_mask
+            )
+            films = self.film(c0)
+        h = self.trunk(h, mask, None if films is None else films[: self.attn_layers])
+        context = graph_context(
+            h, mask, batch.graph_features, batch.device_features, batch.device_mask
+        )
+        value = self.value_head(context)
+        pad = batch.max_ops - mask.shape[1]
+        full_mask = F.pad(mask, (0, pad))  # bool stays bool (pads with False)
+        logits: dict[str, Tensor] = {}
+        if with_logits:
+            head_films = None if films is None else films[self.attn_layers :]
+            for j, (name, x) in enumerate(self.heads(h, mask, head_films).items()):
+                if hints:
+                    bias = F.one_hot(hints[j].clamp(min=0), x.shape[-1]).to(x.dtype)
+                    x = x + self.hint_weight[j] * bias * (hints[j] >= 0).unsqueeze(-1)
+                logits[name] = F.pad(x, (0, 0, 0, pad))
+        return logits, value, full_mask
+
+    def _hint_blocks(self, batch: GraphBatch, length: int) -> list[Tensor]:
+        """Per block, the hint of the first ``length`` op slots, ``(B, L)`` in ``[-1, K)``; empty
+        when the batch carries no hint."""
+        if batch.hint is None:
+            return []
+        m = batch.max_ops
+        return [batch.hint[:, j * m : j * m + length] for j in range(len(self.num_classes))]

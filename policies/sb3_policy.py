@@ -1,0 +1,280 @@
+"""``GOPolicy``: the GO network as a Stable-Baselines3 actor-critic policy.
+
+Works with stock algorithms::
+
+    env = envs.PlacementEnv(graphs=["txl-tiny"], cluster="v100-nvlink-2")
+    model = PPO(GOPolicy, env, policy_kwargs={"hidden": 64, "task": "placement"})
+    model.learn(10_000)
+
+For ``obs_mode="id"`` environments, give the encodings:
+``policy_kwargs={"graphs": env.encoded_graphs()}`` (converted to tensors once, kept out of the
+``state_dict``; saved with the model's ``policy_kwargs``).
+
+**What is inferred.** ``max_ops`` from the observation space (or the given graphs), the blocks of
+the action from ``action_space.nvec``: ``nvec`` holds ``nb`` blocks of ``max_ops`` equal entries,
+``nb = 3`` is the joint task ``[D, P, 2]``. A single block is named ``placement`` when its size
+equals the number of devices (known from ``graphs``) or nothing better is known, ``fusion`` when
+it has 2 classes and the device count differs, else ``scheduling``; the three single-block
+networks have the same structure and differ only in parameter names, so pass ``task=`` (e.g.
+``env.unwrapped.task``) to name the head explicitly.
+
+**Each distinct graph is embedded once** per call: in ``id`` mode by graph id, otherwise by an
+exact-enough key of the observation (:mod:`policies.dedup`); the network runs on the distinct
+graphs and the batched distribution reads them through an index (:mod:`policies.distributions`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import torch
+from gymnasium import spaces
+from stable_baselines3.common.policies import ActorCriticPolicy
+from stable_baselines3.common.torch_layers import BaseFeaturesExtractor
+from stable_baselines3.common.type_aliases import PyTorchObs, Schedule
+from torch import Tensor
+
+from policies.batching import GraphBatch, graph_batch
+from policies.dedup import observation_keys, unique_rows
+from policies.distributions import GOActionDistribution
+from policies.go_network import GONetwork
+from policies.heads import TASK_BLOCKS, blocks_of
+
+# ActorCriticPolicy arguments that GOPolicy accepts (SB3 passes them back on load) but ignores.
+_IGNORED_SB3_KWARGS = (
+    "net_arch",
+    "activation_fn",
+    "ortho_init",
+    "log_std_init",
+    "full_std",
+    "use_expln",
+    "squash_output",
+    "features_extractor_class",
+    "features_extractor_kwargs",
+    "share_features_extractor",
+    "normalize_images",
+)
+NETWORK_DEFAULTS: dict[str, Any] = dict(
+    hidden=64,
+    sage_layers=2,
+    attn_layers=2,
+    head_layers=None,
+    heads=4,
+    segment_len=128,
+    mem_len=128,
+    ffn_mult=2,
+    dropout=0.0,
+    film=True,
+)
+"""Keyword arguments of :class:`~policies.go_network.GONetwork`, documented there."""
+
+
+class _NoFeatures(BaseFeaturesExtractor):
+    """Placeholder for SB3's features extractor: GONetwork reads the observation dict itself."""
+
+    def __init__(self, observation_space: gym.Space) -> None:
+        super().__init__(observation_space, features_dim=1)
+
+    def forward(self, observations: Any) -> Any:
+        return observations
+
+
+def infer_blocks(
+    action_space: spaces.Space,
+    max_ops: int,
+    task: str | None = None,
+    num_devices: int | None = None,
+) -> tuple[str, dict[str, int]]:
+    """``(task, {block: K})`` of a ``MultiDiscrete`` action space (see the module docstring)."""
+    if not isinstance(action_space, spaces.MultiDiscrete) or action_space.nvec.ndim != 1:
+        raise ValueError(f"GOPolicy needs a 1-D MultiDiscrete action space, got {action_space}")
+    nvec = action_space.nvec
+    if max_ops < 1 or nvec.size % max_ops:
+        raise ValueError(
+            f"action space has {nvec.size} entries, not a multiple of max_ops={max_ops}"
+        )
+    rows = nvec.reshape(-1, max_ops)
+    if not np.all(rows == rows[:, :1]):
+        raise ValueError("action space: every op slot of a block must have the same size")
+    sizes = [int(k) for k in rows[:, 0]]
+    if task is None:
+        if len(sizes) == 3:
+            task = "joint"
+        elif len(sizes) == 1 and num_devices not in (None, sizes[0]):
+            task = "fusion" if sizes[0] == 2 else "scheduling"
+        else:
+            task = "placement"
+    names = blocks_of(task)
+    if len(names) != len(sizes) or (names[-1] == "fusion" and sizes[-1] != 2):
+        raise ValueError(
+            f"task {task!r} expects blocks {names} (fusion: 2 classes), but the action space has "
+            f"{len(sizes)} block(s) of sizes {sizes}; pass the task of the environment "
+            f"(one of {', '.join(TASK_BLOCKS)})"
+        )
+    return task, dict(zip(names, sizes, strict=True))
+
+
+class GOPolicy(ActorCriticPolicy):
+    """Actor-critic policy around :class:`~policies.go_network.GONetwork`.
+
+    Args:
+        observation_space: the environment's ``Dict`` space (``obs_mode`` "full" or "id").
+        action_space: the environment's ``MultiDiscrete`` space.
+        lr_schedule: learning-rate schedule (given by the algorithm).
+        task: "placement", "scheduling", "fusion" or "joint"; None infers it (module docstring).
+        graphs: for ``obs_mode="id"``: ``env.encoded_graphs()``, the observation of each graph id.
+        dedup: embed each distinct observation of a batch once (default True).
+        hidden, sage_layers, attn_layers, head_layers, heads, segment_len, mem_len, ffn_mult,
+            dropout, film: network hyper-parameters, see :class:`~policies.go_network.GONetwork`
+            (defaults :data:`NETWORK_DEFAULTS`).
+        **kwargs: ``optimizer_class``, ``optimizer_kwargs`` of SB3's ``ActorCriticPolicy``; its
+            MLP arguments (``net_arch``, ``ortho_init``, ...) are accepted and ignored.
+    """
+
+    def __init__(
+        self,
+        observation_space: spaces.Space,
+        action_space: spaces.Space,
+        lr_schedule: Schedule,
+        task: str | None = None,
+        graphs: Sequence[Mapping[str, np.ndarray]] | None = None,
+        dedup: bool = True,
+        **kwargs: Any,
+    ) -> None:
+        if kwargs.pop("use_sde", False):
+            raise ValueError("GOPolicy has discrete actions: use_sde must be False")
+        net_kwargs = {k: kwargs.pop(k, v) for k, v in NETWORK_DEFAULTS.items()}
+        for key in _IGNORED_SB3_KWARGS:
+            kwargs.pop(key, None)
+        unknown = set(kwargs) - {"optimizer_class", "optimizer_kwargs"}
+        if unknown:
+            raise ValueError(
+                f"unknown GOPolicy argument(s) {sorted(unknown)}; allowed: task, graphs, dedup, "
+                f"{', '.join(NETWORK_DEFAULTS)}, optimizer_class, optimizer_kwargs"
+            )
+        if not isinstance(observation_space, spaces.Dict):
+            raise ValueError(
+                f"GOPolicy needs the Dict observation of envs, got {observation_space}"
+            )
+        self.id_mode = "graph_id" in observation_space.spaces
+        num_devices = None
+        if self.id_mode:
+            if not graphs:
+                raise ValueError(
+                    "obs_mode='id' observations hold only a graph id: pass "
+                    "policy_kwargs={'graphs': env.encoded_graphs()}"
+                )
+            max_ops = int(np.asarray(graphs[0]["op_features"]).shape[0])
+            num_devices = int(np.asarray(graphs[0]["device_mask"]).sum())
+        else:
+            op_space = observation_space.spaces["op_features"]
+            assert op_space.shape is not None
+            max_ops = int(op_space.shape[0])
+        self.task, self.num_classes = infer_blocks(action_space, max_ops, task, num_devices)
+        self.max_ops = max_ops
+        self.graphs = list(graphs) if graphs is not None else None
+        self.dedup = dedup
+        self.net_kwargs = net_kwargs
+        self._graph_cache: dict[str, GraphBatch] = {}
+        super().__init__(
+            observation_space,
+            action_space,
+            lr_schedule,
+            features_extractor_class=_NoFeatures,
+            ortho_init=False,
+            **kwargs,
+        )
+
+    def _build(self, lr_schedule: Schedule) -> None:
+        self.network = GONetwork(self.num_classes, **self.net_kwargs)
+        self.action_dist = GOActionDistribution(list(self.num_classes.values()))
+        self.optimizer = self.optimizer_class(  # type: ignore[call-arg]
+            self.parameters(), lr=lr_schedule(1), **self.optimizer_kwargs
+        )
+
+    def _get_constructor_parameters(self) -> dict[str, Any]:
+        data = super()._get_constructor_parameters()
+        for key in _IGNORED_SB3_KWARGS + ("use_sde",):
+            data.pop(key, None)
+        data.update(task=self.task, graphs=self.graphs, dedup=self.dedup, **self.net_kwargs)
+        return data
+
+    # ------------------------------------------------------------------ network on a batch
+    def _graph_tensors(self) -> GraphBatch:
+        """All of ``graphs`` as one GraphBatch on the policy's device (built once per device)."""
+        key = str(self.device)
+        cached = self._graph_cache.get(key)
+        if cached is None:
+            assert self.graphs is not None
+            obs = {
+                k: torch.as_tensor(np.stack([np.asarray(g[k]) for g in self.graphs]))
+                for k in self.graphs[0]
+            }
+            cached = graph_batch({k: v.to(self.device) for k, v in obs.items()})
+            self._graph_cache[key] = cached
+        return cached
+
+    def _run(
+        self, obs: PyTorchObs, with_logits: bool = True
+    ) -> tuple[dict[str, Tensor], Tensor, Tensor, Tensor | None]:
+        """Network outputs for the distinct graphs of ``obs``: ``(logits, value, mask, index)``;
+        sample ``b`` reads graph ``index[b]`` (``index`` None: one graph per sample)."""
+        if not isinstance(obs, Mapping):
+            raise ValueError(f"GOPolicy expects a dict observation, got {type(obs).__name__}")
+        index: Tensor | None = None
+        if self.id_mode:
+            ids = obs["graph_id"].reshape(-1).long()
+            num_graphs = len(self.graphs or ())
+            if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= num_graphs):
+                raise ValueError(f"graph_id outside [0, {num_graphs}): {ids.tolist()[:8]}")
+            uniq, index = torch.unique(ids, return_inverse=True)
+            batch = self._graph_tensors().select(uniq)
+        else:
+            batch = graph_batch(obs)
+            if self.dedup and batch.size > 1:
+                first, inverse = unique_rows(observation_keys(obs))
+                if first.numel() < batch.size:
+                    batch, index = batch.select(first), inverse
+        logits, value, mask = self.network(batch, with_logits=with_logits)
+        return logits, value, mask, index
+
+    def _distribution(
+        self, logits: dict[str, Tensor], mask: Tensor, index: Tensor | None
+    ) -> GOActionDistribution:
+        dist = GOActionDistribution(list(self.num_classes.values()))
+        return dist.proba_distribution([logits[name] for name in self.num_classes], mask, index)
+
+    @staticmethod
+    def _per_sample(value: Tensor, index: Tensor | None) -> Tensor:
+        return (value if index is None else value[index]).unsqueeze(-1)
+
+    # ------------------------------------------------------------------ SB3 API
+    def forward(
+        self, obs: PyTorchObs, deterministic: bool = False
+    ) -> tuple[Tensor, Tensor, Tensor]:
+        """Actions ``(B, nb * max_ops)``, values ``(B, 1)`` and log-probabilities ``(B,)``."""
+        logits, value, mask, index = self._run(obs)
+        dist = self._distribution(logits, mask, index)
+        actions = dist.get_actions(deterministic=deterministic)
+        return actions, self._per_sample(value, index), dist.log_prob(actions)
+
+    def evaluate_actions(self, obs: PyTorchObs, actions: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """Values ``(B, 1)``, log-probabilities and entropies ``(B,)`` of ``actions``."""
+        logits, value, mask, index = self._run(obs)
+        dist = self._distribution(logits, mask, index)
+        return self._per_sample(value, index), dist.log_prob(actions), dist.entropy()
+
+    def get_distribution(self, obs: PyTorchObs) -> GOActionDistribution:
+        logits, _, mask, index = self._run(obs)
+        return self._distribution(logits, mask, index)
+
+    def predict_values(self, obs: PyTorchObs) -> Tensor:
+        """Values ``(B, 1)`` (the heads are skipped)."""
+        _, value, _, index = self._run(obs, with_logits=False)
+        return self._per_sample(value, index)
+
+    def _predict(self, observation: PyTorchObs, deterministic: bool = False) -> Tensor:
+        return self.get_distribution(observation).get_actions(deterministic=deterministic)
