@@ -50,7 +50,7 @@ class GONetwork(nn.Module):
         ffn_mult: feed-forward width of attention layers, as a multiple of ``hidden`` (default 2).
         dropout: dropout everywhere (default 0).
         film: modulate every attention layer with FiLM from the graph context (default True).
-        hint_weight: initial weight ``w_j`` of the hint bias (default 2.0; see below).
+        hint_weight: initial weight ``w_j`` of the hint bias (default 4.0; see below).
 
     The hint (observation key ``hint``: the reference decision, e.g. the best heuristic's
     placement) enters twice when present: an embedding of each op's hinted value per block is added
@@ -78,7 +78,7 @@ class GONetwork(nn.Module):
         ffn_mult: int = 2,
         dropout: float = 0.0,
         film: bool = True,
-        hint_weight: float = 2.0,
+        hint_weight: float = 4.0,
     ) -> None:
         super().__init__()
         if not num_classes:

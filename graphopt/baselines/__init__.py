@@ -10,6 +10,8 @@
 """
 
 from graphopt.baselines.baechi import m_etf, m_topo
+from graphopt.baselines.exact import ExactResult, solve_exact
+from graphopt.baselines.fusion import FUSERS, greedy_fusion, xla_fusion
 from graphopt.baselines.heft import (
     HeftSchedule,
     heft,
@@ -20,10 +22,19 @@ from graphopt.baselines.heft import (
 from graphopt.baselines.metis import metis
 from graphopt.baselines.placement import PLACERS, contiguous_split, round_robin, single_device
 from graphopt.baselines.scheduling import SCHEDULERS, critical_path
+from graphopt.baselines.search import SearchResult, random_search, simulated_annealing
 
 __all__ = [
+    "FUSERS",
     "PLACERS",
     "SCHEDULERS",
+    "ExactResult",
+    "SearchResult",
+    "greedy_fusion",
+    "random_search",
+    "simulated_annealing",
+    "solve_exact",
+    "xla_fusion",
     "HeftSchedule",
     "contiguous_split",
     "critical_path",

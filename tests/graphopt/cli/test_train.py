@@ -1,0 +1,116 @@
+"""`graphopt train` and `graphopt eval` in subprocesses, with tiny budgets."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT
+
+TINY = """\
+task: placement
+graphs: txl-tiny,random-layered-100-s0
+val_graphs: random-sp-100-s0
+cluster: v100-nvlink-2
+total_timesteps: {total}
+n_envs: 2
+n_steps: 16
+batch_size: 16
+n_epochs: 1
+eval_every: 32
+checkpoint_every: 32
+threads: 1
+policy_kwargs: {{hidden: 16, sage_layers: 1, attn_layers: 1, heads: 2, segment_len: 32, mem_len: 32}}
+"""
+
+
+def write_config(tmp_path: Path, total: int) -> Path:
+    path = tmp_path / "tiny.yaml"
+    path.write_text(TINY.format(total=total))
+    return path
+
+
+def test_train_then_eval(run_cli, tmp_path):
+    runs = tmp_path / "runs"
+    out = run_cli("train", "--config", str(write_config(tmp_path, 64)), "--runs-dir", str(runs),
+                  "--name", "t", "--no-progress").stdout  # fmt: skip
+    run = runs / "placement" / "t_1"
+    assert f"run: {run}" in out
+    for name in ("config.yaml", "state.json", "metrics.csv", "final_model.zip", "best_model.zip", "checkpoints/last.zip"):
+        assert (run / name).exists(), name
+    assert any((run / "tb").iterdir())
+    state = json.loads((run / "state.json").read_text())
+    assert state["status"] == "finished" and state["timesteps"] >= 64
+    assert "val," in (run / "metrics.csv").read_text()
+
+    text = run_cli("eval", str(run), "--graphs", "txl-tiny,random-sp-100-s0", "--mode", "sample:2").stdout
+    assert "policy (sample:2)" in text and "geometric mean" in text
+    results = json.loads((run / "eval" / "sample-2" / "results.json").read_text())
+    assert [g["graph"] for g in results["graphs"]] == ["txl-tiny", "random-sp-100-s0"]
+    assert (run / "eval" / "sample-2" / "comparison.png").exists()
+    assert (run / "eval" / "sample-2" / "training_curve.png").exists()
+
+    # bad input: other device count, graph too large, unknown mode
+    proc = run_cli("eval", str(run), "--graphs", "txl-tiny", "--cluster", "v100-nvlink-4", check=False)
+    assert proc.returncode == 2 and "trained for 2 devices" in proc.stderr
+    proc = run_cli("eval", str(run), "--graphs", "gnmt-tiny", check=False)
+    assert proc.returncode == 2 and "supports at most" in proc.stderr
+    proc = run_cli("eval", str(run), "--graphs", "txl-tiny", "--mode", "best", check=False)
+    assert proc.returncode == 2 and "unknown mode 'best'" in proc.stderr
+
+
+def test_bad_runs_and_configs(run_cli, tmp_path):
+    proc = run_cli("eval", str(tmp_path / "nope"), "--graphs", "txl-tiny", check=False)
+    assert proc.returncode == 2 and "does not exist" in proc.stderr
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "empty" / "config.yaml").write_text("task: placement\n")
+    proc = run_cli("eval", str(tmp_path / "empty"), "--graphs", "txl-tiny", check=False)
+    assert proc.returncode == 2 and "holds no model" in proc.stderr
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("task: placement\nlearning_rat: 0.1\n")
+    proc = run_cli("train", "--config", str(bad), "--runs-dir", str(tmp_path), check=False)
+    assert proc.returncode == 2 and "unknown config key 'learning_rat'" in proc.stderr
+    proc = run_cli("train", "--resume", str(tmp_path / "nope"), check=False)
+    assert proc.returncode == 2 and "does not exist" in proc.stderr
+
+
+def test_ctrl_c_leaves_a_resumable_run(tmp_path):
+    runs = tmp_path / "runs"
+    cmd = [sys.executable, "-m", "graphopt", "train", "--config", str(write_config(tmp_path, 4096)),
+           "--runs-dir", str(runs), "--name", "i", "--no-progress"]  # fmt: skip
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    run = runs / "placement" / "i_1"
+    deadline = time.time() + 240
+    while not (run / "checkpoints" / "last.zip").exists():
+        assert proc.poll() is None and time.time() < deadline, proc.communicate()
+        time.sleep(0.5)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, (out, err)
+    assert f"graphopt train --resume {run}" in out
+    state = json.loads((run / "state.json").read_text())
+    assert state["status"] == "interrupted" and 0 < state["timesteps"] < 4096
+    # resume with a smaller target so the test stays short: edit the run's config
+    config = (run / "config.yaml").read_text().replace("total_timesteps: 4096", f"total_timesteps: {state['timesteps'] + 32}")
+    (run / "config.yaml").write_text(config)
+    done = subprocess.run([sys.executable, "-m", "graphopt", "train", "--resume", str(run), "--no-progress"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=300, env={**os.environ})  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    state = json.loads((run / "state.json").read_text())
+    assert state["status"] == "finished" and state["timesteps"] >= state.get("timesteps", 0)
+    assert (run / "final_model.zip").exists()
+    rows = (run / "metrics.csv").read_text().splitlines()
+    assert rows[0].startswith("timesteps") and len(rows) > 2  # appended across the two sessions
+
+
+@pytest.mark.parametrize("bad", ["--total-timesteps=0"])
+def test_bad_flag_values(run_cli, tmp_path, bad):
+    proc = run_cli("train", bad, "--runs-dir", str(tmp_path), check=False)
+    assert proc.returncode == 2 and "total_timesteps must be >= 1" in proc.stderr
