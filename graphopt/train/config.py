@@ -66,8 +66,9 @@ class TrainConfig:
     """Timesteps between validations (and best-model updates)."""
     checkpoint_every: int = 2048
     """Timesteps between checkpoints (a run can resume from the last one)."""
-    threads: int = 2
-    """torch threads; 2 matches the 2-core machines this is built for."""
+    threads: int = 1
+    """torch threads. 1 by default: the simulator and environments are single-threaded, and on a
+    shared 2-core machine a second torch thread spin-waits and slows training many times over."""
     policy_kwargs: dict[str, Any] = field(default_factory=dict)
     """Passed to the policy (e.g. hidden size, layers, segment length)."""
 
