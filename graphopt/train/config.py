@@ -59,7 +59,9 @@ class TrainConfig:
     """Irrelevant for one-step episodes; kept at 1."""
     gae_lambda: float = 1.0
     clip_range: float = 0.2
-    ent_coef: float = 0.01
+    ent_coef: float = 0.0
+    """Entropy bonus. 0 by default: the entropy is summed over every op slot (hundreds of terms),
+    so even 0.01 outweighs the reward and drives the policy away from its hint."""
     vf_coef: float = 0.5
     max_grad_norm: float = 0.5
     eval_every: int = 2048
