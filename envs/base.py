@@ -203,14 +203,14 @@ class GraphOptEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
             "fusion": [2],
             "joint": [num_dev, self.num_priorities, 2],
         }[self.task]
-        self.action_space = spaces.MultiDiscrete(
-            np.repeat(np.array(nvec, dtype=np.int64), self.max_ops)
-        )
+        self.nvec: np.ndarray = np.repeat(np.array(nvec, dtype=np.int64), self.max_ops)
+        """Classes per action slot (``action_space.nvec``)."""
+        self.action_space = spaces.MultiDiscrete(self.nvec)
         self.observation_space: spaces.Dict  # type: ignore[assignment]
         if obs_mode == "full":
             space = encoding.observation_space(self.max_ops, self.max_edges)
-            high = int(self.action_space.nvec.max()) - 1
-            hint_space = spaces.Box(-1, high, (len(self.action_space.nvec),), np.int64)
+            high = int(self.nvec.max()) - 1
+            hint_space = spaces.Box(-1, high, (len(self.nvec),), np.int64)
             self.observation_space = spaces.Dict({**space.spaces, "hint": hint_space})
         else:
             self.observation_space = spaces.Dict(
@@ -235,14 +235,15 @@ class GraphOptEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
         Priorities of the reference (ranks that may exceed ``P``) are quantised to ``P`` levels
         preserving their order: ``level = floor(P * rank / (max rank + 1))``.
         """
-        out = np.full(len(self.action_space.nvec), -1, dtype=np.int64)
+        out = np.full(len(self.nvec), -1, dtype=np.int64)
         if not self.hint:
             return out
         n = self.graphs[index].num_ops
         ref = filled(self.reference(index).decision, n)
+        assert ref.placement is not None and ref.priority is not None and ref.fusion is not None
         prio = ref.priority
         levels = prio * self.num_priorities // (int(prio.max()) + 1) if n else prio
-        blocks = {
+        blocks: list[np.ndarray] = {
             "placement": [ref.placement],
             "scheduling": [levels],
             "fusion": [ref.fusion],
@@ -327,9 +328,7 @@ class GraphOptEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
             ValueError: an action of the wrong shape or out of range.
         """
         a = np.asarray(action)
-        space = self.action_space
-        assert isinstance(space, spaces.MultiDiscrete)
-        nvec = space.nvec
+        nvec = self.nvec
         if a.shape != nvec.shape:
             raise ValueError(
                 f"action has shape {a.shape}; expected {nvec.shape} "

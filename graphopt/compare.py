@@ -114,10 +114,14 @@ def heuristics(
         raise ValueError(f"unknown task {task!r}; choose one of: {', '.join(TASKS)}")
     pairs: list[tuple[MethodResult, Decision | None]] = []
     for name, placer in PLACERS.items():
+
+        def placed(p: Callable[..., Any] = placer) -> Decision:
+            return Decision(placement=p(graph, cluster))
+
         r, d, _ = _measure(
             name,
             "heuristic",
-            lambda p=placer: Decision(placement=p(graph, cluster)),
+            placed,
             graph,
             cluster,
             sim,

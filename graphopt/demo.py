@@ -68,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _gantt(run, graph_name, eval_graphs, config, model, console) -> None:  # type: ignore[no-untyped-def]
+def _gantt(run, graph_name, eval_graphs, config, model, console) -> None:
     from envs.base import resolve_graph_list
     from graphopt.sim import simulate
     from graphopt.train.rollout import run_policy

@@ -9,6 +9,7 @@ the graph alone for STEPS more decisions first, as in GO). Results go to ``RUN/e
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 
@@ -26,7 +27,7 @@ from graphopt.train.config import load_config
 from graphopt.train.rollout import check_compatible, parse_mode, run_policy
 
 
-def load_run_model(run: Path):  # type: ignore[no-untyped-def]
+def load_run_model(run: Path) -> Any:
     """The run's best model (PPO), loaded on the CPU."""
     from stable_baselines3 import PPO
 

@@ -75,7 +75,7 @@ class GraphBatch:
     def select(self, index: Tensor) -> GraphBatch:
         """The sub-batch of graphs ``index`` (``(G,)`` int64)."""
         return GraphBatch(
-            **{
+            **{  # type: ignore[arg-type]
                 k: None if getattr(self, k) is None else getattr(self, k)[index]
                 for k in self.__dataclass_fields__
             }
@@ -85,7 +85,7 @@ class GraphBatch:
     def cat(batches: list[GraphBatch]) -> GraphBatch:
         """Concatenate batches of the same ``max_ops`` / ``max_edges``."""
         return GraphBatch(
-            **{
+            **{  # type: ignore[arg-type]
                 k: None
                 if getattr(batches[0], k) is None
                 else torch.cat([getattr(b, k) for b in batches])

@@ -105,6 +105,7 @@ class GONetwork(nn.Module):
             nn.Embedding(k + 1, hidden) for k in self.num_classes.values()
         )
         for emb in self.hint_embed:
+            assert isinstance(emb, nn.Embedding)
             nn.init.normal_(emb.weight, std=0.02)
         self.hint_weight = nn.Parameter(torch.full((len(self.num_classes),), float(hint_weight)))
 

@@ -81,12 +81,12 @@ def cmd_list(args: argparse.Namespace) -> int:
     for name, desc in imported.items():
         table.add_row(name, desc)
     console.print(table)
-    suites = Table(title="suites (use as suite:NAME)")
-    suites.add_column("suite")
-    suites.add_column("graphs")
+    suite_table = Table(title="suites (use as suite:NAME)")
+    suite_table.add_column("suite")
+    suite_table.add_column("graphs")
     for name, members in SUITES.items():
-        suites.add_row(name, ", ".join(members))
-    console.print(suites)
+        suite_table.add_row(name, ", ".join(members))
+    console.print(suite_table)
     return 0
 
 

@@ -57,11 +57,11 @@ def parse_mode(mode: str) -> tuple[str, int]:
 def check_compatible(model: Any, env: GraphOptEnv) -> None:
     """Raise ValueError if ``model`` was trained for another task, device count or size."""
     trained = getattr(model, "action_space", None)
-    if trained is None or tuple(trained.nvec) != tuple(env.action_space.nvec):
-        t_nvec = np.asarray(trained.nvec) if trained is not None else np.zeros(0)
+    t_nvec = np.asarray(getattr(trained, "nvec", np.zeros(0, dtype=np.int64)))
+    if tuple(t_nvec) != tuple(env.nvec):
         raise ValueError(
             f"the policy was trained for another action layout ({_describe(t_nvec)}) than this "
-            f"{env.task} environment needs ({_describe(np.asarray(env.action_space.nvec))}): "
+            f"{env.task} environment needs ({_describe(env.nvec)}): "
             "evaluate it with the task, cluster (device count), num_priorities and max_ops it was "
             "trained with"
         )

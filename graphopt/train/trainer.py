@@ -8,6 +8,7 @@ final model. Ctrl-C or a crash leaves ``checkpoints/last.zip`` and a ``state.jso
 from __future__ import annotations
 
 import traceback
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +31,11 @@ ENV_CLASSES: dict[str, type[GraphOptEnv]] = {
     "fusion": FusionEnv,
     "joint": JointEnv,
 }
+
+
+def _constant(env: GraphOptEnv) -> Callable[[], GraphOptEnv]:
+    """An environment factory for ``DummyVecEnv`` that returns an existing environment."""
+    return lambda: env
 
 
 class TrainingInterrupted(Exception):
@@ -124,7 +130,7 @@ def train(config: TrainConfig, runs_root: str | Path = "runs", show_progress: bo
     rundir.write_state(run, status="starting", timesteps=0, total_timesteps=config.total_timesteps)
     policy, policy_kwargs = _policy(config, envs[0])
     model = PPO(
-        policy, DummyVecEnv([lambda e=e: e for e in envs]),
+        policy, DummyVecEnv([_constant(e) for e in envs]),
         learning_rate=config.learning_rate, n_steps=config.n_steps, batch_size=config.batch_size,
         n_epochs=config.n_epochs, gamma=config.gamma, gae_lambda=config.gae_lambda,
         clip_range=config.clip_range, ent_coef=config.ent_coef, vf_coef=config.vf_coef,
@@ -155,7 +161,7 @@ def resume(run: str | Path, show_progress: bool = True) -> Path:
     torch.set_num_threads(config.threads)
     envs, val_env = make_envs(config)
     model = PPO.load(
-        path / rundir.LAST, env=DummyVecEnv([lambda e=e: e for e in envs]), device="cpu"
+        path / rundir.LAST, env=DummyVecEnv([_constant(e) for e in envs]), device="cpu"
     )
     remaining = config.total_timesteps - int(model.num_timesteps)
     if remaining > 0:

@@ -11,7 +11,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from conftest import ROOT
 
 TINY = """\
@@ -43,14 +42,23 @@ def test_train_then_eval(run_cli, tmp_path):
                   "--name", "t", "--no-progress").stdout  # fmt: skip
     run = runs / "placement" / "t_1"
     assert f"run: {run}" in out
-    for name in ("config.yaml", "state.json", "metrics.csv", "final_model.zip", "best_model.zip", "checkpoints/last.zip"):
+    for name in (
+        "config.yaml",
+        "state.json",
+        "metrics.csv",
+        "final_model.zip",
+        "best_model.zip",
+        "checkpoints/last.zip",
+    ):
         assert (run / name).exists(), name
     assert any((run / "tb").iterdir())
     state = json.loads((run / "state.json").read_text())
     assert state["status"] == "finished" and state["timesteps"] >= 64
     assert "val," in (run / "metrics.csv").read_text()
 
-    text = run_cli("eval", str(run), "--graphs", "txl-tiny,random-sp-100-s0", "--mode", "sample:2").stdout
+    text = run_cli(
+        "eval", str(run), "--graphs", "txl-tiny,random-sp-100-s0", "--mode", "sample:2"
+    ).stdout
     assert "policy (sample:2)" in text and "geometric mean" in text
     results = json.loads((run / "eval" / "sample-2" / "results.json").read_text())
     assert [g["graph"] for g in results["graphs"]] == ["txl-tiny", "random-sp-100-s0"]
@@ -58,7 +66,9 @@ def test_train_then_eval(run_cli, tmp_path):
     assert (run / "eval" / "sample-2" / "training_curve.png").exists()
 
     # bad input: other device count, graph too large, unknown mode
-    proc = run_cli("eval", str(run), "--graphs", "txl-tiny", "--cluster", "v100-nvlink-4", check=False)
+    proc = run_cli(
+        "eval", str(run), "--graphs", "txl-tiny", "--cluster", "v100-nvlink-4", check=False
+    )
     assert proc.returncode == 2 and "trained for 2 devices" in proc.stderr
     proc = run_cli("eval", str(run), "--graphs", "gnmt-tiny", check=False)
     assert proc.returncode == 2 and "supports at most" in proc.stderr
@@ -85,7 +95,9 @@ def test_ctrl_c_leaves_a_resumable_run(tmp_path):
     runs = tmp_path / "runs"
     cmd = [sys.executable, "-m", "graphopt", "train", "--config", str(write_config(tmp_path, 4096)),
            "--runs-dir", str(runs), "--name", "i", "--no-progress"]  # fmt: skip
-    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
     run = runs / "placement" / "i_1"
     deadline = time.time() + 240
     while not (run / "checkpoints" / "last.zip").exists():
@@ -98,7 +110,11 @@ def test_ctrl_c_leaves_a_resumable_run(tmp_path):
     state = json.loads((run / "state.json").read_text())
     assert state["status"] == "interrupted" and 0 < state["timesteps"] < 4096
     # resume with a smaller target so the test stays short: edit the run's config
-    config = (run / "config.yaml").read_text().replace("total_timesteps: 4096", f"total_timesteps: {state['timesteps'] + 32}")
+    config = (
+        (run / "config.yaml")
+        .read_text()
+        .replace("total_timesteps: 4096", f"total_timesteps: {state['timesteps'] + 32}")
+    )
     (run / "config.yaml").write_text(config)
     done = subprocess.run([sys.executable, "-m", "graphopt", "train", "--resume", str(run), "--no-progress"],
                           cwd=ROOT, capture_output=True, text=True, timeout=300, env={**os.environ})  # fmt: skip
