@@ -65,6 +65,12 @@ def test_train_then_eval(run_cli, tmp_path):
     assert (run / "eval" / "sample-2" / "comparison.png").exists()
     assert (run / "eval" / "sample-2" / "training_curve.png").exists()
 
+    text = run_cli("eval", str(run), "--graphs", "txl-tiny", "--mode", "finetune:16").stdout
+    assert "policy (finetune:16)" in text
+    tuned = json.loads((run / "eval" / "finetune-16" / "results.json").read_text())
+    policy_row = [r for r in tuned["graphs"][0]["results"] if r["kind"] == "policy"][0]
+    assert policy_row["evaluations"] >= 16 + 1  # fine-tuning decisions plus the final one
+
     # bad input: other device count, graph too large, unknown mode
     proc = run_cli(
         "eval", str(run), "--graphs", "txl-tiny", "--cluster", "v100-nvlink-4", check=False
