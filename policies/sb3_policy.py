@@ -68,6 +68,7 @@ NETWORK_DEFAULTS: dict[str, Any] = dict(
     ffn_mult=2,
     dropout=0.0,
     film=True,
+    hint_weight=4.0,
 )
 """Keyword arguments of :class:`~policies.go_network.GONetwork`, documented there."""
 
@@ -128,7 +129,7 @@ class GOPolicy(ActorCriticPolicy):
         graphs: for ``obs_mode="id"``: ``env.encoded_graphs()``, the observation of each graph id.
         dedup: embed each distinct observation of a batch once (default True).
         hidden, sage_layers, attn_layers, head_layers, heads, segment_len, mem_len, ffn_mult,
-            dropout, film: network hyper-parameters, see :class:`~policies.go_network.GONetwork`
+            dropout, film, hint_weight: network hyper-parameters, see :class:`~policies.go_network.GONetwork`
             (defaults :data:`NETWORK_DEFAULTS`).
         **kwargs: ``optimizer_class``, ``optimizer_kwargs`` of SB3's ``ActorCriticPolicy``; its
             MLP arguments (``net_arch``, ``ortho_init``, ...) are accepted and ignored.

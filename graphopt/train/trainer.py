@@ -125,9 +125,6 @@ def train(config: TrainConfig, runs_root: str | Path = "runs", show_progress: bo
     config.validate()
     torch.set_num_threads(config.threads)
     envs, val_env = make_envs(config)  # resolve everything before creating the run directory
-    run = rundir.new_run_dir(runs_root, config.task, config.name)
-    config.save(run / rundir.CONFIG_FILE)
-    rundir.write_state(run, status="starting", timesteps=0, total_timesteps=config.total_timesteps)
     policy, policy_kwargs = _policy(config, envs[0])
     model = PPO(
         policy, DummyVecEnv([_constant(e) for e in envs]),
@@ -137,6 +134,9 @@ def train(config: TrainConfig, runs_root: str | Path = "runs", show_progress: bo
         max_grad_norm=config.max_grad_norm, seed=config.seed, device="cpu",
         policy_kwargs=policy_kwargs, verbose=0,
     )  # fmt: skip
+    run = rundir.new_run_dir(runs_root, config.task, config.name)  # only once all of that worked
+    config.save(run / rundir.CONFIG_FILE)
+    rundir.write_state(run, status="starting", timesteps=0, total_timesteps=config.total_timesteps)
     _learn(model, run, config, val_env, config.total_timesteps, show_progress, reset=True)
     return run
 
