@@ -97,7 +97,9 @@ def test_bad_runs_and_configs(run_cli, tmp_path):
     bogus.write_text(TINY.format(total=32).replace("hidden: 16", "hidden: 16, bogus: 1"))
     proc = run_cli("train", "--config", str(bogus), "--runs-dir", str(tmp_path / "r"), check=False)
     assert proc.returncode == 2 and "unknown GOPolicy argument(s) ['bogus']" in proc.stderr
-    assert not (tmp_path / "r" / "placement").exists() or not any((tmp_path / "r" / "placement").iterdir())
+    assert not (tmp_path / "r" / "placement").exists() or not any(
+        (tmp_path / "r" / "placement").iterdir()
+    )
     proc = run_cli("train", "--resume", str(tmp_path / "nope"), check=False)
     assert proc.returncode == 2 and "does not exist" in proc.stderr
 
