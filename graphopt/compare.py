@@ -27,7 +27,7 @@ from graphopt.baselines.scheduling import SCHEDULERS
 from graphopt.graph import CompGraph
 from graphopt.hardware import Cluster
 from graphopt.sim import Simulator, lower_bounds
-from graphopt.typing import Decision, Measurement
+from graphopt.typing import CostModel, Decision, Measurement
 
 TASKS = ("placement", "scheduling", "fusion", "joint")
 
@@ -85,7 +85,7 @@ def _measure(
     fn: Callable[[], Decision],
     graph: CompGraph,
     cluster: Cluster,
-    sim: Simulator,
+    sim: CostModel,
     evaluations: int = 1,
 ) -> tuple[MethodResult, Decision | None, Measurement | None]:
     start = time.perf_counter()
@@ -99,58 +99,81 @@ def _measure(
     return MethodResult(name, kind, m.step_time, m.valid, m.reason, wall, evaluations), decision, m
 
 
-def _best(pairs: list[tuple[MethodResult, Decision | None]]) -> tuple[str, Decision]:
-    ok = [(r, d) for r, d in pairs if d is not None]
-    r, d = min(ok, key=lambda p: (not p[0].valid, p[0].step_time))
-    assert d is not None
-    return r.method, d
+_Candidate = tuple[MethodResult, Decision | None, Measurement | None]
+
+
+def _best(candidates: list[_Candidate]) -> _Candidate:
+    """The valid candidate with the lowest step time (an invalid one only if none is valid); the
+    first of equals wins."""
+    ok = [c for c in candidates if c[1] is not None]
+    return min(ok, key=lambda c: (not c[0].valid, c[0].step_time))
+
+
+def _staged(
+    graph: CompGraph, cluster: Cluster, task: str, cost_model: CostModel
+) -> tuple[list[MethodResult], _Candidate, str]:
+    """The stages of the module docstring: every result, the best candidate of the last stage, and
+    the chain of heuristics that produced it (e.g. ``"heft+critical-path+xla"``)."""
+    if task not in TASKS:
+        raise ValueError(f"unknown task {task!r}; choose one of: {', '.join(TASKS)}")
+    placed: list[_Candidate] = []
+    for name, placer in PLACERS.items():
+
+        def place(p: Callable[..., Any] = placer) -> Decision:
+            return Decision(placement=p(graph, cluster))
+
+        placed.append(_measure(name, "heuristic", place, graph, cluster, cost_model))
+    best = _best(placed)
+    label = best[0].method
+    if task == "placement":
+        return [c[0] for c in placed], best, label
+    base = best[1]
+    assert base is not None
+    scheduled: list[_Candidate] = []
+    for name, scheduler in SCHEDULERS.items():
+
+        def schedule(s: Callable[..., Any] = scheduler, b: Decision = base) -> Decision:
+            return Decision(placement=b.placement, priority=s(graph, cluster, b.placement))
+
+        scheduled.append(
+            _measure(f"best+{name}", "heuristic", schedule, graph, cluster, cost_model)
+        )
+    results = ([c[0] for c in placed] if task == "joint" else []) + [c[0] for c in scheduled]
+    best = _best(scheduled)
+    label += best[0].method.removeprefix("best")
+    if task == "scheduling":
+        return results, best, label
+    base = best[1]
+    assert base is not None
+    fused: list[_Candidate] = []
+    for name, fuser in FUSERS.items():
+
+        def fuse(f: Callable[..., Any] = fuser, b: Decision = base) -> Decision:
+            return Decision(placement=b.placement, priority=b.priority, fusion=f(graph, cluster, b))
+
+        fused.append(_measure(f"best+{name}", "heuristic", fuse, graph, cluster, cost_model))
+    best = _best(fused)
+    label += best[0].method.removeprefix("best")
+    return results + [c[0] for c in fused], best, label
 
 
 def heuristics(
-    graph: CompGraph, cluster: Cluster, task: str, sim: Simulator
+    graph: CompGraph, cluster: Cluster, task: str, sim: CostModel
 ) -> tuple[list[MethodResult], Decision]:
     """Run every heuristic for ``task`` (module docstring); returns results and the best decision."""
-    if task not in TASKS:
-        raise ValueError(f"unknown task {task!r}; choose one of: {', '.join(TASKS)}")
-    pairs: list[tuple[MethodResult, Decision | None]] = []
-    for name, placer in PLACERS.items():
+    results, best, _ = _staged(graph, cluster, task, sim)
+    assert best[1] is not None
+    return results, best[1]
 
-        def placed(p: Callable[..., Any] = placer) -> Decision:
-            return Decision(placement=p(graph, cluster))
 
-        r, d, _ = _measure(
-            name,
-            "heuristic",
-            placed,
-            graph,
-            cluster,
-            sim,
-        )
-        pairs.append((r, d))
-    if task == "placement":
-        return [p[0] for p in pairs], _best(pairs)[1]
-    _, base = _best(pairs)
-    stage: list[tuple[MethodResult, Decision | None]] = []
-    for name, scheduler in SCHEDULERS.items():
-
-        def scheduled(s: Callable[..., Any] = scheduler, b: Decision = base) -> Decision:
-            return Decision(placement=b.placement, priority=s(graph, cluster, b.placement))
-
-        r, d, _ = _measure(f"best+{name}", "heuristic", scheduled, graph, cluster, sim)
-        stage.append((r, d))
-    results = ([p[0] for p in pairs] if task == "joint" else []) + [p[0] for p in stage]
-    if task == "scheduling":
-        return results, _best(stage)[1]
-    _, base = _best(stage)
-    fused: list[tuple[MethodResult, Decision | None]] = []
-    for name, fuser in FUSERS.items():
-
-        def fused_with(f: Callable[..., Any] = fuser, b: Decision = base) -> Decision:
-            return Decision(placement=b.placement, priority=b.priority, fusion=f(graph, cluster, b))
-
-        r, d, _ = _measure(f"best+{name}", "heuristic", fused_with, graph, cluster, sim)
-        fused.append((r, d))
-    return results + [p[0] for p in fused], _best(fused)[1]
+def best_heuristic(
+    graph: CompGraph, cluster: Cluster, task: str, cost_model: CostModel
+) -> tuple[Decision, Measurement, str]:
+    """The best heuristic decision for ``task``, its measurement by ``cost_model`` and the chain of
+    heuristics that produced it (the environments' reference decision)."""
+    _, (_, decision, measurement), label = _staged(graph, cluster, task, cost_model)
+    assert decision is not None and measurement is not None
+    return decision, measurement, label
 
 
 def compare_on_graph(

@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from graphopt.compare import compare_on_graph, geomean_speedups, heuristics
+from graphopt.compare import best_heuristic, compare_on_graph, geomean_speedups, heuristics
 from graphopt.hardware import get_cluster
 from graphopt.sim import Simulator, simulate
 from graphopt.typing import Decision
@@ -21,6 +21,13 @@ def test_heuristic_results_match_the_simulator(task):
     assert results and all(r.kind == "heuristic" for r in results)
     best_time = simulate(graph, cluster, best).step_time
     assert best_time == min(r.step_time for r in results if r.valid)
+    decision, measurement, label = best_heuristic(graph, cluster, task, Simulator())
+    assert (
+        measurement.step_time == best_time
+        and simulate(graph, cluster, decision).step_time == best_time
+    )
+    stages = {"placement": 1, "scheduling": 2, "fusion": 3, "joint": 3}[task]
+    assert len(label.split("+")) == stages and "best" not in label
     if task == "placement":
         single = next(r for r in results if r.method == "single")
         assert single.step_time == simulate(graph, cluster, Decision()).step_time
