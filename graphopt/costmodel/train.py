@@ -1,0 +1,248 @@
+"""Training and scoring of :class:`graphopt.costmodel.model.CostNet` on whole graphs.
+
+The loop (top to bottom): every epoch shuffles each graph's configurations into batches (a batch
+holds configurations of one graph only, so ranking losses compare like with like), visits the
+batches of all graphs in a random order, takes one Adam step per batch (gradient norm clipped at
+1), then scores the validation set and keeps the parameters of the best epoch by mean Kendall's
+tau. Graphs too large for a batch of ``batch_size`` configurations within ``max_batch_nodes``
+nodes get smaller batches (at least 2); graphs too large even for that need Graph Segment
+Training (:mod:`graphopt.costmodel.gst`).
+
+Checkpoints (:func:`save_checkpoint`) hold the network's :class:`NetLayout`, its parameters and
+the feature layout of the data it was trained on, which :func:`load_checkpoint` and the learned
+cost model check before use.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from graphopt.costmodel.data import DecisionConfigs, GraphSamples
+from graphopt.costmodel.features import DECISION_FEATURES, STATIC_FEATURES, SUMMARY_FEATURES
+from graphopt.costmodel.losses import get_loss
+from graphopt.costmodel.metrics import grouped_report
+from graphopt.costmodel.model import CostNet, NetLayout
+
+CHECKPOINT_FORMAT = "graphopt-costmodel v1"
+
+
+@dataclass(frozen=True)
+class GraphTensors:
+    """The configuration-independent tensors of one graph, built once."""
+
+    node_feat: torch.Tensor
+    opcode: torch.Tensor
+    edges: torch.Tensor
+    config_node_ids: torch.Tensor
+
+    @classmethod
+    def of(cls, s: GraphSamples) -> GraphTensors:
+        return cls(
+            torch.as_tensor(s.node_feat, dtype=torch.float32),
+            torch.as_tensor(s.node_opcode, dtype=torch.long),
+            torch.as_tensor(s.edges, dtype=torch.long),
+            torch.as_tensor(s.config_node_ids, dtype=torch.long),
+        )
+
+
+def feature_layout(samples: list[GraphSamples]) -> dict[str, Any]:
+    """What a checkpoint records about its data: kind (``graphopt`` decisions or ``tpugraphs``
+    layouts) and the feature counts (and names for graphopt).
+
+    Raises:
+        ValueError: graphs of different kinds or feature counts in one dataset.
+    """
+    if not samples:
+        raise ValueError("empty dataset: no graphs to train on")
+    layouts = set()
+    for s in samples:
+        kind = "graphopt" if isinstance(s.configs, DecisionConfigs) else "tpugraphs"
+        layouts.add((kind, s.node_feat.shape[1], s.configs.num_features, s.configs.num_summary))
+    if len(layouts) > 1:
+        raise ValueError(
+            f"the dataset mixes feature layouts {sorted(layouts)}; train one model per layout"
+        )
+    kind, nf, cf, sf = layouts.pop()
+    out: dict[str, Any] = {
+        "kind": kind, "node_features": nf, "config_features": cf, "summary_features": sf,
+    }  # fmt: skip
+    if kind == "graphopt":
+        out["static_names"] = list(STATIC_FEATURES)
+        out["decision_names"] = list(DECISION_FEATURES)
+        out["summary_names"] = list(SUMMARY_FEATURES)
+    return out
+
+
+def batch_size_for(num_nodes: int, batch_size: int, max_batch_nodes: int) -> int:
+    """Configurations per batch for a graph of ``num_nodes`` nodes: ``batch_size``, fewer when
+    ``batch_size * num_nodes > max_batch_nodes``, never fewer than 2."""
+    return max(2, min(batch_size, max_batch_nodes // max(num_nodes, 1)))
+
+
+@torch.no_grad()
+def predict(
+    net: CostNet, samples: GraphSamples, batch_size: int = 256, max_batch_nodes: int = 2_000_000
+) -> np.ndarray:
+    """``(K,)`` predicted log runtimes of all configurations of one graph."""
+    net.eval()
+    t = GraphTensors.of(samples)
+    static = net.static(t.node_feat, t.opcode)
+    step = batch_size_for(samples.num_nodes, batch_size, max_batch_nodes)
+    out = []
+    for lo in range(0, samples.num_configs, step):
+        idx = np.arange(lo, min(lo + step, samples.num_configs))
+        feat = torch.as_tensor(samples.configs.features(idx))
+        total = net.segment_sum(static, t.edges, t.config_node_ids, feat)
+        summary = torch.as_tensor(samples.configs.summary(idx))
+        out.append(net.head(total, samples.num_nodes, summary).numpy())
+    return np.concatenate(out) if out else np.zeros(0)
+
+
+def evaluate(
+    net: CostNet, samples: list[GraphSamples], ks: tuple[int, ...] = (1, 5, 10)
+) -> dict[str, float]:
+    """Ranking metrics per graph, averaged over graphs (:func:`metrics.grouped_report`)."""
+    preds = [predict(net, s) for s in samples]
+    groups = np.concatenate([np.full(s.num_configs, i) for i, s in enumerate(samples)])
+    return grouped_report(
+        np.concatenate(preds), np.concatenate([s.runtime for s in samples]), groups, ks
+    )
+
+
+def _batches(
+    samples: list[GraphSamples], batch_size: int, max_batch_nodes: int, rng: np.random.Generator
+) -> Iterator[tuple[int, np.ndarray]]:
+    jobs = []
+    for g, s in enumerate(samples):
+        step = batch_size_for(s.num_nodes, batch_size, max_batch_nodes)
+        perm = rng.permutation(s.num_configs)
+        jobs += [(g, perm[lo : lo + step]) for lo in range(0, s.num_configs, step)]
+    for j in rng.permutation(len(jobs)):
+        g, idx = jobs[j]
+        if len(idx) >= 2:
+            yield g, np.sort(idx)
+
+
+def fit(
+    net: CostNet,
+    train: list[GraphSamples],
+    val: list[GraphSamples] | None = None,
+    *,
+    loss: str = "listmle",
+    epochs: int = 10,
+    batch_size: int = 32,
+    lr: float = 1e-3,
+    weight_decay: float = 0.0,
+    max_batch_nodes: int = 400_000,
+    seed: int = 0,
+    time_budget: float | None = None,
+    on_epoch: Callable[[dict[str, float]], None] | None = None,
+) -> list[dict[str, float]]:
+    """Train ``net`` in place (see the module docstring); returns one metrics row per epoch.
+
+    Args:
+        loss: a name of :data:`graphopt.costmodel.losses.LOSSES`.
+        time_budget: stop after the epoch during which this many seconds have passed.
+        on_epoch: called with each epoch's row (``epoch``, ``train/loss``, ``val/...``, ``time``).
+
+    At the end ``net`` holds the best epoch's parameters by validation tau (the last epoch's
+    without a validation set).
+    """
+    loss_fn = get_loss(loss)
+    rng = np.random.default_rng(seed)
+    torch.manual_seed(seed)
+    tensors = [GraphTensors.of(s) for s in train]
+    runtimes = [torch.as_tensor(s.runtime, dtype=torch.float32) for s in train]
+    opt = torch.optim.Adam(net.parameters(), lr=lr, weight_decay=weight_decay)
+    history: list[dict[str, float]] = []
+    best_tau, best_state = -math.inf, None
+    start = time.perf_counter()
+    for epoch in range(1, epochs + 1):
+        # ---- one pass over every graph's configurations
+        net.train()
+        total, count = 0.0, 0
+        for g, idx in _batches(train, batch_size, max_batch_nodes, rng):
+            s, t = train[g], tensors[g]
+            feat = torch.as_tensor(s.configs.features(idx))
+            summary = torch.as_tensor(s.configs.summary(idx))
+            pred = net(t.node_feat, t.opcode, t.edges, t.config_node_ids, feat, summary)
+            value = loss_fn(pred, runtimes[g][idx])
+            opt.zero_grad()
+            value.backward()
+            torch.nn.utils.clip_grad_norm_(net.parameters(), 1.0)
+            opt.step()
+            total, count = total + float(value.detach()), count + 1
+        row = {"epoch": float(epoch), "train/loss": total / max(count, 1)}
+        # ---- validation and best parameters
+        if val:
+            row.update({f"val/{k}": v for k, v in evaluate(net, val).items()})
+            if row["val/kendall_tau"] > best_tau:
+                best_tau, best_state = row["val/kendall_tau"], copy.deepcopy(net.state_dict())
+        row["time"] = time.perf_counter() - start
+        history.append(row)
+        if on_epoch is not None:
+            on_epoch(row)
+        if time_budget is not None and row["time"] > time_budget:
+            break
+    if best_state is not None:
+        net.load_state_dict(best_state)
+    return history
+
+
+def save_checkpoint(path: str | Path, net: CostNet, features: dict[str, Any], **extra: Any) -> Path:
+    """Write ``net`` with its layout and the data's feature layout; atomic (temp file + rename)."""
+    path = Path(path)
+    tmp = path.with_suffix(".tmp")
+    torch.save(
+        {"format": CHECKPOINT_FORMAT, "layout": net.layout.to_dict(), "features": features,
+         "state_dict": net.state_dict(), **extra},
+        tmp,
+    )  # fmt: skip
+    tmp.replace(path)
+    return path
+
+
+def load_checkpoint(
+    path: str | Path, expect: dict[str, Any] | None = None
+) -> tuple[CostNet, dict[str, Any]]:
+    """Read a checkpoint written by :func:`save_checkpoint`.
+
+    Args:
+        expect: the feature layout the caller will feed (:func:`feature_layout`); a mismatch
+            raises instead of predicting nonsense.
+
+    Raises:
+        ValueError: not a cost-model checkpoint, or one for another feature layout.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise ValueError(f"{path}: no such checkpoint file")
+    try:
+        data = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as e:  # noqa: BLE001 - torch raises many kinds on a bad file
+        raise ValueError(f"{path}: not a readable cost-model checkpoint ({e})") from e
+    if not isinstance(data, dict) or data.get("format") != CHECKPOINT_FORMAT:
+        raise ValueError(
+            f"{path}: not a cost-model checkpoint (expected format {CHECKPOINT_FORMAT!r})"
+        )
+    features = data["features"]
+    if expect is not None:
+        for key in sorted(set(features) | set(expect)):
+            if features.get(key) != expect.get(key):
+                raise ValueError(
+                    f"{path}: the model was trained on {key} = {features.get(key)!r} but the data "
+                    f"has {expect.get(key)!r}; retrain the model on data of this layout"
+                )
+    net = CostNet(NetLayout(**data["layout"]))
+    net.load_state_dict(data["state_dict"])
+    net.eval()
+    return net, data
