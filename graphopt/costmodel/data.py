@@ -253,7 +253,7 @@ def sample_decisions(
             if rng.random() < 0.5:
                 prio[k] = rng.integers(8, size=n)
             else:
-                prio[k] = SCHEDULERS["critical-path"](graph, cluster, decision)
+                prio[k] = SCHEDULERS["critical-path"](graph, cluster, place[k])
             if rng.random() < 0.5:
                 fuse[k] = rng.random(n) < rng.uniform(0.0, 0.5)
             else:

@@ -38,14 +38,14 @@ STATIC_FEATURES = tuple(name for name, _ in OP_FEATURES)
 DECISION_FEATURES = (
     *(f"device_{d}" for d in range(MAX_DEVICES)),  # one-hot of the op's device
     "log_time",  # log10(1 + op time on its device in µs) / 7
-    "time_share",  # op time on its device / total fastest op time of the graph
+    "time_share",  # op time on its device / mean fastest op time of the graph
     "device_load",  # total op time on the op's device / total fastest op time of the graph
     "priority",  # priority level / the decision's highest level (0 when all are 0)
     "fused",  # the op's fusion bit
     "cross_in_bytes",  # log10(1 + bytes arriving from other devices) / 10
     "cross_out_bytes",  # log10(1 + bytes sent to other devices) / 10
     "cross_in_share",  # fraction of in-edges that cross devices
-    "cross_in_time",  # seconds of transfers into the op / total fastest op time of the graph
+    "cross_in_time",  # seconds of transfers into the op / mean fastest op time of the graph
 )
 """Names of the decision-feature columns, in order."""
 
@@ -57,6 +57,8 @@ SUMMARY_FEATURES = (
     "critical_path",  # longest path with op times on their devices and transfers / total
     "log_critical_path",  # log10 of the critical path in µs / 7
     "log_max_load",  # log10 of the busiest device's time in µs / 7
+    "max_link_load",  # busiest directed link's transfer seconds / total fastest op time
+    "analytic",  # max(max_load, critical_path, max_link_load): a no-contention estimate
 )
 """Names of the per-decision summary columns, in order."""
 
@@ -120,6 +122,7 @@ class DecisionFeaturizer:
         self.cluster = cluster
         self.op_time = PreparedGraph(graph, cluster).op_time  # (N, D) seconds
         self.total = max(float(self.op_time.min(axis=1).sum()), 1e-12)
+        self.mean = self.total / max(graph.num_ops, 1)
         self.src = np.asarray(graph.edge_src, dtype=np.int64)
         self.dst = np.asarray(graph.edge_dst, dtype=np.int64)
         self.nbytes = np.asarray(graph.edge_bytes, dtype=np.float64)
@@ -149,8 +152,11 @@ class DecisionFeaturizer:
             cross = ps != pd
             comm = (self.latency[ps, pd] + self.nbytes[None, :] * self.inv_bw[ps, pd]) * cross
             transfer = comm.sum(axis=1)
+            link_index = ((rows * d + ps) * d + pd).reshape(-1)
+            links = np.bincount(link_index, weights=comm.reshape(-1), minlength=b * d * d)
+            link_load = links.reshape(b, d * d).max(axis=1)
         else:
-            transfer = np.zeros(b)
+            transfer = link_load = np.zeros(b)
         cp = critical_paths(place, np.ascontiguousarray(self.op_time), self.pred_ptr,
                             self.pred_src, self.pred_edge, self.nbytes, self.latency, self.inv_bw)  # fmt: skip
         mean = np.maximum(load.mean(axis=1), 1e-12)
@@ -162,6 +168,8 @@ class DecisionFeaturizer:
                 cp / self.total,
                 np.log10(1 + cp * 1e6) / 7,
                 np.log10(1 + load.max(axis=1) * 1e6) / 7,
+                link_load / self.total,
+                np.maximum.reduce([load.max(axis=1), cp, link_load]) / self.total,
             ],
             axis=1,
         )
@@ -201,7 +209,7 @@ class DecisionFeaturizer:
         col = MAX_DEVICES
         t = self.op_time[np.arange(n)[None, :], place]  # (B, N) seconds
         out[..., col] = np.log10(1 + t * 1e6) / 7
-        out[..., col + 1] = t / self.total
+        out[..., col + 1] = t / self.mean
         flat = (rows * d + place).reshape(-1)
         load = np.bincount(flat, weights=t.reshape(-1), minlength=b * d).reshape(b, d)
         out[..., col + 2] = np.take_along_axis(load, place, axis=1) / self.total
@@ -226,5 +234,5 @@ class DecisionFeaturizer:
             out[..., col + 7] = per_op(at_dst, cross.astype(np.float64)) / np.maximum(
                 self.in_degree, 1
             )
-            out[..., col + 8] = per_op(at_dst, seconds) / self.total
+            out[..., col + 8] = per_op(at_dst, seconds) / self.mean
         return out

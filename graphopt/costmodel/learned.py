@@ -48,6 +48,7 @@ EXPECTED_FEATURES = {
     "static_names": list(STATIC_FEATURES),
     "decision_names": list(DECISION_FEATURES),
     "summary_names": list(SUMMARY_FEATURES),
+    "prior_column": SUMMARY_FEATURES.index("analytic"),
 }
 
 

@@ -25,7 +25,9 @@ predicted natural-log runtime:
     \\qquad \\mathrm{slog}(z) = \\mathrm{sign}(z)\\log(1 + |z|)
 
 (``s_b`` the configuration's summary features, if the data has any: graphopt decisions do, see
-:data:`graphopt.costmodel.features.SUMMARY_FEATURES`; ``slog`` keeps the sum's scale information without letting a 100,000-node graph swamp the MLP).
+:data:`graphopt.costmodel.features.SUMMARY_FEATURES`; with ``prior_column`` set, ``log`` of that
+summary column -- an analytic estimate of the runtime -- is added to the output, so the network
+learns a multiplicative correction to it; ``slog`` keeps the sum's scale information without letting a 100,000-node graph swamp the MLP).
 The pooled sum is additive over disjoint node sets: Graph Segment Training
 (:mod:`graphopt.costmodel.gst`) computes it segment by segment with :meth:`CostNet.segment_sum`
 and finishes with :meth:`CostNet.head`.
@@ -57,7 +59,10 @@ class NetLayout:
     config_features: int
     """Features per configurable node (25 for graphopt decisions, 10-18 for TpuGraphs layouts)."""
     summary_features: int = 0
-    """Whole-configuration features fed to the head (6 for graphopt decisions, 0 for TpuGraphs)."""
+    """Whole-configuration features fed to the head (8 for graphopt decisions, 0 for TpuGraphs)."""
+    prior_column: int = -1
+    """Index of a summary feature holding an analytic runtime estimate; its log is added to the
+    output, so the network learns a correction to it (-1: none)."""
     hidden: int = 64
     """Width of the node embeddings."""
     layers: int = 3
@@ -150,7 +155,11 @@ class CostNet(nn.Module):
                     f"({total.shape[0]}, {self.layout.summary_features})"
                 )
             parts.append(summary)
-        return self.mlp(torch.cat(parts, dim=1)).squeeze(1)
+        out = self.mlp(torch.cat(parts, dim=1)).squeeze(1)
+        if self.layout.prior_column >= 0:
+            assert summary is not None
+            out = out + torch.log(summary[:, self.layout.prior_column].clamp_min(1e-12))
+        return out
 
     def forward(
         self,

@@ -54,6 +54,18 @@ class GraphTensors:
         )
 
 
+def net_layout(features: dict[str, Any], hidden: int = 64, layers: int = 3) -> NetLayout:
+    """The :class:`NetLayout` for data of this feature layout (:func:`feature_layout`)."""
+    return NetLayout(
+        node_features=features["node_features"],
+        config_features=features["config_features"],
+        summary_features=features.get("summary_features", 0),
+        prior_column=features.get("prior_column", -1),
+        hidden=hidden,
+        layers=layers,
+    )
+
+
 def feature_layout(samples: list[GraphSamples]) -> dict[str, Any]:
     """What a checkpoint records about its data: kind (``graphopt`` decisions or ``tpugraphs``
     layouts) and the feature counts (and names for graphopt).
@@ -79,6 +91,7 @@ def feature_layout(samples: list[GraphSamples]) -> dict[str, Any]:
         out["static_names"] = list(STATIC_FEATURES)
         out["decision_names"] = list(DECISION_FEATURES)
         out["summary_names"] = list(SUMMARY_FEATURES)
+        out["prior_column"] = SUMMARY_FEATURES.index("analytic")
     return out
 
 
@@ -236,7 +249,7 @@ def load_checkpoint(
         )
     features = data["features"]
     if expect is not None:
-        for key in sorted(set(features) | set(expect)):
+        for key in sorted(set(features) | set(expect), key=lambda k: (k != "kind", k)):
             if features.get(key) != expect.get(key):
                 raise ValueError(
                     f"{path}: the model was trained on {key} = {features.get(key)!r} but the data "

@@ -1,0 +1,194 @@
+"""Learned cost model: ranking quality on TpuGraphs and on held-out simulator graphs, and speed.
+
+Usage:
+    python bench/bench_costmodel.py tpugraphs [--budget SECONDS] [--loss NAME]
+    python bench/bench_costmodel.py sim [--samples K] [--budget SECONDS] [--loss NAME]
+
+``tpugraphs``: the real TpuGraphs layout sample (``../shared/data/tpugraphs``), configurations
+split at random 80/20 (seed 0), and a second split that keeps every copy of a configuration on one
+side (the file repeats many configurations: a random split puts copies of half the test set in the
+training set). For each split: the GNN (trained for ``--budget`` seconds) and gradient-boosted trees
+on the flattened configuration features; Kendall's tau, ordered-pair accuracy and top-K error on
+the test configurations.
+
+``sim``: decisions sampled on the ``default`` suite and measured by the simulator train the GNN;
+it is scored against the simulator on the held-out families of ``heldout-small`` (wavenet,
+amoebanet: never seen in training). Beside it: the analytic estimate max(busiest device, critical
+path, busiest link) and gradient-boosted trees on the same summary features. Then scoring
+throughput, decisions per second, of the learned model (batched) and of the simulator on the same
+decisions.
+
+Every figure comes from runs in this process; one torch thread.
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from graphopt.costmodel import data
+from graphopt.costmodel.gbdt import GBDTRanker, layout_features
+from graphopt.costmodel.features import SUMMARY_FEATURES
+from graphopt.costmodel.metrics import grouped_report, ranking_report
+from graphopt.costmodel.model import CostNet
+from graphopt.costmodel.train import feature_layout, fit, net_layout, predict
+
+ROOT = Path(__file__).resolve().parents[1]
+TPU_FILE = "tpugraphs/layout_xla_alexnet.npz"
+
+
+def _shared(name: str) -> Path:
+    for base in (ROOT.parent / "shared" / "data", ROOT / "shared" / "data"):
+        if (base / name).exists():
+            return base / name
+    raise SystemExit(f"cannot find {name} under ../shared/data")
+
+
+def _row(name: str, report: dict[str, float], extra: str = "") -> None:
+    print(
+        f"  {name:<34} tau {report['kendall_tau']:6.3f}  OPA {report['opa']:.3f}  "
+        f"top-1 {report['top1_error']:7.2%}  top-5 {report['top5_error']:7.2%}  "
+        f"top-10 {report['top10_error']:7.2%}  {extra}"
+    )
+
+
+def _net(samples: list[data.GraphSamples]) -> CostNet:
+    return CostNet(net_layout(feature_layout(samples)))
+
+
+def _unique_split(config_feat: np.ndarray, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """80/20 split of distinct configurations; all copies of one go to the same side."""
+    _, inverse = np.unique(config_feat.reshape(len(config_feat), -1), axis=0, return_inverse=True)
+    inverse = inverse.reshape(-1)
+    rng = np.random.default_rng(seed)
+    test_ids = rng.permutation(inverse.max() + 1)[: int(0.2 * (inverse.max() + 1))]
+    test = np.isin(inverse, test_ids)
+    return np.flatnonzero(~test), np.flatnonzero(test)
+
+
+def bench_tpugraphs(budget: float, loss: str) -> None:
+    samples = data.load_dataset(_shared(TPU_FILE))[0]
+    feat = samples.configs.features(np.arange(samples.num_configs))
+    print(
+        f"TpuGraphs {samples.name}: {samples.num_nodes} nodes, {samples.num_configs:,} "
+        f"configurations, {len(samples.config_node_ids)} configurable nodes"
+    )
+    rng = np.random.default_rng(0)
+    perm = rng.permutation(samples.num_configs)
+    cut = int(0.8 * samples.num_configs)
+    splits = {
+        "random 80/20": (np.sort(perm[:cut]), np.sort(perm[cut:])),
+        "distinct configurations 80/20": _unique_split(feat),
+    }
+    for split, (tr, te) in splits.items():
+        print(f"split {split}: {len(tr):,} train, {len(te):,} test")
+        train, test = samples.subset(tr), samples.subset(te)
+        t0 = time.perf_counter()
+        gbdt = GBDTRanker().fit(layout_features(feat[tr]), train.runtime)
+        fit_s = time.perf_counter() - t0
+        _row("gradient-boosted trees", ranking_report(gbdt.predict(layout_features(feat[te])),
+                                                      test.runtime), f"fit {fit_s:.0f} s")  # fmt: skip
+        net = _net([train])
+        t0 = time.perf_counter()
+        history = fit(net, [train], None, loss=loss, epochs=1000, batch_size=64, lr=1e-3,
+                      time_budget=budget)  # fmt: skip
+        fit_s = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        pred = predict(net, test)
+        rate = test.num_configs / (time.perf_counter() - t0)
+        _row(f"GNN ({loss}, {len(history)} epochs)", ranking_report(pred, test.runtime),
+             f"fit {fit_s:.0f} s, scores {rate:,.0f} configs/s")  # fmt: skip
+
+
+def _graph_relative(samples: list[data.GraphSamples]) -> tuple[np.ndarray, np.ndarray]:
+    x = np.concatenate([s.configs.summary(np.arange(s.num_configs)) for s in samples])
+    y = np.concatenate([np.log(s.runtime) - np.log(s.runtime).mean() for s in samples])
+    return x, y
+
+
+def bench_sim(samples_per_graph: int, budget: float, loss: str) -> None:
+    from graphopt.hardware import get_cluster
+    from graphopt.sim import PreparedGraph
+    from graphopt.workloads.registry import resolve_graphs
+
+    cluster = get_cluster("v100-nvlink-4")
+    with tempfile.TemporaryDirectory() as tmp:
+        t0 = time.perf_counter()
+        data.generate(resolve_graphs(["suite:default"]), cluster, Path(tmp) / "train",
+                      samples=samples_per_graph, seed=0, progress=False)  # fmt: skip
+        data.generate(resolve_graphs(["suite:heldout-small"]), cluster, Path(tmp) / "test",
+                      samples=256, seed=1, progress=False)  # fmt: skip
+        train = data.load_dataset(Path(tmp) / "train")
+        test = data.load_dataset(Path(tmp) / "test")
+    print(
+        f"simulator data on {cluster.name}: {sum(s.num_configs for s in train):,} valid decisions "
+        f"on {len(train)} training graphs, {sum(s.num_configs for s in test):,} on "
+        f"{len(test)} held-out graphs ({', '.join(s.name for s in test)}); "
+        f"{time.perf_counter() - t0:.0f} s to sample and simulate"
+    )
+    groups = np.concatenate([np.full(s.num_configs, i) for i, s in enumerate(test)])
+    truth = np.concatenate([s.runtime for s in test])
+    summary = np.concatenate([s.configs.summary(np.arange(s.num_configs)) for s in test])
+    analytic = summary[:, SUMMARY_FEATURES.index("analytic")]
+    _row("analytic max(load, path, link)", grouped_report(analytic, truth, groups))
+    x, y = _graph_relative(train)
+    gbdt = GBDTRanker(n_estimators=300).fit(x, np.exp(y))
+    _row("gradient-boosted trees (summary)", grouped_report(gbdt.predict(summary), truth, groups))
+    net = _net(train)
+    t0 = time.perf_counter()
+    history = fit(net, train, None, loss=loss, epochs=1000, batch_size=32, lr=2e-3,
+                  time_budget=budget)  # fmt: skip
+    fit_s = time.perf_counter() - t0
+    pred = np.concatenate([predict(net, s) for s in test])
+    _row(f"GNN ({loss}, {len(history)} epochs)", grouped_report(pred, truth, groups),
+         f"fit {fit_s:.0f} s")  # fmt: skip
+    for s in test:
+        _row(f"  {s.name} ({s.num_nodes} ops)", ranking_report(predict(net, s), s.runtime))
+
+    # ---- throughput: the same 256 decisions through the learned model and the simulator
+    from graphopt.costmodel.learned import LearnedCostModel
+
+    model = LearnedCostModel(net)
+    for name in ("wavenet-2", "random-layered-5000-s1"):
+        graph = resolve_graphs([name])[0]
+        rng = np.random.default_rng(0)
+        place, prio, fuse = data.sample_decisions(graph, cluster, 256, rng)
+        model.predict_batch(graph, cluster, place[:2])  # warm-up (caches, JIT)
+        t0 = time.perf_counter()
+        model.predict_batch(graph, cluster, place, prio, fuse)
+        learned = 256 / (time.perf_counter() - t0)
+        prepared = PreparedGraph(graph, cluster)
+        prepared.evaluate_batch(place[:2], prio[:2], fuse[:2])
+        t0 = time.perf_counter()
+        prepared.evaluate_batch(place, prio, fuse)
+        simulated = 256 / (time.perf_counter() - t0)
+        print(
+            f"  throughput on {name} ({graph.num_ops:,} ops): learned {learned:,.0f} decisions/s, "
+            f"simulator {simulated:,.0f} decisions/s"
+        )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("part", choices=["tpugraphs", "sim"])
+    parser.add_argument("--budget", type=float, default=240.0, help="GNN training seconds")
+    parser.add_argument("--loss", default="listmle")
+    parser.add_argument("--samples", type=int, default=512, help="decisions per training graph")
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    torch.manual_seed(0)
+    if args.part == "tpugraphs":
+        bench_tpugraphs(args.budget, args.loss)
+    else:
+        bench_sim(args.samples, args.budget, args.loss)
+
+
+if __name__ == "__main__":
+    main()
