@@ -11,7 +11,7 @@ training set). For each split: the GNN (trained for ``--budget`` seconds) and gr
 on the flattened configuration features; Kendall's tau, ordered-pair accuracy and top-K error on
 the test configurations.
 
-``sim``: decisions sampled on the ``default`` suite and measured by the simulator train the GNN;
+``sim``: decisions sampled on the ``default`` suite and five more random DAGs, measured by the simulator train the GNN;
 it is scored against the simulator on the held-out families of ``heldout-small`` (wavenet,
 amoebanet: never seen in training). Beside it: the analytic estimate max(busiest device, critical
 path, busiest link) and gradient-boosted trees on the same summary features. Then scoring
@@ -32,14 +32,16 @@ import numpy as np
 import torch
 
 from graphopt.costmodel import data
-from graphopt.costmodel.gbdt import GBDTRanker, layout_features
 from graphopt.costmodel.features import SUMMARY_FEATURES
+from graphopt.costmodel.gbdt import GBDTRanker, layout_features
 from graphopt.costmodel.metrics import grouped_report, ranking_report
 from graphopt.costmodel.model import CostNet
 from graphopt.costmodel.train import feature_layout, fit, net_layout, predict
 
 ROOT = Path(__file__).resolve().parents[1]
 TPU_FILE = "tpugraphs/layout_xla_alexnet.npz"
+TRAIN_GRAPHS = ["suite:default", "random-layered-300-s10", "random-layered-800-s11",
+                "random-sp-400-s12", "random-sp-700-s13", "random-layered-1500-s14"]  # fmt: skip
 
 
 def _shared(name: str) -> Path:
@@ -119,7 +121,7 @@ def bench_sim(samples_per_graph: int, budget: float, loss: str) -> None:
     cluster = get_cluster("v100-nvlink-4")
     with tempfile.TemporaryDirectory() as tmp:
         t0 = time.perf_counter()
-        data.generate(resolve_graphs(["suite:default"]), cluster, Path(tmp) / "train",
+        data.generate(resolve_graphs(TRAIN_GRAPHS), cluster, Path(tmp) / "train",
                       samples=samples_per_graph, seed=0, progress=False)  # fmt: skip
         data.generate(resolve_graphs(["suite:heldout-small"]), cluster, Path(tmp) / "test",
                       samples=256, seed=1, progress=False)  # fmt: skip

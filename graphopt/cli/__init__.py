@@ -10,7 +10,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from graphopt.cli import baselines, evaluate, graphs, simulate, train
+from graphopt.cli import baselines, costmodel, evaluate, graphs, simulate, train
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -25,6 +25,7 @@ def build_parser() -> argparse.ArgumentParser:
     baselines.register(sub)
     train.register(sub)
     evaluate.register(sub)
+    costmodel.register(sub)
     return parser
 
 

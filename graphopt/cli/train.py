@@ -29,6 +29,11 @@ def register(sub: Any) -> None:
     p.add_argument("--seed", type=int)
     p.add_argument("--name", help="run name (directory runs/<task>/<name>_<k>)")
     p.add_argument("--policy", choices=POLICIES)
+    p.add_argument(
+        "--cost-model", metavar="RUN",
+        help="training reward from a learned cost model (runs/costmodel/<name>_<k> or model.pt) "
+        "instead of the simulator; validation stays on the simulator",
+    )  # fmt: skip
     p.add_argument("--runs-dir", default="runs", help="where runs are written (default runs/)")
     p.add_argument("--resume", metavar="RUN", help="continue an interrupted run directory")
     p.add_argument("--no-progress", action="store_true", help="no progress bar (e.g. in CI logs)")
@@ -46,7 +51,7 @@ def cmd_train(args: argparse.Namespace) -> int:
             config = load_config(
                 args.config, task=args.task, graphs=args.graphs, val_graphs=args.val_graphs,
                 cluster=args.cluster, total_timesteps=args.total_timesteps, seed=args.seed,
-                name=args.name, policy=args.policy,
+                name=args.name, policy=args.policy, cost_model=args.cost_model,
             )  # fmt: skip
             run = train(config, runs_root=args.runs_dir, show_progress=not args.no_progress)
     except TrainingInterrupted as e:

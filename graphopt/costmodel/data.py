@@ -38,8 +38,15 @@ VERSION = 1
 class ConfigSource(Protocol):
     """The configurations of one graph, featurised on request."""
 
-    num_features: int
-    num_summary: int
+    @property
+    def num_features(self) -> int:
+        """Features per configurable node."""
+        ...
+
+    @property
+    def num_summary(self) -> int:
+        """Whole-configuration summary features."""
+        ...
 
     def features(self, index: IntArray) -> np.ndarray:
         """``(len(index), C, num_features)`` float32 features of the configurations ``index``."""
@@ -60,7 +67,9 @@ class ArrayConfigs:
     def num_features(self) -> int:
         return int(self.array.shape[2])
 
-    num_summary = 0
+    @property
+    def num_summary(self) -> int:
+        return 0
 
     def features(self, index: IntArray) -> np.ndarray:
         return np.asarray(self.array[index], dtype=np.float32)

@@ -73,6 +73,12 @@ class TrainConfig:
     shared 2-core machine a second torch thread spin-waits and slows training many times over."""
     policy_kwargs: dict[str, Any] = field(default_factory=dict)
     """Passed to the policy (e.g. hidden size, layers, segment length)."""
+    cost_model: str = "simulator"
+    """simulator, or the path of a cost-model run directory / model.pt: the training reward then
+    comes from the learned model; validation always uses the simulator, so the gap shows in
+    metrics.csv (``train`` rows: speed-up and step time as the learned model prices them, the
+    reference included; ``val`` rows: the simulator's; list the training graphs in val_graphs to
+    compare on the same graphs). A new key with a default: older config files stay valid."""
 
     def validate(self) -> TrainConfig:
         """Check values; returns self. Raises ValueError naming the bad key."""
@@ -93,6 +99,13 @@ class TrainConfig:
                 raise ValueError(f"{key} must be >= 1, got {getattr(self, key)}")
         if not isinstance(self.policy_kwargs, dict):
             raise ValueError(f"policy_kwargs must be a mapping, got {self.policy_kwargs!r}")
+        if self.cost_model != "simulator":
+            path = Path(self.cost_model)
+            if not (path.is_file() or (path / "model.pt").is_file()):
+                raise ValueError(
+                    f"cost_model {self.cost_model!r} is neither 'simulator' nor a cost-model run "
+                    "directory or model.pt that exists; train one with `graphopt costmodel train`"
+                )
         return self
 
     def to_dict(self) -> dict[str, Any]:

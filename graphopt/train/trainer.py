@@ -7,6 +7,7 @@ final model. Ctrl-C or a crash leaves ``checkpoints/last.zip`` and a ``state.jso
 
 from __future__ import annotations
 
+import dataclasses
 import traceback
 from collections.abc import Callable
 from pathlib import Path
@@ -24,6 +25,7 @@ from graphopt.sim import Simulator
 from graphopt.train import rundir
 from graphopt.train.callbacks import RunCallback
 from graphopt.train.config import TrainConfig, load_config
+from graphopt.typing import CostModel
 
 ENV_CLASSES: dict[str, type[GraphOptEnv]] = {
     "placement": PlacementEnv,
@@ -50,19 +52,32 @@ def make_envs(
     config: TrainConfig, sim: Simulator | None = None
 ) -> tuple[list[GraphOptEnv], GraphOptEnv | None]:
     """``n_envs`` training environments and one validation environment, sharing one simulator
-    (and so its cache of prepared graphs and reference decisions) and one ``max_ops``."""
+    (and so its cache of prepared graphs and reference decisions) and one ``max_ops``.
+
+    With ``config.cost_model`` other than ``"simulator"`` the training environments price
+    decisions (and their references) with that
+    :class:`~graphopt.costmodel.learned.LearnedCostModel`; validation always uses the simulator.
+    """
     sim = sim or Simulator()
+    train_cost: CostModel = sim
+    if config.cost_model != "simulator":
+        from graphopt.costmodel.learned import LearnedCostModel  # torch_geometric: import lazily
+
+        train_cost = LearnedCostModel.load(config.cost_model)
     train_graphs = resolve_graph_list(config.graphs)
     val_graphs = resolve_graph_list(config.val_graphs) if config.val_graphs else []
     max_ops = config.max_ops or max(g.num_ops for g in train_graphs + val_graphs)
     max_edges = max(4 * max_ops, *(g.num_edges for g in train_graphs + val_graphs))
     cls = ENV_CLASSES[config.task]
     common: dict[str, Any] = {
-        "cluster": config.cluster, "cost_model": sim, "reward_mode": config.reward_mode,
+        "cluster": config.cluster, "reward_mode": config.reward_mode,
         "max_ops": max_ops, "max_edges": max_edges, "num_priorities": config.num_priorities,
     }  # fmt: skip
-    envs = [cls(graphs=train_graphs, seed=config.seed + i, **common) for i in range(config.n_envs)]
-    val = cls(graphs=val_graphs, seed=config.seed, **common) if val_graphs else None
+    envs = [
+        cls(graphs=train_graphs, seed=config.seed + i, cost_model=train_cost, **common)
+        for i in range(config.n_envs)
+    ]
+    val = cls(graphs=val_graphs, seed=config.seed, cost_model=sim, **common) if val_graphs else None
     return envs, val
 
 
@@ -123,6 +138,8 @@ def train(config: TrainConfig, runs_root: str | Path = "runs", show_progress: bo
     from stable_baselines3.common.vec_env import DummyVecEnv
 
     config.validate()
+    if config.cost_model != "simulator":  # config.yaml keeps a path that works from any directory
+        config = dataclasses.replace(config, cost_model=str(Path(config.cost_model).resolve()))
     torch.set_num_threads(config.threads)
     envs, val_env = make_envs(config)  # resolve everything before creating the run directory
     policy, policy_kwargs = _policy(config, envs[0])

@@ -1,0 +1,216 @@
+"""``graphopt costmodel dataset|train|eval``: build a dataset of measured decisions, train a
+learned cost model on it (``runs/costmodel/<name>_<k>/``), and score a trained model.
+
+The heavy imports (torch, PyG) happen inside the commands, so ``graphopt --help`` stays fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+from graphopt.hardware import DEFAULT_CLUSTER
+
+METRIC_KEYS = ("kendall_tau", "opa", "top1_error", "top5_error", "top10_error")
+METRIC_HEADERS = ("tau", "OPA", "top-1", "top-5", "top-10")
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser(
+        "costmodel",
+        help="datasets, training and evaluation of the learned cost model",
+        description="Learned cost model: sample decisions and measure them with the simulator "
+        "(dataset), train a GNN that ranks them (train), score a trained model (eval).",
+    )
+    csub = p.add_subparsers(dest="costmodel_command", metavar="ACTION", required=True)
+
+    ds = csub.add_parser(
+        "dataset",
+        help="sample decisions of graphs and measure them with the simulator",
+        description="Writes one .npz per graph (decisions, step times, simulator status) and a "
+        "meta.json into --out; `graphopt costmodel train --data OUT` reads it.",
+    )
+    ds.add_argument("--graphs", required=True, help="name, suite:NAME, graph file, or a comma list")
+    ds.add_argument(
+        "--cluster", default=DEFAULT_CLUSTER,
+        help=f"cluster preset or file (default {DEFAULT_CLUSTER})",
+    )  # fmt: skip
+    ds.add_argument("--samples", type=int, default=256, help="decisions per graph (default 256)")
+    ds.add_argument(
+        "--task", default="placement", choices=("placement", "joint"),
+        help="placement only, or placement + priorities + fusion (default placement)",
+    )  # fmt: skip
+    ds.add_argument("--seed", type=int, default=0)
+    ds.add_argument("--out", required=True, help="dataset directory to write")
+    ds.add_argument("--no-progress", action="store_true", help="no progress bar")
+    ds.set_defaults(func=cmd_dataset)
+
+    tr = csub.add_parser(
+        "train",
+        help="train a cost model (writes runs/costmodel/<name>_<k>/)",
+        description="Train the cost network on SRC: a dataset directory, a sample .npz or a "
+        "TpuGraphs .npz. Without --val-data, --test-fraction of each graph's configurations is "
+        "held out (split with --seed); the held-out set picks the best epoch (model.pt) and is "
+        "scored in test_metrics.json. Ctrl-C keeps the best model so far.",
+    )
+    tr.add_argument("--data", required=True, metavar="SRC", help="training data")
+    tr.add_argument("--val-data", metavar="SRC", help="held-out data (default: a split of --data)")
+    tr.add_argument(
+        "--test-fraction", type=float, default=0.2,
+        help="configurations held out per graph without --val-data (default 0.2)",
+    )  # fmt: skip
+    tr.add_argument(
+        "--loss", default="listmle", help="mse, hinge, logistic or listmle (default listmle)"
+    )
+    tr.add_argument("--epochs", type=int, default=10)
+    tr.add_argument("--batch-size", type=int, default=32, help="configurations per batch")
+    tr.add_argument("--lr", type=float, default=1e-3)
+    tr.add_argument("--hidden", type=int, default=64, help="node embedding width")
+    tr.add_argument("--layers", type=int, default=3, help="GraphSAGE layers")
+    tr.add_argument("--seed", type=int, default=0)
+    tr.add_argument(
+        "--time-budget", type=float, metavar="SECONDS",
+        help="stop after the epoch during which this many seconds have passed",
+    )  # fmt: skip
+    tr.add_argument("--name", default="cost", help="run name (runs/costmodel/<name>_<k>)")
+    tr.add_argument(
+        "--runs-root", "--runs-dir", dest="runs_root", default="runs",
+        help="where runs are written (default runs/)",
+    )  # fmt: skip
+    tr.set_defaults(func=cmd_train)
+
+    ev = csub.add_parser(
+        "eval",
+        help="score a trained cost model on a dataset",
+        description="Ranking metrics of RUN's model on every configuration of SRC (per graph and "
+        "averaged over graphs), and its scoring throughput next to the simulator's.",
+    )
+    ev.add_argument(
+        "run", metavar="RUN", help="run directory (runs/costmodel/<name>_<k>) or model.pt"
+    )
+    ev.add_argument("--data", required=True, metavar="SRC", help="data to score on")
+    ev.add_argument("--batch-size", type=int, default=256, help="configurations per forward pass")
+    ev.add_argument("--json", metavar="FILE", help="also write the results as JSON")
+    ev.set_defaults(func=cmd_eval)
+
+
+# ---------------------------------------------------------------------- dataset
+def cmd_dataset(args: argparse.Namespace) -> int:
+    import numpy as np
+
+    from graphopt.costmodel.data import generate
+    from graphopt.hardware import get_cluster
+    from graphopt.workloads import resolve_graphs
+
+    if args.samples < 1:
+        raise ValueError(f"--samples must be >= 1, got {args.samples}")
+    out = Path(args.out)
+    if out.is_dir() and any(out.glob("*.npz")):
+        raise ValueError(
+            f"{out} already holds a dataset (.npz files); choose another --out or delete it"
+        )
+    graphs = resolve_graphs(args.graphs)
+    cluster = get_cluster(args.cluster)
+    start = time.perf_counter()
+    paths = generate(graphs, cluster, out, samples=args.samples, seed=args.seed, task=args.task,
+                     progress=not args.no_progress)  # fmt: skip
+    seconds = time.perf_counter() - start
+    status = np.concatenate([np.load(p)["status"] for p in paths])
+    valid, oom = float(np.mean(status == 0)), float(np.mean(status == 1))
+    print(
+        f"{out}: {len(graphs)} graph(s) on {cluster.name}, {status.size:,} {args.task} samples, "
+        f"valid {valid:.1%} (out of memory {oom:.1%}, illegal {1 - valid - oom:.1%}), "
+        f"{seconds:.1f} s"
+    )
+    return 0
+
+
+# ---------------------------------------------------------------------- train
+def epoch_line(row: dict[str, float], epochs: int) -> str:
+    """One line per epoch: loss, validation tau and top-5 error, elapsed seconds."""
+    return (
+        f"epoch {int(row['epoch'])}/{epochs}  loss {row['train/loss']:.4f}  "
+        f"val tau {row.get('val/kendall_tau', float('nan')):.3f}  "
+        f"top-5 error {row.get('val/top5_error', float('nan')):.3f}  ({row['time']:.1f} s)"
+    )
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    import sys
+
+    import torch
+
+    from graphopt.costmodel.runs import CostModelInterrupted, train_run
+
+    torch.set_num_threads(1)  # see TrainConfig.threads: one thread is fastest on shared cores
+    try:
+        run = train_run(
+            args.data, val_data=args.val_data, test_fraction=args.test_fraction, loss=args.loss,
+            epochs=args.epochs, batch_size=args.batch_size, lr=args.lr, hidden=args.hidden,
+            layers=args.layers, seed=args.seed, time_budget=args.time_budget, name=args.name,
+            runs_root=args.runs_root,
+            on_epoch=lambda row: print(epoch_line(row, args.epochs), flush=True),
+        )  # fmt: skip
+    except CostModelInterrupted as e:
+        print(f"graphopt: {e}", file=sys.stderr)
+        return 130
+    test = json.loads((run / "test_metrics.json").read_text())
+    print(
+        f"held-out: tau {test['kendall_tau']:.3f}, OPA {test['opa']:.3f}, "
+        f"top-5 error {test['top5_error']:.3f} (best epoch {test['best_epoch']})"
+    )
+    print(f"run: {run}")
+    return 0
+
+
+# ---------------------------------------------------------------------- eval
+def cmd_eval(args: argparse.Namespace) -> int:
+    import torch
+    from rich.console import Console
+    from rich.table import Table
+
+    from graphopt.costmodel.runs import evaluate_run
+
+    if args.batch_size < 1:
+        raise ValueError(f"--batch-size must be >= 1, got {args.batch_size}")
+    torch.set_num_threads(1)
+    result = evaluate_run(args.run, args.data, batch_size=args.batch_size)
+    table = Table(
+        title=f"{result['model']} on {result['data']}",
+        caption="tau: Kendall's tau-b; OPA: ordered-pair accuracy; top-k: runtime of the best of "
+        "the model's top k over the best runtime, minus 1",
+    )
+    table.add_column("graph", no_wrap=True)
+    table.add_column("configs", justify="right")
+    for header in METRIC_HEADERS:
+        table.add_column(header, justify="right")
+    for row in result["graphs"]:
+        table.add_row(row["graph"], f"{row['configs']:,}", *(f"{row[k]:.3f}" for k in METRIC_KEYS))
+    mean = result["mean"]
+    table.add_row(
+        f"mean of {int(mean['num_groups'])}",
+        f"{sum(r['configs'] for r in result['graphs']):,}",
+        *(f"{mean[k]:.3f}" for k in METRIC_KEYS),
+        style="bold",
+    )
+    console = Console()
+    console.print(table)
+    t = result["throughput"]
+    console.print(
+        f"scoring: {t['model_configs_per_second']:,.0f} configurations/s "
+        f"(model, batches of {t['batch_size']}, {t['torch_threads']} thread(s))"
+        + (
+            f"; simulator {t['simulator_configs_per_second']:,.0f} configurations/s"
+            if "simulator_configs_per_second" in t
+            else ""
+        )
+    )
+    if args.json:
+        path = Path(args.json)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(result, indent=2))
+        print(f"wrote {path}")
+    return 0

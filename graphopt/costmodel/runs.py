@@ -1,0 +1,326 @@
+"""Cost-model runs: train a :class:`~graphopt.costmodel.model.CostNet` into a run directory, and
+score a run's model on a dataset.
+
+A run lives in ``runs/costmodel/<name>_<k>/`` (numbered as PPO runs are, by
+:func:`graphopt.train.rundir.new_run_dir`) and holds:
+
+========================  ==============================================================
+``config.yaml``           every argument of :func:`train_run`, the split, the data's sizes, the
+                          feature layout and the network's ``NetLayout``
+``state.json``            status (running, interrupted, crashed, finished), epochs done, best
+                          validation tau and its epoch
+``metrics.csv``           one row per epoch: the keys of :func:`graphopt.costmodel.train.fit`'s
+                          rows (``epoch``, ``train/loss``, ``val/kendall_tau``, ``val/opa``,
+                          ``val/top{k}_error``, ``val/num_groups``, ``time``)
+``model.pt``              the best epoch by validation tau so far
+                          (:func:`graphopt.costmodel.train.save_checkpoint`)
+``test_metrics.json``     ranking metrics of the final model on the held-out configurations
+========================  ==============================================================
+
+Held-out data: ``val_data`` if given, else a seeded random split of each graph's configurations
+(:func:`graphopt.costmodel.data.split_samples`). The same held-out set picks the best epoch and
+is scored in ``test_metrics.json``, so that score is slightly optimistic; pass a separate
+``val_data`` and score a third dataset with :func:`evaluate_run` for an unbiased one.
+
+``config.yaml``, ``state.json``, ``model.pt`` and ``test_metrics.json`` are replaced atomically
+(temporary name, then rename; ``metrics.csv`` is appended a row at a time), and ``model.pt`` is
+written at the end of each improving epoch, so Ctrl-C leaves the best model so far and no
+truncated checkpoint.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+import yaml
+
+from graphopt.costmodel import train as cm_train
+from graphopt.costmodel.data import DecisionConfigs, GraphSamples, load_dataset, split_samples
+from graphopt.costmodel.losses import get_loss
+from graphopt.costmodel.metrics import grouped_report, ranking_report
+from graphopt.costmodel.model import CostNet
+from graphopt.train import rundir
+
+TASK = "costmodel"
+"""Runs go to ``<runs_root>/costmodel/``."""
+CONFIG_FILE = rundir.CONFIG_FILE
+STATE_FILE = rundir.STATE_FILE
+METRICS = rundir.METRICS
+MODEL = "model.pt"
+TEST_METRICS = "test_metrics.json"
+
+
+class CostModelInterrupted(Exception):
+    """Raised after Ctrl-C once the run has been marked interrupted; carries the run directory."""
+
+    def __init__(self, run: Path, epochs: int) -> None:
+        saved = (run / MODEL).exists()
+        where = f"the best model so far is {run / MODEL}" if saved else "no epoch finished"
+        super().__init__(f"cost-model training interrupted after {epochs} epoch(s); {where}")
+        self.run = run
+        self.epochs = epochs
+
+
+# ---------------------------------------------------------------------- run directory
+def new_run(runs_root: str | Path, name: str) -> Path:
+    """Create ``runs_root/costmodel/<name>_<k>`` with the next free ``k``."""
+    run = rundir.new_run_dir(runs_root, TASK, name)
+    (run / "checkpoints").rmdir()  # PPO's resume point; a cost-model run keeps model.pt only
+    return run
+
+
+def resolve_model(run: str | Path) -> Path:
+    """The ``model.pt`` of a run directory (or ``run`` itself when it is a checkpoint file).
+
+    Raises:
+        ValueError: nothing at ``run``, or a directory without ``model.pt``.
+    """
+    path = Path(run)
+    if path.is_file():
+        return path
+    if not path.is_dir():
+        raise ValueError(
+            f"cost-model run {str(path)!r} does not exist; give a run directory "
+            f"(runs/{TASK}/<name>_<k>) or its {MODEL}"
+        )
+    if not (path / MODEL).is_file():
+        raise ValueError(
+            f"{path} holds no {MODEL} (not a cost-model run, or no epoch finished); "
+            "train one with `graphopt costmodel train`"
+        )
+    return path / MODEL
+
+
+def write_json(path: Path, data: Any) -> None:
+    rundir.atomic_write_text(path, json.dumps(data, indent=2))
+
+
+class EpochLog:
+    """Appends ``fit``'s epoch rows to ``metrics.csv``; the first row fixes the columns."""
+
+    def __init__(self, run: Path) -> None:
+        self.path = run / METRICS
+        self.columns: list[str] | None = None
+
+    def write(self, row: dict[str, float]) -> None:
+        new = self.columns is None
+        if self.columns is None:
+            self.columns = list(row)
+        with self.path.open("a", newline="") as f:
+            writer = csv.writer(f)
+            if new:
+                writer.writerow(self.columns)
+            writer.writerow([row.get(c, "") for c in self.columns])
+
+
+# ---------------------------------------------------------------------- training
+def _check_arguments(
+    loss: str, epochs: int, batch_size: int, lr: float, hidden: int, layers: int,
+    test_fraction: float, time_budget: float | None,
+) -> None:  # fmt: skip
+    get_loss(loss)
+    for key, value, low in (("epochs", epochs, 1), ("batch_size", batch_size, 2),
+                            ("hidden", hidden, 1), ("layers", layers, 0)):  # fmt: skip
+        if value < low:
+            raise ValueError(f"{key} must be >= {low}, got {value}")
+    if not lr > 0:
+        raise ValueError(f"lr must be > 0, got {lr}")
+    if not 0.0 < test_fraction < 1.0:
+        raise ValueError(f"test_fraction must lie in (0, 1), got {test_fraction}")
+    if time_budget is not None and not time_budget > 0:
+        raise ValueError(f"time_budget must be > 0 seconds, got {time_budget}")
+
+
+def train_run(
+    data: str | Path,
+    *,
+    val_data: str | Path | None = None,
+    test_fraction: float = 0.2,
+    loss: str = "listmle",
+    epochs: int = 10,
+    batch_size: int = 32,
+    lr: float = 1e-3,
+    hidden: int = 64,
+    layers: int = 3,
+    seed: int = 0,
+    time_budget: float | None = None,
+    name: str = "cost",
+    runs_root: str | Path = "runs",
+    on_epoch: Callable[[dict[str, float]], None] | None = None,
+) -> Path:
+    """Train a cost model on ``data`` into a new run directory (see the module docstring).
+
+    Args:
+        data: a dataset directory, a sample ``.npz`` or a TpuGraphs ``.npz``
+            (:func:`graphopt.costmodel.data.load_dataset`).
+        val_data: held-out data of the same layout; default: ``test_fraction`` of each graph's
+            configurations, split with ``seed``.
+        loss: a name of :data:`graphopt.costmodel.losses.LOSSES`.
+        epochs, batch_size, lr: as :func:`graphopt.costmodel.train.fit`.
+        hidden, layers: the network's width and GraphSAGE layers
+            (:func:`graphopt.costmodel.train.net_layout`).
+        seed: seeds the split, the initial parameters and the batch order.
+        time_budget: stop after the epoch during which this many seconds have passed.
+        name: run name (letters, digits, ``.``, ``_``, ``-``).
+        runs_root: the run goes to ``runs_root/costmodel/<name>_<k>``.
+        on_epoch: called with each epoch's row after it is logged and checkpointed.
+
+    Returns:
+        the run directory.
+
+    Raises:
+        ValueError: a bad argument or dataset (nothing is created then).
+        CostModelInterrupted: after Ctrl-C, once the run is marked interrupted.
+    """
+    _check_arguments(loss, epochs, batch_size, lr, hidden, layers, test_fraction, time_budget)
+    # ---- data: everything is loaded and checked before the run directory exists
+    samples = load_dataset(data)
+    if val_data is not None:
+        train, held_out = samples, load_dataset(val_data)
+        split: dict[str, Any] = {"val_data": str(val_data)}
+    else:
+        train, held_out = split_samples(samples, test_fraction, seed)
+        split = {"test_fraction": test_fraction, "seed": seed}
+    features = cm_train.feature_layout(train + held_out)
+    layout = cm_train.net_layout(features, hidden=hidden, layers=layers)
+    torch.manual_seed(seed)
+    net = CostNet(layout)
+
+    # ---- run directory
+    run = new_run(runs_root, name)
+    config = {
+        "data": str(data), "val_data": None if val_data is None else str(val_data),
+        "test_fraction": test_fraction, "loss": loss, "epochs": epochs,
+        "batch_size": batch_size, "lr": lr, "hidden": hidden, "layers": layers, "seed": seed,
+        "time_budget": time_budget, "name": name, "runs_root": str(runs_root), "split": split,
+        "dataset": {
+            "graphs": len(train),
+            "train_configs": sum(s.num_configs for s in train),
+            "held_out_configs": sum(s.num_configs for s in held_out),
+        },
+        "features": features, "net": layout.to_dict(),
+    }  # fmt: skip
+    rundir.atomic_write_text(run / CONFIG_FILE, yaml.safe_dump(config, sort_keys=False))
+    rundir.write_state(run, status="running", epochs=0)
+
+    # ---- learn; every improving epoch replaces model.pt
+    log = EpochLog(run)
+    best = {"tau": -math.inf, "epoch": 0}
+    done = 0
+
+    def record(row: dict[str, float]) -> None:
+        nonlocal done
+        done = int(row["epoch"])
+        log.write(row)
+        tau = row.get("val/kendall_tau", -math.inf)
+        if tau > best["tau"]:  # the rule fit uses to keep its best parameters
+            best.update(tau=tau, epoch=done)
+            cm_train.save_checkpoint(run / MODEL, net, features, epoch=done, val_kendall_tau=tau)
+        rundir.write_state(
+            run, epochs=done, best_epoch=int(best["epoch"]), best_val_kendall_tau=best["tau"]
+        )
+        if on_epoch is not None:
+            on_epoch(row)
+
+    try:
+        cm_train.fit(
+            net, train, held_out, loss=loss, epochs=epochs, batch_size=batch_size, lr=lr,
+            seed=seed, time_budget=time_budget, on_epoch=record,
+        )  # fmt: skip
+    except KeyboardInterrupt:
+        rundir.write_state(run, status="interrupted", epochs=done)
+        raise CostModelInterrupted(run, done) from None
+    except Exception as e:
+        rundir.write_state(run, status="crashed", epochs=done, error=f"{type(e).__name__}: {e}")
+        raise
+
+    # ---- final model (fit restored the best epoch's parameters) and its held-out score
+    cm_train.save_checkpoint(
+        run / MODEL, net, features, epoch=int(best["epoch"]), val_kendall_tau=best["tau"]
+    )
+    test = cm_train.evaluate(net, held_out)
+    write_json(run / TEST_METRICS, {"held_out": split, "best_epoch": int(best["epoch"]), **test})
+    rundir.write_state(run, status="finished", epochs=done)
+    return run
+
+
+# ---------------------------------------------------------------------- evaluation
+def evaluate_run(run: str | Path, data: str | Path, batch_size: int = 256) -> dict[str, Any]:
+    """Score a run's model on every configuration of ``data``.
+
+    Returns:
+        ``{"model", "data", "mean", "graphs", "throughput"}``: ``mean`` the per-graph averages of
+        :func:`graphopt.costmodel.metrics.ranking_report` (plus ``num_groups``), ``graphs`` one
+        row per graph (``graph``, ``configs`` and the report), ``throughput`` the configurations
+        per second of the model (``batch_size`` per forward pass, features included) and, for
+        graphopt datasets, of the simulator on the same decisions
+        (:meth:`graphopt.sim.PreparedGraph.evaluate_batch`); both include the per-graph setup
+        and exclude a first, untimed warm-up call (compilation).
+
+    Raises:
+        ValueError: no model at ``run``, nothing to load at ``data``, or a model trained on
+            another feature layout than ``data``'s.
+    """
+    model_path = resolve_model(run)
+    samples = [s for s in load_dataset(data) if s.num_configs > 0]
+    if not samples:
+        raise ValueError(f"{data}: no graph has a valid configuration to score")
+    net, _ = cm_train.load_checkpoint(model_path, expect=cm_train.feature_layout(samples))
+    torch_threads = torch.get_num_threads()
+
+    # ---- ranking metrics and the model's throughput
+    cm_train.predict(net, samples[0].subset(np.arange(1)))  # warm-up
+    preds, rows, seconds = [], [], 0.0
+    for s in samples:
+        start = time.perf_counter()
+        p = cm_train.predict(net, s, batch_size=batch_size)
+        seconds += time.perf_counter() - start
+        preds.append(p)
+        rows.append({"graph": s.name, "configs": s.num_configs, **ranking_report(p, s.runtime)})
+    groups = np.concatenate([np.full(s.num_configs, i) for i, s in enumerate(samples)])
+    mean = grouped_report(
+        np.concatenate(preds), np.concatenate([s.runtime for s in samples]), groups
+    )
+    total = sum(s.num_configs for s in samples)
+    throughput: dict[str, Any] = {
+        "configs": total, "batch_size": batch_size, "torch_threads": torch_threads,
+        "model_seconds": seconds, "model_configs_per_second": total / max(seconds, 1e-12),
+    }  # fmt: skip
+    sim_seconds = simulator_seconds(samples)
+    if sim_seconds is not None:
+        throughput["simulator_seconds"] = sim_seconds
+        throughput["simulator_configs_per_second"] = total / max(sim_seconds, 1e-12)
+    return {"model": str(model_path), "data": str(data), "mean": mean, "graphs": rows,
+            "throughput": throughput}  # fmt: skip
+
+
+def simulator_seconds(samples: list[GraphSamples]) -> float | None:
+    """Seconds the simulator takes for all decisions of ``samples`` (batched, per-graph setup
+    included); ``None`` when the samples are not graphopt decisions (TpuGraphs)."""
+    from graphopt.sim import PreparedGraph
+
+    if not all(isinstance(s.configs, DecisionConfigs) and s.graph is not None for s in samples):
+        return None
+    first = samples[0]
+    assert first.graph is not None and first.cluster is not None
+    c0 = first.configs
+    assert isinstance(c0, DecisionConfigs)
+    PreparedGraph(first.graph, first.cluster).evaluate_batch(  # warm-up (compilation)
+        c0.placement[:1], c0.priority[:1], c0.fusion[:1]
+    )
+    seconds = 0.0
+    for s in samples:
+        c = s.configs
+        assert isinstance(c, DecisionConfigs) and s.graph is not None and s.cluster is not None
+        start = time.perf_counter()
+        PreparedGraph(s.graph, s.cluster).evaluate_batch(c.placement, c.priority, c.fusion)
+        seconds += time.perf_counter() - start
+    return seconds

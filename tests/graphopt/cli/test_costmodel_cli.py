@@ -1,0 +1,110 @@
+"""`graphopt costmodel dataset|train|eval` in subprocesses with tiny budgets, and bad input."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import ROOT
+
+from graphopt.cli import main
+
+
+def _graphopt(*args: str) -> str:
+    proc = subprocess.run(
+        [sys.executable, "-m", "graphopt", *args],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=300,
+        env={**os.environ, "COLUMNS": "200"},
+    )
+    assert proc.returncode == 0, f"graphopt {' '.join(args)} failed:\n{proc.stdout}\n{proc.stderr}"
+    return proc.stdout
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """``graphopt costmodel dataset`` then ``train`` in subprocesses: (dataset, run)."""
+    tmp = tmp_path_factory.mktemp("cli")
+    data, runs = tmp / "ds", tmp / "runs"
+    dataset = "costmodel dataset --graphs rnnlm-tiny --cluster v100-nvlink-2 --samples 24 --seed 1"
+    out = _graphopt(*dataset.split(), "--no-progress", "--out", str(data))
+    assert "1 graph(s) on v100-nvlink-2, 24 placement samples, valid" in out
+    train = "costmodel train --epochs 1 --batch-size 8 --hidden 8 --layers 1 --loss hinge --name c"
+    out = _graphopt(*train.split(), "--data", str(data), "--runs-root", str(runs))
+    run = runs / "costmodel" / "c_1"
+    assert "epoch 1/1  loss" in out and "val tau" in out and "top-5 error" in out
+    assert f"run: {run}" in out and "held-out: tau" in out
+    return data, run
+
+
+def test_dataset_and_train(trained, run_cli):
+    data, run = trained
+    assert len(list(data.glob("*.npz"))) == 1 and (data / "meta.json").exists()
+    for name in ("config.yaml", "state.json", "metrics.csv", "model.pt", "test_metrics.json"):
+        assert (run / name).exists(), name
+    assert json.loads((run / "state.json").read_text())["status"] == "finished"
+    assert "loss: hinge" in (run / "config.yaml").read_text()
+    assert "--time-budget" in run_cli("costmodel", "train", "--help").stdout
+
+
+def _check_eval(out: str, report: Path) -> None:
+    assert "rnnlm-tiny" in out and "configurations/s" in out and "simulator" in out
+    result = json.loads(report.read_text())
+    assert result["graphs"][0]["configs"] == 24 and "kendall_tau" in result["mean"]
+    assert result["throughput"]["simulator_configs_per_second"] > 0
+
+
+def test_eval(trained, capsys, tmp_path):
+    """``graphopt costmodel eval`` through the CLI's entry point, in this process (a subprocess
+    would add ~15 s of imports; test_eval_subprocess does that)."""
+    data, run = trained
+    report = tmp_path / "eval" / "r.json"
+    assert main(["costmodel", "eval", str(run), "--data", str(data), "--json", str(report)]) == 0
+    _check_eval(capsys.readouterr().out, report)
+
+
+@pytest.mark.expensive
+def test_eval_subprocess(trained, tmp_path):
+    data, run = trained
+    report = tmp_path / "r.json"
+    _check_eval(
+        _graphopt("costmodel", "eval", str(run), "--data", str(data), "--json", str(report)), report
+    )
+
+
+def _error(capsys, *argv: str) -> str:
+    assert main(list(argv)) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("graphopt: error: ") and err.count("\n") == 1, err
+    return err
+
+
+def test_bad_inputs(capsys, tmp_path):
+    assert "does not exist" in _error(
+        capsys, "costmodel", "eval", str(tmp_path / "nope"), "--data", str(tmp_path)
+    )
+    assert "holds no model.pt" in _error(
+        capsys, "costmodel", "eval", str(tmp_path), "--data", str(tmp_path)
+    )
+    err = _error(capsys, "costmodel", "train", "--data", str(tmp_path), "--loss", "l2")
+    assert "unknown loss 'l2'; choose one of: 'mse', 'hinge', 'logistic', 'listmle'" in err
+    missing = str(tmp_path / "x.npz")
+    err = _error(capsys, "costmodel", "train", "--data", missing, "--runs-root", str(tmp_path))
+    assert "x.npz: no such file or directory" in err
+    assert "no .npz files" in _error(capsys, "costmodel", "train", "--data", str(tmp_path))
+    (tmp_path / "old.npz").write_bytes(b"")
+    err = _error(capsys, "costmodel", "dataset", "--graphs", "rnnlm-tiny", "--out", str(tmp_path))
+    assert "already holds a dataset" in err
+    assert "unknown graph 'rnnlm-3'" in _error(
+        capsys, "costmodel", "dataset", "--graphs", "rnnlm-3", "--out", str(tmp_path / "d")
+    )
+    with pytest.raises(SystemExit) as exit_info:
+        main(["costmodel", "dataset", "--graphs", "rnnlm-tiny", "--task", "fusion", "--out", "x"])
+    assert exit_info.value.code == 2 and "invalid choice: 'fusion'" in capsys.readouterr().err
+    assert not (tmp_path / "costmodel").exists()
