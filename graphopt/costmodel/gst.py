@@ -48,9 +48,7 @@ and both agree.
 
 from __future__ import annotations
 
-import copy
 import math
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -63,7 +61,7 @@ from graphopt.costmodel.data import GraphSamples
 from graphopt.costmodel.losses import get_loss
 from graphopt.costmodel.metrics import grouped_report
 from graphopt.costmodel.model import CostNet
-from graphopt.costmodel.train import GraphTensors, _batches
+from graphopt.costmodel.train import GraphTensors, train_loop
 
 __all__ = [
     "HistoryTable",
@@ -369,11 +367,8 @@ def fit_gst(
     if not 0.0 <= dropout_stale < 1.0:
         raise ValueError(f"dropout_stale must lie in [0, 1), got {dropout_stale}")
     loss_fn = get_loss(loss)
-    rng = np.random.default_rng(seed)
-    torch.manual_seed(seed)
     tensors = [GraphTensors.of(s) for s in train]
     segments = [Segments.of(s, segment_size) for s in train]
-    runtimes = [torch.as_tensor(s.runtime, dtype=torch.float32) for s in train]
     if table is None:
         table = HistoryTable.for_graphs(train, segments, net.layout.hidden)
     expected = [
@@ -384,45 +379,28 @@ def fit_gst(
             f"the history table has shapes {[tuple(e.shape) for e in table.emb]}; this data and "
             f"segment_size need {expected} (build it with HistoryTable.for_graphs)"
         )
-    opt = torch.optim.Adam(net.parameters(), lr=lr, weight_decay=weight_decay)
-    history: list[dict[str, float]] = []
-    best_tau, best_state = -math.inf, None
-    start = time.perf_counter()
-    for epoch in range(1, epochs + 1):
-        # ---- one pass over every graph's configurations, k fresh segments per step
-        net.train()
-        total, count = 0.0, 0
-        for g, idx_np in _batches(train, batch_size, 2**62, rng):
-            s, t, segs = train[g], tensors[g], segments[g]
-            idx = torch.as_tensor(idx_np, dtype=torch.long)
-            feat = torch.as_tensor(s.configs.features(idx_np))
-            summary = torch.as_tensor(s.configs.summary(idx_np))
-            k = min(sampled_segments, segs.count)
-            sampled = np.sort(rng.choice(segs.count, size=k, replace=False))
-            keep = stale_keep_mask(segs.count - k, dropout_stale, rng)
-            pooled = _gst_total(net, t, segs, table, g, idx, feat, sampled, keep)
-            value = loss_fn(net.head(pooled, s.num_nodes, summary), runtimes[g][idx])
-            opt.zero_grad()
-            value.backward()
-            torch.nn.utils.clip_grad_norm_(net.parameters(), 1.0)
-            opt.step()
-            total, count = total + float(value.detach()), count + 1
-        row = {"epoch": float(epoch), "train/loss": total / max(count, 1)}
-        # ---- validation (segmented, as trained) and best parameters
-        if val:
-            report = evaluate_segmented(net, val, segment_size)
-            row.update({f"val/{key}": v for key, v in report.items()})
-            if row["val/kendall_tau"] > best_tau:
-                best_tau, best_state = row["val/kendall_tau"], copy.deepcopy(net.state_dict())
-        row["time"] = time.perf_counter() - start
-        history.append(row)
-        if on_epoch is not None:
-            on_epoch(row)
-        if time_budget is not None and row["time"] > time_budget:
-            break
-    if best_state is not None:
-        net.load_state_dict(best_state)
-    return history
+    history_table = table
+
+    def forward(g: int, idx_np: np.ndarray, rng: np.random.Generator) -> Tensor:
+        # k fresh segments with gradient, the rest from the table (stale-embedding dropout)
+        s, t, segs = train[g], tensors[g], segments[g]
+        idx = torch.as_tensor(idx_np, dtype=torch.long)
+        feat = torch.as_tensor(s.configs.features(idx_np))
+        summary = torch.as_tensor(s.configs.summary(idx_np))
+        k = min(sampled_segments, segs.count)
+        sampled = np.sort(rng.choice(segs.count, size=k, replace=False))
+        keep = stale_keep_mask(segs.count - k, dropout_stale, rng)
+        pooled = _gst_total(net, t, segs, history_table, g, idx, feat, sampled, keep)
+        return net.head(pooled, s.num_nodes, summary)
+
+    def validate() -> dict[str, float]:
+        return evaluate_segmented(net, val or [], segment_size)  # scored segmented, as trained
+
+    return train_loop(
+        net, train, forward, validate if val else None,
+        loss_fn=loss_fn, epochs=epochs, batch_size=batch_size, lr=lr, weight_decay=weight_decay,
+        max_batch_nodes=2**62, seed=seed, time_budget=time_budget, on_epoch=on_epoch,
+    )  # fmt: skip
 
 
 # ---------------------------------------------------------------------------- scoring

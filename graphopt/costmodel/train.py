@@ -171,9 +171,46 @@ def fit(
     without a validation set).
     """
     loss_fn = get_loss(loss)
+    tensors = [GraphTensors.of(s) for s in train]
+
+    def forward(g: int, idx: np.ndarray, rng: np.random.Generator) -> torch.Tensor:
+        s, t = train[g], tensors[g]
+        feat = torch.as_tensor(s.configs.features(idx))
+        summary = torch.as_tensor(s.configs.summary(idx))
+        return net(t.node_feat, t.opcode, t.edges, t.config_node_ids, feat, summary)
+
+    return train_loop(
+        net, train, forward, (lambda: evaluate(net, val)) if val else None,
+        loss_fn=loss_fn, epochs=epochs, batch_size=batch_size, lr=lr, weight_decay=weight_decay,
+        max_batch_nodes=max_batch_nodes, seed=seed, time_budget=time_budget, on_epoch=on_epoch,
+    )  # fmt: skip
+
+
+Forward = Callable[[int, np.ndarray, np.random.Generator], torch.Tensor]
+"""``(graph index, configuration indices, generator) -> (B,)`` predicted log runtimes."""
+
+
+def train_loop(
+    net: CostNet,
+    train: list[GraphSamples],
+    forward: Forward,
+    validate: Callable[[], dict[str, float]] | None,
+    *,
+    loss_fn: Callable[..., torch.Tensor],
+    epochs: int,
+    batch_size: int,
+    lr: float,
+    weight_decay: float,
+    max_batch_nodes: int,
+    seed: int,
+    time_budget: float | None,
+    on_epoch: Callable[[dict[str, float]], None] | None,
+) -> list[dict[str, float]]:
+    """The loop of :func:`fit` and :func:`graphopt.costmodel.gst.fit_gst` (module docstring):
+    ``forward`` predicts a batch (whole-graph or segmented), ``validate`` scores the validation
+    set; one generator seeded with ``seed`` drives the batches and whatever ``forward`` samples."""
     rng = np.random.default_rng(seed)
     torch.manual_seed(seed)
-    tensors = [GraphTensors.of(s) for s in train]
     runtimes = [torch.as_tensor(s.runtime, dtype=torch.float32) for s in train]
     opt = torch.optim.Adam(net.parameters(), lr=lr, weight_decay=weight_decay)
     history: list[dict[str, float]] = []
@@ -184,11 +221,7 @@ def fit(
         net.train()
         total, count = 0.0, 0
         for g, idx in _batches(train, batch_size, max_batch_nodes, rng):
-            s, t = train[g], tensors[g]
-            feat = torch.as_tensor(s.configs.features(idx))
-            summary = torch.as_tensor(s.configs.summary(idx))
-            pred = net(t.node_feat, t.opcode, t.edges, t.config_node_ids, feat, summary)
-            value = loss_fn(pred, runtimes[g][idx])
+            value = loss_fn(forward(g, idx, rng), runtimes[g][idx])
             opt.zero_grad()
             value.backward()
             torch.nn.utils.clip_grad_norm_(net.parameters(), 1.0)
@@ -196,8 +229,8 @@ def fit(
             total, count = total + float(value.detach()), count + 1
         row = {"epoch": float(epoch), "train/loss": total / max(count, 1)}
         # ---- validation and best parameters
-        if val:
-            row.update({f"val/{k}": v for k, v in evaluate(net, val).items()})
+        if validate is not None:
+            row.update({f"val/{k}": v for k, v in validate().items()})
             if row["val/kendall_tau"] > best_tau:
                 best_tau, best_state = row["val/kendall_tau"], copy.deepcopy(net.state_dict())
         row["time"] = time.perf_counter() - start
