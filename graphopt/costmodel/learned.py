@@ -35,6 +35,7 @@ from graphopt.costmodel.features import (
     DecisionFeaturizer,
 )
 from graphopt.costmodel.model import CostNet
+from graphopt.costmodel.runs import resolve_model
 from graphopt.costmodel.train import GraphTensors, load_checkpoint
 from graphopt.graph import CompGraph
 from graphopt.hardware import Cluster
@@ -85,10 +86,7 @@ class LearnedCostModel:
             ValueError: no checkpoint there, or one trained on another feature layout (e.g. on
                 TpuGraphs layouts, which cannot price graphopt decisions).
         """
-        p = Path(path)
-        if p.is_dir():
-            p = p / "model.pt"
-        net, _ = load_checkpoint(p, expect=EXPECTED_FEATURES)
+        net, _ = load_checkpoint(resolve_model(path), expect=EXPECTED_FEATURES)
         return cls(net, **kwargs)
 
     def _prepare(self, graph: CompGraph, cluster: Cluster) -> _Prepared:

@@ -72,9 +72,7 @@ class CostModelInterrupted(Exception):
 # ---------------------------------------------------------------------- run directory
 def new_run(runs_root: str | Path, name: str) -> Path:
     """Create ``runs_root/costmodel/<name>_<k>`` with the next free ``k``."""
-    run = rundir.new_run_dir(runs_root, TASK, name)
-    (run / "checkpoints").rmdir()  # PPO's resume point; a cost-model run keeps model.pt only
-    return run
+    return rundir.new_run_dir(runs_root, TASK, name, checkpoints=False)  # model.pt only
 
 
 def resolve_model(run: str | Path) -> Path:

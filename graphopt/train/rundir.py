@@ -36,8 +36,9 @@ METRIC_COLUMNS = (
 )  # fmt: skip
 
 
-def new_run_dir(root: str | Path, task: str, name: str) -> Path:
-    """Create and return ``root/<task>/<name>_<k>`` with the next free ``k`` (from 1)."""
+def new_run_dir(root: str | Path, task: str, name: str, checkpoints: bool = True) -> Path:
+    """Create and return ``root/<task>/<name>_<k>`` with the next free ``k`` (from 1), with a
+    ``checkpoints/`` folder (PPO's resume points) unless ``checkpoints=False``."""
     if not re.fullmatch(r"[A-Za-z0-9._-]+", name):
         raise ValueError(f"run name {name!r} may only contain letters, digits, '.', '_' and '-'")
     base = Path(root) / task
@@ -52,7 +53,8 @@ def new_run_dir(root: str | Path, task: str, name: str) -> Path:
         path = base / f"{name}_{k}"
         try:
             path.mkdir()
-            (path / "checkpoints").mkdir()
+            if checkpoints:
+                (path / "checkpoints").mkdir()
             return path
         except FileExistsError:  # another run took it meanwhile
             k += 1
