@@ -52,15 +52,25 @@ def register(sub: Any) -> None:
         "train",
         help="train a cost model (writes runs/costmodel/<name>_<k>/)",
         description="Train the cost network on SRC: a dataset directory, a sample .npz or a "
-        "TpuGraphs .npz. Without --val-data, --test-fraction of each graph's configurations is "
-        "held out (split with --seed); the held-out set picks the best epoch (model.pt) and is "
-        "scored in test_metrics.json. Ctrl-C keeps the best model so far.",
+        "TpuGraphs .npz. Without --val-data, each graph's configurations are split (with --seed) "
+        "into training, validation (--val-fraction: picks the best epoch, model.pt) and test "
+        "(--test-fraction: scored once, in test_metrics.json). With --val-data, all of --data "
+        "trains and --test-data (if given) is scored. Ctrl-C keeps the best model so far.",
     )
     tr.add_argument("--data", required=True, metavar="SRC", help="training data")
-    tr.add_argument("--val-data", metavar="SRC", help="held-out data (default: a split of --data)")
+    tr.add_argument(
+        "--val-data", metavar="SRC", help="validation data (default: a split of --data)"
+    )
+    tr.add_argument(
+        "--test-data", metavar="SRC", help="test data, with --val-data (default: none)"
+    )
     tr.add_argument(
         "--test-fraction", type=float, default=0.2,
-        help="configurations held out per graph without --val-data (default 0.2)",
+        help="configurations per graph held out for test without --val-data (default 0.2)",
+    )  # fmt: skip
+    tr.add_argument(
+        "--val-fraction", type=float, default=0.1,
+        help="configurations per graph held out for validation without --val-data (default 0.1)",
     )  # fmt: skip
     tr.add_argument(
         "--loss", default="listmle", help="mse, hinge, logistic or listmle (default listmle)"
@@ -148,7 +158,8 @@ def cmd_train(args: argparse.Namespace) -> int:
     torch.set_num_threads(1)  # see TrainConfig.threads: one thread is fastest on shared cores
     try:
         run = train_run(
-            args.data, val_data=args.val_data, test_fraction=args.test_fraction, loss=args.loss,
+            args.data, val_data=args.val_data, test_data=args.test_data,
+            test_fraction=args.test_fraction, val_fraction=args.val_fraction, loss=args.loss,
             epochs=args.epochs, batch_size=args.batch_size, lr=args.lr, hidden=args.hidden,
             layers=args.layers, seed=args.seed, time_budget=args.time_budget, name=args.name,
             runs_root=args.runs_root,
@@ -159,7 +170,7 @@ def cmd_train(args: argparse.Namespace) -> int:
         return 130
     test = json.loads((run / "test_metrics.json").read_text())
     print(
-        f"held-out: tau {test['kendall_tau']:.3f}, OPA {test['opa']:.3f}, "
+        f"{test['scored_on']}: tau {test['kendall_tau']:.3f}, OPA {test['opa']:.3f}, "
         f"top-5 error {test['top5_error']:.3f} (best epoch {test['best_epoch']})"
     )
     print(f"run: {run}")

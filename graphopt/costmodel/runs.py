@@ -14,13 +14,15 @@ A run lives in ``runs/costmodel/<name>_<k>/`` (numbered as PPO runs are, by
                           ``val/top{k}_error``, ``val/num_groups``, ``time``)
 ``model.pt``              the best epoch by validation tau so far
                           (:func:`graphopt.costmodel.train.save_checkpoint`)
-``test_metrics.json``     ranking metrics of the final model on the held-out configurations
+``test_metrics.json``     ranking metrics of the final model on the test configurations
 ========================  ==============================================================
 
-Held-out data: ``val_data`` if given, else a seeded random split of each graph's configurations
-(:func:`graphopt.costmodel.data.split_samples`). The same held-out set picks the best epoch and
-is scored in ``test_metrics.json``, so that score is slightly optimistic; pass a separate
-``val_data`` and score a third dataset with :func:`evaluate_run` for an unbiased one.
+Held-out data: without ``val_data``, a seeded random split of each graph's configurations
+(:func:`graphopt.costmodel.data.split_samples`) into train, validation (``val_fraction``: picks
+the best epoch) and test (``test_fraction``: scored once, in ``test_metrics.json``, and never
+used for a choice, so its score is unbiased). With ``val_data``, all of ``data`` trains, ``val_data``
+picks the epoch and ``test_data`` (if given) is scored; without ``test_data`` the validation set
+is scored and ``test_metrics.json`` says so (``"scored_on": "val"``: slightly optimistic).
 
 ``config.yaml``, ``state.json``, ``model.pt`` and ``test_metrics.json`` are replaced atomically
 (temporary name, then rename; ``metrics.csv`` is appended a row at a time), and ``model.pt`` is
@@ -122,7 +124,7 @@ class EpochLog:
 # ---------------------------------------------------------------------- training
 def _check_arguments(
     loss: str, epochs: int, batch_size: int, lr: float, hidden: int, layers: int,
-    test_fraction: float, time_budget: float | None,
+    test_fraction: float, val_fraction: float, time_budget: float | None,
 ) -> None:  # fmt: skip
     get_loss(loss)
     for key, value, low in (("epochs", epochs, 1), ("batch_size", batch_size, 2),
@@ -131,8 +133,14 @@ def _check_arguments(
             raise ValueError(f"{key} must be >= {low}, got {value}")
     if not lr > 0:
         raise ValueError(f"lr must be > 0, got {lr}")
-    if not 0.0 < test_fraction < 1.0:
-        raise ValueError(f"test_fraction must lie in (0, 1), got {test_fraction}")
+    for key, fraction in (("test_fraction", test_fraction), ("val_fraction", val_fraction)):
+        if not 0.0 < fraction < 1.0:
+            raise ValueError(f"{key} must lie in (0, 1), got {fraction}")
+    if test_fraction + val_fraction >= 1.0:
+        raise ValueError(
+            f"test_fraction + val_fraction must be < 1 (nothing left to train on), got "
+            f"{test_fraction} + {val_fraction}"
+        )
     if time_budget is not None and not time_budget > 0:
         raise ValueError(f"time_budget must be > 0 seconds, got {time_budget}")
 
@@ -141,7 +149,9 @@ def train_run(
     data: str | Path,
     *,
     val_data: str | Path | None = None,
+    test_data: str | Path | None = None,
     test_fraction: float = 0.2,
+    val_fraction: float = 0.1,
     loss: str = "listmle",
     epochs: int = 10,
     batch_size: int = 32,
@@ -159,8 +169,10 @@ def train_run(
     Args:
         data: a dataset directory, a sample ``.npz`` or a TpuGraphs ``.npz``
             (:func:`graphopt.costmodel.data.load_dataset`).
-        val_data: held-out data of the same layout; default: ``test_fraction`` of each graph's
-            configurations, split with ``seed``.
+        val_data: validation data of the same layout (picks the best epoch); default:
+            ``val_fraction`` of each graph's configurations, split with ``seed``.
+        test_data: test data of the same layout, scored in ``test_metrics.json``; default
+            (without ``val_data``): ``test_fraction`` of each graph's configurations.
         loss: a name of :data:`graphopt.costmodel.losses.LOSSES`.
         epochs, batch_size, lr: as :func:`graphopt.costmodel.train.fit`.
         hidden, layers: the network's width and GraphSAGE layers
@@ -178,16 +190,25 @@ def train_run(
         ValueError: a bad argument or dataset (nothing is created then).
         CostModelInterrupted: after Ctrl-C, once the run is marked interrupted.
     """
-    _check_arguments(loss, epochs, batch_size, lr, hidden, layers, test_fraction, time_budget)
+    _check_arguments(
+        loss, epochs, batch_size, lr, hidden, layers, test_fraction, val_fraction, time_budget
+    )
+    if test_data is not None and val_data is None:
+        raise ValueError("test_data needs val_data (without it, both are split off data)")
     # ---- data: everything is loaded and checked before the run directory exists
     samples = load_dataset(data)
+    test: list[GraphSamples] | None
     if val_data is not None:
         train, held_out = samples, load_dataset(val_data)
-        split: dict[str, Any] = {"val_data": str(val_data)}
+        test = load_dataset(test_data) if test_data is not None else None
+        split: dict[str, Any] = {
+            "val_data": str(val_data), "test_data": None if test_data is None else str(test_data)
+        }  # fmt: skip
     else:
-        train, held_out = split_samples(samples, test_fraction, seed)
-        split = {"test_fraction": test_fraction, "seed": seed}
-    features = cm_train.feature_layout(train + held_out)
+        rest, test = split_samples(samples, test_fraction, seed)
+        train, held_out = split_samples(rest, val_fraction / (1.0 - test_fraction), seed + 1)
+        split = {"test_fraction": test_fraction, "val_fraction": val_fraction, "seed": seed}
+    features = cm_train.feature_layout(train + held_out + (test or []))
     layout = cm_train.net_layout(features, hidden=hidden, layers=layers)
     torch.manual_seed(seed)
     net = CostNet(layout)
@@ -196,13 +217,15 @@ def train_run(
     run = new_run(runs_root, name)
     config = {
         "data": str(data), "val_data": None if val_data is None else str(val_data),
-        "test_fraction": test_fraction, "loss": loss, "epochs": epochs,
+        "test_data": None if test_data is None else str(test_data),
+        "test_fraction": test_fraction, "val_fraction": val_fraction, "loss": loss, "epochs": epochs,
         "batch_size": batch_size, "lr": lr, "hidden": hidden, "layers": layers, "seed": seed,
         "time_budget": time_budget, "name": name, "runs_root": str(runs_root), "split": split,
         "dataset": {
             "graphs": len(train),
             "train_configs": sum(s.num_configs for s in train),
-            "held_out_configs": sum(s.num_configs for s in held_out),
+            "val_configs": sum(s.num_configs for s in held_out),
+            "test_configs": sum(s.num_configs for s in test or held_out),
         },
         "features": features, "net": layout.to_dict(),
     }  # fmt: skip
@@ -244,8 +267,12 @@ def train_run(
     cm_train.save_checkpoint(
         run / MODEL, net, features, epoch=int(best["epoch"]), val_kendall_tau=best["tau"]
     )
-    test = cm_train.evaluate(net, held_out)
-    write_json(run / TEST_METRICS, {"held_out": split, "best_epoch": int(best["epoch"]), **test})
+    scored_on = "test" if test is not None else "val"
+    report = cm_train.evaluate(net, test if test is not None else held_out)
+    write_json(
+        run / TEST_METRICS,
+        {"held_out": split, "scored_on": scored_on, "best_epoch": int(best["epoch"]), **report},
+    )
     rundir.write_state(run, status="finished", epochs=done)
     return run
 

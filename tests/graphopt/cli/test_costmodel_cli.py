@@ -39,7 +39,7 @@ def trained(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     out = _graphopt(*train.split(), "--data", str(data), "--runs-root", str(runs))
     run = runs / "costmodel" / "c_1"
     assert "epoch 1/1  loss" in out and "val tau" in out and "top-5 error" in out
-    assert f"run: {run}" in out and "held-out: tau" in out
+    assert f"run: {run}" in out and "test: tau" in out
     return data, run
 
 

@@ -38,8 +38,11 @@ def test_train_run_writes_a_complete_run(dataset: Path, tmp_path: Path) -> None:
         ["config.yaml", "state.json", "metrics.csv", "model.pt", "test_metrics.json"]
     )
     config = yaml.safe_load((run / "config.yaml").read_text())
-    assert config["split"] == {"test_fraction": 0.2, "seed": 0} and config["loss"] == "listmle"
-    assert config["dataset"] == {"graphs": 1, "train_configs": 19, "held_out_configs": 5}
+    assert config["split"] == {"test_fraction": 0.2, "val_fraction": 0.1, "seed": 0}
+    assert config["loss"] == "listmle"
+    assert config["dataset"] == {
+        "graphs": 1, "train_configs": 16, "val_configs": 3, "test_configs": 5
+    }  # fmt: skip
     assert config["net"]["hidden"] == 8 and config["features"]["kind"] == "graphopt"
     state = json.loads((run / "state.json").read_text())
     assert state["status"] == "finished" and state["epochs"] == 2
@@ -49,8 +52,7 @@ def test_train_run_writes_a_complete_run(dataset: Path, tmp_path: Path) -> None:
     assert {"train/loss", "val/kendall_tau", "val/top5_error", "time"} <= set(rows[0])
     test = json.loads((run / "test_metrics.json").read_text())
     assert test["best_epoch"] == state["best_epoch"] and -1 <= test["kendall_tau"] <= 1
-    best_tau = max(float(r["val/kendall_tau"]) for r in rows)
-    assert test["kendall_tau"] == pytest.approx(best_tau)  # the held-out set picked the epoch
+    assert test["scored_on"] == "test" and test["num_groups"] == 1
     net, ckpt = load_checkpoint(run / "model.pt", expect=EXPECTED_FEATURES)
     assert ckpt["epoch"] == state["best_epoch"] and net.layout.hidden == 8
     # a second run with the same name gets the next number; a given val set is recorded as such
@@ -58,8 +60,13 @@ def test_train_run_writes_a_complete_run(dataset: Path, tmp_path: Path) -> None:
                            batch_size=8, hidden=8, layers=1)  # fmt: skip
     assert again.name == "t_2"
     assert yaml.safe_load((again / "config.yaml").read_text())["split"] == {
-        "val_data": str(dataset)
-    }
+        "val_data": str(dataset), "test_data": None
+    }  # fmt: skip
+    scored = json.loads((again / "test_metrics.json").read_text())
+    with (again / "metrics.csv").open() as f:
+        best_tau = max(float(r["val/kendall_tau"]) for r in csv.DictReader(f))
+    assert scored["scored_on"] == "val"  # no test set: the validation set, which picked the epoch
+    assert scored["kendall_tau"] == pytest.approx(best_tau)
 
 
 def test_ctrl_c_keeps_the_best_model_so_far(dataset: Path, tmp_path: Path) -> None:
@@ -86,6 +93,9 @@ def test_ctrl_c_keeps_the_best_model_so_far(dataset: Path, tmp_path: Path) -> No
         ({"loss": "l2"}, "unknown loss 'l2'; choose one of: 'mse'"),
         ({"epochs": 0}, "epochs must be >= 1"),
         ({"test_fraction": 1.0}, r"test_fraction must lie in \(0, 1\)"),
+        ({"val_fraction": 0.0}, r"val_fraction must lie in \(0, 1\)"),
+        ({"test_fraction": 0.5, "val_fraction": 0.5}, "nothing left to train on"),
+        ({"test_data": "x.npz"}, "test_data needs val_data"),
         ({"name": "a b"}, "run name 'a b' may only contain"),
     ],
 )
