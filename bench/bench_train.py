@@ -89,5 +89,6 @@ def main() -> None:
         f"at the end {samples[-1][1] / gib:.2f} GiB, peak {peak / gib:.2f} GiB (target 24 GiB)"
     )
 
+
 if __name__ == "__main__":
     main()

@@ -61,9 +61,7 @@ def register(sub: Any) -> None:
     tr.add_argument(
         "--val-data", metavar="SRC", help="validation data (default: a split of --data)"
     )
-    tr.add_argument(
-        "--test-data", metavar="SRC", help="test data, with --val-data (default: none)"
-    )
+    tr.add_argument("--test-data", metavar="SRC", help="test data, with --val-data (default: none)")
     tr.add_argument(
         "--test-fraction", type=float, default=0.2,
         help="configurations per graph held out for test without --val-data (default 0.2)",

@@ -35,8 +35,10 @@ Memory per step is that of ``k`` segments' activations for ``B`` configurations 
 ``(B, C, Fc)`` configuration features of the batch, which whole-graph training needs as well);
 it no longer grows with the graph. The price: the first epoch computes every segment once
 without gradient to fill the table, and stale embeddings lag behind the parameters (SED
-reduces the resulting bias). The paper's final fine-tuning of the head on fresh embeddings (the
-"F" of GST+EFD) is not part of this module.
+reduces the resulting bias). The paper's last step (the "F" of GST+EFD), :func:`finetune_head`,
+removes the rest of that mismatch: with the GNN frozen, every segment's embedding is computed
+fresh once per configuration (no gradient, one segment at a time), and only the head
+(:attr:`CostNet.mlp`) is trained on the exact pooled sums, which is what prediction sees.
 
 Segments here are contiguous ranges of the topological order (:func:`partition`), and each
 segment's GNN sees only its induced subgraph: **edges between segments are dropped**. A model
@@ -48,6 +50,7 @@ and both agree.
 
 from __future__ import annotations
 
+import copy
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -68,8 +71,10 @@ __all__ = [
     "Segments",
     "combine_stale",
     "evaluate_segmented",
+    "finetune_head",
     "fit_gst",
     "partition",
+    "pooled_segmented",
     "predict_segmented",
     "stale_keep_mask",
 ]
@@ -403,6 +408,98 @@ def fit_gst(
     )  # fmt: skip
 
 
+# ---------------------------------------------------------------------------- head fine-tuning
+@torch.no_grad()
+def pooled_segmented(
+    net: CostNet, samples: GraphSamples, segment_size: int, batch_size: int = 256
+) -> Tensor:
+    """``(K, H)`` exact pooled sums of every configuration, computed fresh segment by segment
+    (no gradient; memory of one segment for ``batch_size`` configurations)."""
+    net.eval()
+    t = GraphTensors.of(samples)
+    segs = Segments.of(samples, segment_size)
+    out = []
+    for lo in range(0, samples.num_configs, batch_size):
+        idx = np.arange(lo, min(lo + batch_size, samples.num_configs))
+        feat = torch.as_tensor(samples.configs.features(idx))
+        total = feat.new_zeros(len(idx), net.layout.hidden)
+        for j in range(segs.count):
+            total += _segment_embedding(net, t, segs, j, feat)
+        out.append(total)
+    return torch.cat(out) if out else torch.zeros(0, net.layout.hidden)
+
+
+def finetune_head(
+    net: CostNet,
+    train: list[GraphSamples],
+    val: list[GraphSamples] | None = None,
+    *,
+    segment_size: int = 4096,
+    loss: str = "listmle",
+    epochs: int = 5,
+    batch_size: int = 32,
+    lr: float = 1e-3,
+    seed: int = 0,
+) -> list[dict[str, float]]:
+    """Fine-tune only the head on fresh embeddings (GST+EFD's "F"; module docstring).
+
+    The GNN's parameters are left untouched: the pooled sums of all configurations are computed
+    once (:func:`pooled_segmented`), then ``epochs`` passes of Adam on the ranking ``loss`` train
+    :attr:`CostNet.mlp` on batches of ``batch_size`` configurations of one graph. With ``val``,
+    the head keeps the best epoch's parameters by validation tau (epoch 0, the head before
+    fine-tuning, included), so fine-tuning never leaves a worse validation score.
+
+    Returns:
+        One row per epoch (``epoch``, ``train/loss`` and, with ``val``, ``val/...``), epoch 0 first.
+    """
+    loss_fn = get_loss(loss)
+    pooled = [pooled_segmented(net, s, segment_size) for s in train]
+    summaries = [torch.as_tensor(s.configs.summary(np.arange(s.num_configs))) for s in train]
+    runtimes = [torch.as_tensor(s.runtime, dtype=torch.float32) for s in train]
+    val_pooled = [pooled_segmented(net, s, segment_size) for s in val or []]
+
+    def validate() -> dict[str, float]:
+        with torch.no_grad():
+            preds = [_head(net, z, s) for z, s in zip(val_pooled, val or [], strict=True)]
+        groups = np.concatenate([np.full(s.num_configs, i) for i, s in enumerate(val or [])])
+        return grouped_report(
+            np.concatenate(preds), np.concatenate([s.runtime for s in val or []]), groups
+        )
+
+    rng = np.random.default_rng(seed)
+    opt = torch.optim.Adam(net.mlp.parameters(), lr=lr)
+    history: list[dict[str, float]] = []
+    best_tau, best_state = -math.inf, None
+    for epoch in range(epochs + 1):
+        total, count = 0.0, 0
+        if epoch > 0:
+            net.mlp.train()
+            order = [(g, b) for g, s in enumerate(train)
+                     for b in np.array_split(rng.permutation(s.num_configs),
+                                             max(1, math.ceil(s.num_configs / batch_size)))]  # fmt: skip
+            for i in rng.permutation(len(order)):
+                g, idx = order[i]
+                if len(idx) < 2:
+                    continue
+                pred = net.head(pooled[g][idx], train[g].num_nodes, summaries[g][idx])
+                value = loss_fn(pred, runtimes[g][idx])
+                opt.zero_grad()
+                value.backward()
+                torch.nn.utils.clip_grad_norm_(net.mlp.parameters(), 1.0)
+                opt.step()
+                total, count = total + float(value.detach()), count + 1
+            net.mlp.eval()
+        row = {"epoch": float(epoch), "train/loss": total / max(count, 1)}
+        if val:
+            row.update({f"val/{k}": v for k, v in validate().items()})
+            if row["val/kendall_tau"] > best_tau:
+                best_tau, best_state = row["val/kendall_tau"], copy.deepcopy(net.mlp.state_dict())
+        history.append(row)
+    if best_state is not None:
+        net.mlp.load_state_dict(best_state)
+    return history
+
+
 # ---------------------------------------------------------------------------- scoring
 @torch.no_grad()
 def predict_segmented(
@@ -415,19 +512,16 @@ def predict_segmented(
     :func:`graphopt.costmodel.train.predict`. Memory: the activations of one segment for
     ``batch_size`` configurations, plus the batch's ``(B, C, Fc)`` configuration features.
     """
-    net.eval()
-    t = GraphTensors.of(samples)
-    segs = Segments.of(samples, segment_size)
-    out = []
-    for lo in range(0, samples.num_configs, batch_size):
-        idx = np.arange(lo, min(lo + batch_size, samples.num_configs))
-        feat = torch.as_tensor(samples.configs.features(idx))
-        total = feat.new_zeros(len(idx), net.layout.hidden)
-        for j in range(segs.count):
-            total += _segment_embedding(net, t, segs, j, feat)
-        summary = torch.as_tensor(samples.configs.summary(idx))
-        out.append(net.head(total, samples.num_nodes, summary).numpy())
-    return np.concatenate(out) if out else np.zeros(0)
+    return _head(net, pooled_segmented(net, samples, segment_size, batch_size), samples)
+
+
+def _head(net: CostNet, pooled: Tensor, samples: GraphSamples) -> np.ndarray:
+    """``(K,)`` head outputs for the ``(K, H)`` pooled sums of all of ``samples``' configurations."""
+    if samples.num_configs == 0:
+        return np.zeros(0)
+    summary = torch.as_tensor(samples.configs.summary(np.arange(samples.num_configs)))
+    with torch.no_grad():
+        return net.head(pooled, samples.num_nodes, summary).numpy()
 
 
 def evaluate_segmented(

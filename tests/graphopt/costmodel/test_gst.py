@@ -14,12 +14,15 @@ from graphopt.costmodel.gst import (
     HistoryTable,
     Segments,
     combine_stale,
+    finetune_head,
     fit_gst,
     partition,
+    pooled_segmented,
     predict_segmented,
     stale_keep_mask,
 )
 from graphopt.costmodel.losses import listmle_loss
+from graphopt.costmodel.metrics import ranking_report
 from graphopt.costmodel.model import CostNet, NetLayout
 from graphopt.costmodel.train import GraphTensors, predict
 from graphopt.hardware import get_cluster
@@ -237,3 +240,44 @@ def test_gradient_flows_only_through_sampled_segments(
     assert len(calls) - sum(calls) >= 2 * (rnnlm.num_configs // 8)
     for name, p in net.named_parameters():
         assert p.grad is not None and p.grad.abs().sum() > 0, name
+
+
+def test_pooled_segmented_is_the_sum_of_segment_embeddings(rnnlm: data.GraphSamples) -> None:
+    net = _net(rnnlm)
+    whole = pooled_segmented(net, rnnlm, segment_size=10_000)
+    t = GraphTensors.of(rnnlm)
+    feat = torch.as_tensor(rnnlm.configs.features(np.arange(rnnlm.num_configs)))
+    with torch.no_grad():
+        expected = net.segment_sum(
+            net.static(t.node_feat, t.opcode), t.edges, t.config_node_ids, feat
+        )
+    torch.testing.assert_close(whole, expected, rtol=1e-4, atol=1e-4)
+    seg = pooled_segmented(net, rnnlm, segment_size=64, batch_size=5)  # several segments, batches
+    assert seg.shape == whole.shape and not torch.allclose(seg, whole)  # cross edges dropped
+    summary = torch.as_tensor(rnnlm.configs.summary(np.arange(rnnlm.num_configs)))
+    with torch.no_grad():
+        head = net.head(seg, rnnlm.num_nodes, summary).numpy()
+    np.testing.assert_allclose(predict_segmented(net, rnnlm, 64), head, rtol=1e-5)
+
+
+def test_finetune_head_trains_only_the_head(rnnlm: data.GraphSamples) -> None:
+    train, val = data.split_samples([rnnlm], 0.25, seed=0)
+    net = _net(rnnlm)
+    torch.manual_seed(1)
+    for layer in net.mlp:  # a fresh random head: knows nothing of the runtimes
+        if isinstance(layer, torch.nn.Linear):
+            layer.reset_parameters()
+    backbone = {k: v.clone() for k, v in net.state_dict().items() if not k.startswith("mlp.")}
+    before = ranking_report(predict_segmented(net, train[0], 64), train[0].runtime)
+    rows = finetune_head(net, train, val, segment_size=64, epochs=15, batch_size=8, lr=1e-2)
+    assert [r["epoch"] for r in rows] == [float(e) for e in range(16)]
+    assert rows[0]["train/loss"] == 0.0 and rows[1]["train/loss"] > 0
+    after = ranking_report(predict_segmented(net, train[0], 64), train[0].runtime)
+    assert after["kendall_tau"] > before["kendall_tau"] + 0.1  # the head learned to rank
+    assert rows[-1]["train/loss"] < rows[1]["train/loss"]
+    for k, v in net.state_dict().items():  # the GNN is frozen
+        if not k.startswith("mlp."):
+            torch.testing.assert_close(v, backbone[k])
+    best = max(r["val/kendall_tau"] for r in rows)
+    final = ranking_report(predict_segmented(net, val[0], 64), val[0].runtime)["kendall_tau"]
+    assert final == pytest.approx(best)  # the head of the best validation epoch is kept
