@@ -50,7 +50,6 @@ and both agree.
 
 from __future__ import annotations
 
-import copy
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -444,60 +443,34 @@ def finetune_head(
     """Fine-tune only the head on fresh embeddings (GST+EFD's "F"; module docstring).
 
     The GNN's parameters are left untouched: the pooled sums of all configurations are computed
-    once (:func:`pooled_segmented`), then ``epochs`` passes of Adam on the ranking ``loss`` train
-    :attr:`CostNet.mlp` on batches of ``batch_size`` configurations of one graph. With ``val``,
-    the head keeps the best epoch's parameters by validation tau (epoch 0, the head before
-    fine-tuning, included), so fine-tuning never leaves a worse validation score.
+    once (:func:`pooled_segmented`), then :func:`graphopt.costmodel.train.train_loop` trains only
+    :attr:`CostNet.mlp` for ``epochs`` passes (batches of ``batch_size`` configurations of one
+    graph, Adam on the ranking ``loss``), keeping the best epoch's head by validation tau when
+    ``val`` is given.
 
     Returns:
-        One row per epoch (``epoch``, ``train/loss`` and, with ``val``, ``val/...``), epoch 0 first.
+        One metrics row per epoch (``epoch``, ``train/loss``, ``val/...``, ``time``).
     """
-    loss_fn = get_loss(loss)
     pooled = [pooled_segmented(net, s, segment_size) for s in train]
     summaries = [torch.as_tensor(s.configs.summary(np.arange(s.num_configs))) for s in train]
-    runtimes = [torch.as_tensor(s.runtime, dtype=torch.float32) for s in train]
     val_pooled = [pooled_segmented(net, s, segment_size) for s in val or []]
 
+    def forward(g: int, idx: np.ndarray, rng: np.random.Generator) -> Tensor:
+        return net.head(pooled[g][idx], train[g].num_nodes, summaries[g][idx])
+
     def validate() -> dict[str, float]:
-        with torch.no_grad():
-            preds = [_head(net, z, s) for z, s in zip(val_pooled, val or [], strict=True)]
+        preds = [_head(net, z, s) for z, s in zip(val_pooled, val or [], strict=True)]
         groups = np.concatenate([np.full(s.num_configs, i) for i, s in enumerate(val or [])])
         return grouped_report(
             np.concatenate(preds), np.concatenate([s.runtime for s in val or []]), groups
         )
 
-    rng = np.random.default_rng(seed)
-    opt = torch.optim.Adam(net.mlp.parameters(), lr=lr)
-    history: list[dict[str, float]] = []
-    best_tau, best_state = -math.inf, None
-    for epoch in range(epochs + 1):
-        total, count = 0.0, 0
-        if epoch > 0:
-            net.mlp.train()
-            order = [(g, b) for g, s in enumerate(train)
-                     for b in np.array_split(rng.permutation(s.num_configs),
-                                             max(1, math.ceil(s.num_configs / batch_size)))]  # fmt: skip
-            for i in rng.permutation(len(order)):
-                g, idx = order[i]
-                if len(idx) < 2:
-                    continue
-                pred = net.head(pooled[g][idx], train[g].num_nodes, summaries[g][idx])
-                value = loss_fn(pred, runtimes[g][idx])
-                opt.zero_grad()
-                value.backward()
-                torch.nn.utils.clip_grad_norm_(net.mlp.parameters(), 1.0)
-                opt.step()
-                total, count = total + float(value.detach()), count + 1
-            net.mlp.eval()
-        row = {"epoch": float(epoch), "train/loss": total / max(count, 1)}
-        if val:
-            row.update({f"val/{k}": v for k, v in validate().items()})
-            if row["val/kendall_tau"] > best_tau:
-                best_tau, best_state = row["val/kendall_tau"], copy.deepcopy(net.mlp.state_dict())
-        history.append(row)
-    if best_state is not None:
-        net.mlp.load_state_dict(best_state)
-    return history
+    return train_loop(
+        net, train, forward, validate if val else None,
+        loss_fn=get_loss(loss), epochs=epochs, batch_size=batch_size, lr=lr, weight_decay=0.0,
+        max_batch_nodes=2**62, seed=seed, time_budget=None, on_epoch=None,
+        parameters=net.mlp.parameters(),
+    )  # fmt: skip
 
 
 # ---------------------------------------------------------------------------- scoring

@@ -18,7 +18,7 @@ from __future__ import annotations
 import copy
 import math
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -205,14 +205,18 @@ def train_loop(
     seed: int,
     time_budget: float | None,
     on_epoch: Callable[[dict[str, float]], None] | None,
+    parameters: Iterable[torch.nn.Parameter] | None = None,
 ) -> list[dict[str, float]]:
-    """The loop of :func:`fit` and :func:`graphopt.costmodel.gst.fit_gst` (module docstring):
-    ``forward`` predicts a batch (whole-graph or segmented), ``validate`` scores the validation
-    set; one generator seeded with ``seed`` drives the batches and whatever ``forward`` samples."""
+    """The loop of :func:`fit`, :func:`graphopt.costmodel.gst.fit_gst` and
+    :func:`graphopt.costmodel.gst.finetune_head` (module docstring): ``forward`` predicts a batch
+    (whole-graph, segmented, or the head on stored sums), ``validate`` scores the validation set;
+    one generator seeded with ``seed`` drives the batches and whatever ``forward`` samples.
+    ``parameters``: what Adam updates (default: all of ``net``'s)."""
     rng = np.random.default_rng(seed)
     torch.manual_seed(seed)
     runtimes = [torch.as_tensor(s.runtime, dtype=torch.float32) for s in train]
-    opt = torch.optim.Adam(net.parameters(), lr=lr, weight_decay=weight_decay)
+    params = list(net.parameters() if parameters is None else parameters)
+    opt = torch.optim.Adam(params, lr=lr, weight_decay=weight_decay)
     history: list[dict[str, float]] = []
     best_tau, best_state = -math.inf, None
     start = time.perf_counter()
@@ -224,7 +228,7 @@ def train_loop(
             value = loss_fn(forward(g, idx, rng), runtimes[g][idx])
             opt.zero_grad()
             value.backward()
-            torch.nn.utils.clip_grad_norm_(net.parameters(), 1.0)
+            torch.nn.utils.clip_grad_norm_(params, 1.0)
             opt.step()
             total, count = total + float(value.detach()), count + 1
         row = {"epoch": float(epoch), "train/loss": total / max(count, 1)}

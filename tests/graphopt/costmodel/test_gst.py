@@ -270,11 +270,10 @@ def test_finetune_head_trains_only_the_head(rnnlm: data.GraphSamples) -> None:
     backbone = {k: v.clone() for k, v in net.state_dict().items() if not k.startswith("mlp.")}
     before = ranking_report(predict_segmented(net, train[0], 64), train[0].runtime)
     rows = finetune_head(net, train, val, segment_size=64, epochs=15, batch_size=8, lr=1e-2)
-    assert [r["epoch"] for r in rows] == [float(e) for e in range(16)]
-    assert rows[0]["train/loss"] == 0.0 and rows[1]["train/loss"] > 0
+    assert [r["epoch"] for r in rows] == [float(e) for e in range(1, 16)]
     after = ranking_report(predict_segmented(net, train[0], 64), train[0].runtime)
     assert after["kendall_tau"] > before["kendall_tau"] + 0.1  # the head learned to rank
-    assert rows[-1]["train/loss"] < rows[1]["train/loss"]
+    assert rows[-1]["train/loss"] < rows[0]["train/loss"]
     for k, v in net.state_dict().items():  # the GNN is frozen
         if not k.startswith("mlp."):
             torch.testing.assert_close(v, backbone[k])
