@@ -13,10 +13,14 @@ the test configurations.
 
 ``sim``: decisions sampled on the ``default`` suite and five more random DAGs, measured by the simulator train the GNN;
 it is scored against the simulator on the held-out families of ``heldout-small`` (wavenet,
-amoebanet: never seen in training). Beside it: the analytic estimate max(busiest device, critical
-path, busiest link) and gradient-boosted trees on the same summary features. Then scoring
-throughput, decisions per second, of the learned model (batched) and of the simulator on the same
-decisions.
+amoebanet: never seen in training), and on 128 fresh decisions of each training graph (new
+decisions, known graphs: how well the model fits its own distribution). Beside it: the analytic
+estimate max(busiest device, critical path, busiest link), a list schedule in topological order
+(each op starts when its inputs have arrived and its device has finished the op before it in
+topological order; transfers without link queueing: the schedule-length estimate of HEFT-like
+list schedulers, but with a static order where the simulator picks ready ops dynamically), and
+gradient-boosted trees on the summary features. Then scoring throughput, decisions per second,
+of the learned model (batched) and of the simulator on the same decisions.
 
 Every figure comes from runs in this process; one torch thread.
 """
@@ -30,6 +34,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from numba import njit
 
 from graphopt.costmodel import data
 from graphopt.costmodel.features import SUMMARY_FEATURES
@@ -107,6 +112,41 @@ def bench_tpugraphs(budget: float, loss: str) -> None:
              f"fit {fit_s:.0f} s, scores {rate:,.0f} configs/s")  # fmt: skip
 
 
+@njit(cache=True)
+def topological_list_schedule(place, op_time, pred_ptr, pred_src, pred_edge, nbytes, latency,
+                              inv_bw, num_devices):  # fmt: skip
+    """``(B,)`` schedule length per placement: ops in topological order, each starting at
+    ``max(inputs arrived, its device free)``; a cross-device input arrives ``latency + bytes /
+    bandwidth`` after its producer ends (no link queueing)."""
+    b, n = place.shape
+    out = np.zeros(b)
+    finish = np.zeros(n)
+    for k in range(b):
+        free = np.zeros(num_devices)
+        for v in range(n):
+            dv = place[k, v]
+            ready = 0.0
+            for j in range(pred_ptr[v], pred_ptr[v + 1]):
+                u = pred_src[j]
+                t = finish[u]
+                if place[k, u] != dv:
+                    t += latency[place[k, u], dv] + nbytes[pred_edge[j]] * inv_bw[place[k, u], dv]
+                ready = max(ready, t)
+            finish[v] = max(ready, free[dv]) + op_time[v, dv]
+            free[dv] = finish[v]
+        out[k] = finish.max() if n else 0.0
+    return out
+
+
+def _list_schedule(s: data.GraphSamples) -> np.ndarray:
+    f = s.configs.featurizer  # type: ignore[attr-defined]
+    return topological_list_schedule(
+        np.ascontiguousarray(s.configs.placement), np.ascontiguousarray(f.op_time),  # type: ignore[attr-defined]
+        f.pred_ptr, f.pred_src, f.pred_edge, f.nbytes, f.latency, f.inv_bw,
+        f.cluster.num_devices,
+    )  # fmt: skip
+
+
 def _graph_relative(samples: list[data.GraphSamples]) -> tuple[np.ndarray, np.ndarray]:
     x = np.concatenate([s.configs.summary(np.arange(s.num_configs)) for s in samples])
     y = np.concatenate([np.log(s.runtime) - np.log(s.runtime).mean() for s in samples])
@@ -125,8 +165,11 @@ def bench_sim(samples_per_graph: int, budget: float, loss: str) -> None:
                       samples=samples_per_graph, seed=0, progress=False)  # fmt: skip
         data.generate(resolve_graphs(["suite:heldout-small"]), cluster, Path(tmp) / "test",
                       samples=256, seed=1, progress=False)  # fmt: skip
+        data.generate(resolve_graphs(TRAIN_GRAPHS), cluster, Path(tmp) / "fresh",
+                      samples=128, seed=7, progress=False)  # fmt: skip
         train = data.load_dataset(Path(tmp) / "train")
         test = data.load_dataset(Path(tmp) / "test")
+        fresh = data.load_dataset(Path(tmp) / "fresh")
     print(
         f"simulator data on {cluster.name}: {sum(s.num_configs for s in train):,} valid decisions "
         f"on {len(train)} training graphs, {sum(s.num_configs for s in test):,} on "
@@ -138,6 +181,8 @@ def bench_sim(samples_per_graph: int, budget: float, loss: str) -> None:
     summary = np.concatenate([s.configs.summary(np.arange(s.num_configs)) for s in test])
     analytic = summary[:, SUMMARY_FEATURES.index("analytic")]
     _row("analytic max(load, path, link)", grouped_report(analytic, truth, groups))
+    listed = np.concatenate([_list_schedule(s) for s in test])
+    _row("list schedule, topological order", grouped_report(listed, truth, groups))
     x, y = _graph_relative(train)
     gbdt = GBDTRanker(n_estimators=300).fit(x, np.exp(y))
     _row("gradient-boosted trees (summary)", grouped_report(gbdt.predict(summary), truth, groups))
@@ -151,6 +196,15 @@ def bench_sim(samples_per_graph: int, budget: float, loss: str) -> None:
          f"fit {fit_s:.0f} s")  # fmt: skip
     for s in test:
         _row(f"  {s.name} ({s.num_nodes} ops)", ranking_report(predict(net, s), s.runtime))
+    fresh_groups = np.concatenate([np.full(s.num_configs, i) for i, s in enumerate(fresh)])
+    _row(
+        "GNN, new decisions on training graphs",
+        grouped_report(
+            np.concatenate([predict(net, s) for s in fresh]),
+            np.concatenate([s.runtime for s in fresh]),
+            fresh_groups,
+        ),  # fmt: skip
+    )
 
     # ---- throughput: the same 256 decisions through the learned model and the simulator
     from graphopt.costmodel.learned import LearnedCostModel

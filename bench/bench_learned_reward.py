@@ -1,12 +1,12 @@
 """PPO with a learned reward, checked against the simulator: how big is the gap?
 
 Usage: python bench/bench_learned_reward.py [--timesteps N] [--budget SECONDS] [--samples K]
-                                            [--draws D]
+                                            [--draws D] [--loss NAME]
 
 1. Data: ``--samples`` decisions per graph of ``suite:default`` on ``v100-nvlink-4``, measured by
    the simulator (:func:`graphopt.costmodel.data.generate`, seed 0).
-2. Cost model: ``graphopt costmodel train`` on them for ``--budget`` seconds
-   (:func:`graphopt.costmodel.runs.train_run`; its test split's tau is printed).
+2. Cost model: ``graphopt costmodel train`` on them for ``--budget`` seconds with ``--loss``
+   (default ListMLE; :func:`graphopt.costmodel.runs.train_run`; its test split's tau is printed).
 3. Two PPO runs of ``--timesteps`` decisions with the demo configuration
    (``graphopt/configs/demo.yaml``), same seed: one rewarded by the learned model
    (``--cost-model``), one by the simulator. Both validate on ``suite:heldout-small`` with the
@@ -90,6 +90,7 @@ def main() -> None:
     parser.add_argument("--budget", type=float, default=180.0, help="cost-model training seconds")
     parser.add_argument("--samples", type=int, default=384, help="measured decisions per graph")
     parser.add_argument("--draws", type=int, default=32, help="decisions per graph for the gap")
+    parser.add_argument("--loss", default="listmle", help="the cost model's training loss")
     args = parser.parse_args()
     torch.set_num_threads(1)
     torch.manual_seed(0)
@@ -100,10 +101,10 @@ def main() -> None:
         data.generate(graphs, get_cluster(base.cluster), Path(tmp) / "cm", samples=args.samples,
                       seed=0, progress=False)  # fmt: skip
         cm_run = train_run(Path(tmp) / "cm", epochs=1000, time_budget=args.budget, lr=2e-3,
-                           name="reward", runs_root=tmp)  # fmt: skip
+                           loss=args.loss, name="reward", runs_root=tmp)  # fmt: skip
         test = json.loads((cm_run / TEST_METRICS).read_text())
         print(
-            f"cost model: {args.samples} decisions on each of {len(graphs)} graphs of "
+            f"cost model ({args.loss}): {args.samples} decisions on each of {len(graphs)} graphs of "
             f"{base.graphs}; test split tau {test['kendall_tau']:.3f}, top-10 error "
             f"{test['top10_error']:.2%} ({time.perf_counter() - t0:.0f} s with the data)"
         )
