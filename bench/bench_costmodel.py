@@ -15,10 +15,8 @@ the test configurations.
 it is scored against the simulator on the held-out families of ``heldout-small`` (wavenet,
 amoebanet: never seen in training), and on 128 fresh decisions of each training graph (new
 decisions, known graphs: how well the model fits its own distribution). Beside it: the analytic
-estimate max(busiest device, critical path, busiest link), a list schedule in topological order
-(each op starts when its inputs have arrived and its device has finished the op before it in
-topological order; transfers without link queueing: the schedule-length estimate of HEFT-like
-list schedulers, but with a static order where the simulator picks ready ops dynamically), and
+estimate max(busiest device, critical path, busiest link), the list schedule in topological order
+(:func:`graphopt.costmodel.features.list_schedules`: the network's prior, which it corrects), and
 gradient-boosted trees on the summary features. Then scoring throughput, decisions per second,
 of the learned model (batched) and of the simulator on the same decisions.
 
@@ -34,7 +32,6 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from numba import njit
 
 from graphopt.costmodel import data
 from graphopt.costmodel.features import SUMMARY_FEATURES
@@ -112,41 +109,6 @@ def bench_tpugraphs(budget: float, loss: str) -> None:
              f"fit {fit_s:.0f} s, scores {rate:,.0f} configs/s")  # fmt: skip
 
 
-@njit(cache=True)
-def topological_list_schedule(place, op_time, pred_ptr, pred_src, pred_edge, nbytes, latency,
-                              inv_bw, num_devices):  # fmt: skip
-    """``(B,)`` schedule length per placement: ops in topological order, each starting at
-    ``max(inputs arrived, its device free)``; a cross-device input arrives ``latency + bytes /
-    bandwidth`` after its producer ends (no link queueing)."""
-    b, n = place.shape
-    out = np.zeros(b)
-    finish = np.zeros(n)
-    for k in range(b):
-        free = np.zeros(num_devices)
-        for v in range(n):
-            dv = place[k, v]
-            ready = 0.0
-            for j in range(pred_ptr[v], pred_ptr[v + 1]):
-                u = pred_src[j]
-                t = finish[u]
-                if place[k, u] != dv:
-                    t += latency[place[k, u], dv] + nbytes[pred_edge[j]] * inv_bw[place[k, u], dv]
-                ready = max(ready, t)
-            finish[v] = max(ready, free[dv]) + op_time[v, dv]
-            free[dv] = finish[v]
-        out[k] = finish.max() if n else 0.0
-    return out
-
-
-def _list_schedule(s: data.GraphSamples) -> np.ndarray:
-    f = s.configs.featurizer  # type: ignore[attr-defined]
-    return topological_list_schedule(
-        np.ascontiguousarray(s.configs.placement), np.ascontiguousarray(f.op_time),  # type: ignore[attr-defined]
-        f.pred_ptr, f.pred_src, f.pred_edge, f.nbytes, f.latency, f.inv_bw,
-        f.cluster.num_devices,
-    )  # fmt: skip
-
-
 def _graph_relative(samples: list[data.GraphSamples]) -> tuple[np.ndarray, np.ndarray]:
     x = np.concatenate([s.configs.summary(np.arange(s.num_configs)) for s in samples])
     y = np.concatenate([np.log(s.runtime) - np.log(s.runtime).mean() for s in samples])
@@ -181,7 +143,7 @@ def bench_sim(samples_per_graph: int, budget: float, loss: str) -> None:
     summary = np.concatenate([s.configs.summary(np.arange(s.num_configs)) for s in test])
     analytic = summary[:, SUMMARY_FEATURES.index("analytic")]
     _row("analytic max(load, path, link)", grouped_report(analytic, truth, groups))
-    listed = np.concatenate([_list_schedule(s) for s in test])
+    listed = summary[:, SUMMARY_FEATURES.index("list_schedule")]
     _row("list schedule, topological order", grouped_report(listed, truth, groups))
     x, y = _graph_relative(train)
     gbdt = GBDTRanker(n_estimators=300).fit(x, np.exp(y))

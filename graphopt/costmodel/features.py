@@ -10,13 +10,14 @@ Two kinds of features reach the model (see :mod:`graphopt.costmodel.model`):
   and how many bytes and seconds of transfers the placement puts on its edges.
 
 and, once per decision, a few **summary** features (:data:`SUMMARY_FEATURES`): the load of the
-busiest device, the spread of the loads, the total transfer time, and the critical path with the
-placement's op times and transfer times (no contention) -- the quantities a step time is made of,
-which a sum or mean over ops cannot express (a maximum over devices or paths).
+busiest device, the spread of the loads, the total transfer time, the critical path with the
+placement's op times and transfer times (no contention), and the length of a list schedule in
+topological order (:func:`list_schedules`) -- the quantities a step time is made of, which a sum
+or mean over ops cannot express (a maximum over devices or paths).
 
 The per-op features are computed for a whole batch of decisions at once with ``numpy`` (``O(B
-(N + E))``, no Python loop over ops); the critical path is a ``numba`` loop over ops in
-topological order. ``tests/graphopt/costmodel/test_features.py`` holds the per-op twins.
+(N + E))``, no Python loop over ops); the critical path and the list schedule are ``numba``
+loops over ops in topological order. ``tests/graphopt/costmodel/test_features.py`` holds the per-op twins.
 """
 
 from __future__ import annotations
@@ -59,8 +60,15 @@ SUMMARY_FEATURES = (
     "log_max_load",  # log10 of the busiest device's time in µs / 7
     "max_link_load",  # busiest directed link's transfer seconds / total fastest op time
     "analytic",  # max(max_load, critical_path, max_link_load): a no-contention estimate
+    "list_schedule",  # schedule length of a list schedule in topological order / total
+    "log_list_schedule",  # log10 of it in µs / 7
 )
 """Names of the per-decision summary columns, in order."""
+
+PRIOR = "list_schedule"
+"""The summary column whose log the network's output is added to (``NetLayout.prior_column``):
+the list-schedule estimate, which picks the best decisions well (top-K error) but orders the rest
+only roughly, so the network learns a correction to it."""
 
 
 @njit(cache=True)
@@ -85,6 +93,40 @@ def critical_paths(place, op_time, pred_ptr, pred_src, pred_edge, nbytes, latenc
                 if t > ready:
                     ready = t
             finish[v] = ready + op_time[v, dv]
+            if finish[v] > best:
+                best = finish[v]
+        out[k] = best
+    return out
+
+
+@njit(cache=True)
+def list_schedules(place, op_time, pred_ptr, pred_src, pred_edge, nbytes, latency, inv_bw, num_dev):
+    """``(B,)`` schedule length per decision of the list schedule in topological order: op ``v``
+    starts at ``max(inputs arrived, its device free)``, ``finish[v] = start + time[v, d_v]``, and
+    its device is busy until then; an input from another device arrives ``latency + bytes /
+    bandwidth`` after its producer ends (no link queueing). This is the schedule-length estimate
+    of list schedulers such as HEFT, with a static order where the simulator picks the ready op
+    with the lowest (priority, topological index) whenever a device falls idle; priorities are
+    ignored here."""
+    b, n = place.shape
+    out = np.zeros(b)
+    finish = np.zeros(n)
+    for k in range(b):
+        free = np.zeros(num_dev)
+        best = 0.0
+        for v in range(n):
+            dv = place[k, v]
+            ready = 0.0
+            for j in range(pred_ptr[v], pred_ptr[v + 1]):
+                u = pred_src[j]
+                du = place[k, u]
+                t = finish[u]
+                if du != dv:
+                    t += latency[du, dv] + nbytes[pred_edge[j]] * inv_bw[du, dv]
+                if t > ready:
+                    ready = t
+            finish[v] = max(ready, free[dv]) + op_time[v, dv]
+            free[dv] = finish[v]
             if finish[v] > best:
                 best = finish[v]
         out[k] = best
@@ -157,8 +199,10 @@ class DecisionFeaturizer:
             link_load = links.reshape(b, d * d).max(axis=1)
         else:
             transfer = link_load = np.zeros(b)
-        cp = critical_paths(place, np.ascontiguousarray(self.op_time), self.pred_ptr,
-                            self.pred_src, self.pred_edge, self.nbytes, self.latency, self.inv_bw)  # fmt: skip
+        args = (np.ascontiguousarray(self.op_time), self.pred_ptr, self.pred_src, self.pred_edge,
+                self.nbytes, self.latency, self.inv_bw)  # fmt: skip
+        cp = critical_paths(place, *args)
+        listed = list_schedules(place, *args, d)
         mean = np.maximum(load.mean(axis=1), 1e-12)
         out = np.stack(
             [
@@ -170,6 +214,8 @@ class DecisionFeaturizer:
                 np.log10(1 + load.max(axis=1) * 1e6) / 7,
                 link_load / self.total,
                 np.maximum.reduce([load.max(axis=1), cp, link_load]) / self.total,
+                listed / self.total,
+                np.log10(1 + listed * 1e6) / 7,
             ],
             axis=1,
         )

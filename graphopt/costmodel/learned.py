@@ -30,6 +30,7 @@ import torch
 from graphopt.costmodel.data import from_decisions
 from graphopt.costmodel.features import (
     DECISION_FEATURES,
+    PRIOR,
     STATIC_FEATURES,
     SUMMARY_FEATURES,
     DecisionFeaturizer,
@@ -49,7 +50,7 @@ EXPECTED_FEATURES = {
     "static_names": list(STATIC_FEATURES),
     "decision_names": list(DECISION_FEATURES),
     "summary_names": list(SUMMARY_FEATURES),
-    "prior_column": SUMMARY_FEATURES.index("analytic"),
+    "prior_column": SUMMARY_FEATURES.index(PRIOR),
 }
 
 

@@ -27,7 +27,12 @@ import numpy as np
 import torch
 
 from graphopt.costmodel.data import DecisionConfigs, GraphSamples
-from graphopt.costmodel.features import DECISION_FEATURES, STATIC_FEATURES, SUMMARY_FEATURES
+from graphopt.costmodel.features import (
+    DECISION_FEATURES,
+    PRIOR,
+    STATIC_FEATURES,
+    SUMMARY_FEATURES,
+)
 from graphopt.costmodel.losses import get_loss
 from graphopt.costmodel.metrics import grouped_report
 from graphopt.costmodel.model import CostNet, NetLayout
@@ -91,7 +96,7 @@ def feature_layout(samples: list[GraphSamples]) -> dict[str, Any]:
         out["static_names"] = list(STATIC_FEATURES)
         out["decision_names"] = list(DECISION_FEATURES)
         out["summary_names"] = list(SUMMARY_FEATURES)
-        out["prior_column"] = SUMMARY_FEATURES.index("analytic")
+        out["prior_column"] = SUMMARY_FEATURES.index(PRIOR)
     return out
 
 

@@ -65,6 +65,25 @@ def _critical_path_reference(f: DecisionFeaturizer, place) -> float:
     return float(finish.max())
 
 
+def _list_schedule_reference(f: DecisionFeaturizer, place) -> float:
+    """Ops in topological order, each at max(inputs arrived, its device free)."""
+    g = f.graph
+    finish = np.zeros(g.num_ops)
+    free = {}
+    for v in range(g.num_ops):
+        ready = 0.0
+        for e in np.flatnonzero(g.edge_dst == v):
+            u = g.edge_src[e]
+            t = finish[u]
+            if place[u] != place[v]:
+                bw = f.cluster.bandwidth[place[u], place[v]]
+                t += f.cluster.latency[place[u], place[v]] + g.edge_bytes[e] / bw
+            ready = max(ready, t)
+        finish[v] = max(ready, free.get(place[v], 0.0)) + f.op_time[v, place[v]]
+        free[place[v]] = finish[v]
+    return float(finish.max())
+
+
 @pytest.fixture(scope="module")
 def featurizer() -> DecisionFeaturizer:
     graph = resolve_graphs(["random-sp-100-s0"])[0]
@@ -92,13 +111,19 @@ def test_summary_matches_reference(featurizer: DecisionFeaturizer) -> None:
     summary = featurizer.summary(place)
     assert summary.shape == (4, len(SUMMARY_FEATURES))
     col = SUMMARY_FEATURES.index("critical_path")
+    listed = SUMMARY_FEATURES.index("list_schedule")
     for b in range(4):
         cp = _critical_path_reference(featurizer, place[b])
         assert summary[b, col] == pytest.approx(cp / featurizer.total, rel=1e-5)
+        ls = _list_schedule_reference(featurizer, place[b])
+        assert summary[b, listed] == pytest.approx(ls / featurizer.total, rel=1e-5)
+        assert ls >= cp * (1 - 1e-9)  # device queueing only adds to the critical path
         load = np.bincount(
             place[b], weights=featurizer.op_time[np.arange(n), place[b]], minlength=4
         )
         assert summary[b, 0] == pytest.approx(load.max() / featurizer.total, rel=1e-5)
+    # one device, ops back to back: the list schedule is the total work
+    assert summary[0, listed] == pytest.approx(summary[0, 0], rel=1e-5)
     assert summary[0, SUMMARY_FEATURES.index("transfer_time")] == 0.0
     assert summary[0, SUMMARY_FEATURES.index("max_link_load")] == 0.0
     assert summary[1, SUMMARY_FEATURES.index("max_link_load")] > 0.0
