@@ -32,7 +32,9 @@ def register(sub: Any) -> None:
     p.add_argument(
         "--cost-model", metavar="RUN",
         help="training reward from a learned cost model (runs/costmodel/<name>_<k> or model.pt) "
-        "instead of the simulator; validation stays on the simulator",
+        "instead of the simulator; validation stays on the simulator. Train it with "
+        "'graphopt costmodel train --loss mse': ranking losses order runtimes but exaggerate "
+        "their ratios, which the speedup reward uses",
     )  # fmt: skip
     p.add_argument("--runs-dir", default="runs", help="where runs are written (default runs/)")
     p.add_argument("--resume", metavar="RUN", help="continue an interrupted run directory")
