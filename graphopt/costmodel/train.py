@@ -36,6 +36,7 @@ from graphopt.costmodel.features import (
 from graphopt.costmodel.losses import get_loss
 from graphopt.costmodel.metrics import grouped_report
 from graphopt.costmodel.model import CostNet, NetLayout
+from graphopt.train.rundir import uninterrupted
 
 CHECKPOINT_FORMAT = "graphopt-costmodel v1"
 
@@ -254,15 +255,17 @@ def train_loop(
 
 
 def save_checkpoint(path: str | Path, net: CostNet, features: dict[str, Any], **extra: Any) -> Path:
-    """Write ``net`` with its layout and the data's feature layout; atomic (temp file + rename)."""
+    """Write ``net`` with its layout and the data's feature layout; atomic (temp file + rename),
+    Ctrl-C held back until the file is complete (:func:`graphopt.train.rundir.uninterrupted`)."""
     path = Path(path)
     tmp = path.with_suffix(".tmp")
-    torch.save(
-        {"format": CHECKPOINT_FORMAT, "layout": net.layout.to_dict(), "features": features,
-         "state_dict": net.state_dict(), **extra},
-        tmp,
-    )  # fmt: skip
-    tmp.replace(path)
+    with uninterrupted():
+        torch.save(
+            {"format": CHECKPOINT_FORMAT, "layout": net.layout.to_dict(), "features": features,
+             "state_dict": net.state_dict(), **extra},
+            tmp,
+        )  # fmt: skip
+        tmp.replace(path)
     return path
 
 

@@ -17,10 +17,14 @@ leaves a truncated checkpoint or state file behind.
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import json
 import os
 import re
+import signal
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -80,12 +84,35 @@ def write_state(run: Path, **fields: Any) -> dict[str, Any]:
     return state
 
 
+@contextlib.contextmanager
+def uninterrupted() -> Iterator[None]:
+    """Hold Ctrl-C (SIGINT) back until the block is done, then raise ``KeyboardInterrupt``.
+
+    A ``KeyboardInterrupt`` raised inside a serialiser (``torch.save``'s zip writer) can leave it
+    half-written and surface as some other error, so the run would be recorded as crashed instead
+    of interrupted. Outside the main thread signals cannot be handled; the block then runs as is.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    caught: list[int] = []
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: caught.append(signum))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    if caught:
+        raise KeyboardInterrupt
+
+
 def save_model_atomic(model: Any, path: Path) -> None:
-    """``model.save`` to a temporary file, then rename into place."""
+    """``model.save`` to a temporary file, then rename into place; Ctrl-C waits until the file is
+    complete (:func:`uninterrupted`)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.stem + ".tmp.zip")
-    model.save(tmp)
-    os.replace(tmp, path)
+    with uninterrupted():
+        model.save(tmp)
+        os.replace(tmp, path)
 
 
 def check_run_dir(run: str | Path, need_model: bool = True) -> Path:

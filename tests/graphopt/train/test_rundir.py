@@ -29,3 +29,41 @@ def test_state_and_metrics_append(tmp_path):
     rundir.MetricsLog(tmp_path).write(timesteps=2, kind="val")  # reopening appends
     lines = (tmp_path / rundir.METRICS).read_text().splitlines()
     assert len(lines) == 3 and lines[0].startswith("timesteps,") and lines[2].startswith("2,")
+
+
+def test_uninterrupted_holds_ctrl_c_until_the_block_is_done(tmp_path):
+    import os
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        pytest.skip("signals are only handled in the main thread")
+    before = signal.getsignal(signal.SIGINT)
+    done = []
+    with pytest.raises(KeyboardInterrupt), rundir.uninterrupted():
+        os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C in the middle of a write
+        (tmp_path / "file").write_text("complete")
+        done.append(True)
+    assert done == [True] and (tmp_path / "file").read_text() == "complete"
+    assert signal.getsignal(signal.SIGINT) is before  # the previous handler is back
+    with rundir.uninterrupted():  # no Ctrl-C: nothing raised
+        pass
+
+
+def test_save_model_atomic_finishes_the_file_before_ctrl_c(tmp_path):
+    import os
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        pytest.skip("signals are only handled in the main thread")
+
+    class Model:
+        def save(self, path):
+            os.kill(os.getpid(), signal.SIGINT)
+            path.write_text("model")
+
+    with pytest.raises(KeyboardInterrupt):
+        rundir.save_model_atomic(Model(), tmp_path / "m.zip")
+    assert (tmp_path / "m.zip").read_text() == "model"
+    assert not list(tmp_path.glob("*.tmp.zip"))
