@@ -72,42 +72,13 @@ only roughly, so the network learns a correction to it."""
 
 
 @njit(cache=True)
-def critical_paths(place, op_time, pred_ptr, pred_src, pred_edge, nbytes, latency, inv_bw):
-    """``(B,)`` longest path per decision: ``finish[v] = time[v, d_v] + max_u (finish[u] +
-    comm(u, v))`` with ``comm = latency + bytes / bandwidth`` across devices, 0 on one device.
-    Ops are in topological order, so one forward sweep suffices."""
-    b, n = place.shape
-    out = np.zeros(b)
-    finish = np.zeros(n)
-    for k in range(b):
-        best = 0.0
-        for v in range(n):
-            dv = place[k, v]
-            ready = 0.0
-            for j in range(pred_ptr[v], pred_ptr[v + 1]):
-                u = pred_src[j]
-                du = place[k, u]
-                t = finish[u]
-                if du != dv:
-                    t += latency[du, dv] + nbytes[pred_edge[j]] * inv_bw[du, dv]
-                if t > ready:
-                    ready = t
-            finish[v] = ready + op_time[v, dv]
-            if finish[v] > best:
-                best = finish[v]
-        out[k] = best
-    return out
-
-
-@njit(cache=True)
-def list_schedules(place, op_time, pred_ptr, pred_src, pred_edge, nbytes, latency, inv_bw, num_dev):
-    """``(B,)`` schedule length per decision of the list schedule in topological order: op ``v``
-    starts at ``max(inputs arrived, its device free)``, ``finish[v] = start + time[v, d_v]``, and
-    its device is busy until then; an input from another device arrives ``latency + bytes /
-    bandwidth`` after its producer ends (no link queueing). This is the schedule-length estimate
-    of list schedulers such as HEFT, with a static order where the simulator picks the ready op
-    with the lowest (priority, topological index) whenever a device falls idle; priorities are
-    ignored here."""
+def _path_lengths(place, op_time, pred_ptr, pred_src, pred_edge, nbytes, latency, inv_bw, num_dev,
+                  serialize):  # fmt: skip
+    """``(B,)`` latest finish per decision, ops in topological order (one forward sweep):
+    ``finish[v] = start[v] + time[v, d_v]`` with ``start[v] = ready[v] = max_u (finish[u] +
+    comm(u, v))``, ``comm = latency + bytes / bandwidth`` across devices and 0 on one device; with
+    ``serialize``, ``start[v] = max(ready[v], free[d_v])`` and the device stays busy until
+    ``finish[v]`` (no link queueing either way)."""
     b, n = place.shape
     out = np.zeros(b)
     finish = np.zeros(n)
@@ -125,12 +96,36 @@ def list_schedules(place, op_time, pred_ptr, pred_src, pred_edge, nbytes, latenc
                     t += latency[du, dv] + nbytes[pred_edge[j]] * inv_bw[du, dv]
                 if t > ready:
                     ready = t
-            finish[v] = max(ready, free[dv]) + op_time[v, dv]
+            if serialize and free[dv] > ready:
+                ready = free[dv]
+            finish[v] = ready + op_time[v, dv]
             free[dv] = finish[v]
             if finish[v] > best:
                 best = finish[v]
         out[k] = best
     return out
+
+
+def critical_paths(place, op_time, pred_ptr, pred_src, pred_edge, nbytes, latency, inv_bw):
+    """``(B,)`` longest path per decision: ``finish[v] = time[v, d_v] + max_u (finish[u] +
+    comm(u, v))`` with ``comm = latency + bytes / bandwidth`` across devices, 0 on one device
+    (:func:`_path_lengths` without device queueing)."""
+    num_dev = latency.shape[0]
+    return _path_lengths(place, op_time, pred_ptr, pred_src, pred_edge, nbytes, latency, inv_bw,
+                         num_dev, False)  # fmt: skip
+
+
+def list_schedules(place, op_time, pred_ptr, pred_src, pred_edge, nbytes, latency, inv_bw):
+    """``(B,)`` schedule length per decision of the list schedule in topological order: op ``v``
+    starts at ``max(inputs arrived, its device free)``, ``finish[v] = start + time[v, d_v]``, and
+    its device is busy until then; an input from another device arrives ``latency + bytes /
+    bandwidth`` after its producer ends (no link queueing). This is the schedule-length estimate
+    of list schedulers such as HEFT, with a static order where the simulator picks the ready op
+    with the lowest (priority, topological index) whenever a device falls idle; priorities are
+    ignored here."""
+    num_dev = latency.shape[0]
+    return _path_lengths(place, op_time, pred_ptr, pred_src, pred_edge, nbytes, latency, inv_bw,
+                         num_dev, True)  # fmt: skip
 
 
 def static_features(graph: CompGraph, cluster: Cluster) -> tuple[np.ndarray, IntArray]:
@@ -202,7 +197,7 @@ class DecisionFeaturizer:
         args = (np.ascontiguousarray(self.op_time), self.pred_ptr, self.pred_src, self.pred_edge,
                 self.nbytes, self.latency, self.inv_bw)  # fmt: skip
         cp = critical_paths(place, *args)
-        listed = list_schedules(place, *args, d)
+        listed = list_schedules(place, *args)
         mean = np.maximum(load.mean(axis=1), 1e-12)
         out = np.stack(
             [
