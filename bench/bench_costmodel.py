@@ -16,7 +16,7 @@ it is scored against the simulator on the held-out families of ``heldout-small``
 amoebanet: never seen in training), and on 128 fresh decisions of each training graph (new
 decisions, known graphs: how well the model fits its own distribution). Beside it: the analytic
 estimate max(busiest device, critical path, busiest link), the list schedule in topological order
-(:func:`graphopt.costmodel.features.list_schedules`: the network's prior, which it corrects), and
+(:func:`graphopt.costmodel.features.path_lengths`: the network's prior, which it corrects), and
 gradient-boosted trees on the summary features. Then scoring throughput, decisions per second,
 of the learned model (batched) and of the simulator on the same decisions.
 

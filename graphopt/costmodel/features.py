@@ -12,12 +12,12 @@ Two kinds of features reach the model (see :mod:`graphopt.costmodel.model`):
 and, once per decision, a few **summary** features (:data:`SUMMARY_FEATURES`): the load of the
 busiest device, the spread of the loads, the total transfer time, the critical path with the
 placement's op times and transfer times (no contention), and the length of a list schedule in
-topological order (:func:`list_schedules`) -- the quantities a step time is made of, which a sum
+topological order (:func:`path_lengths`) -- the quantities a step time is made of, which a sum
 or mean over ops cannot express (a maximum over devices or paths).
 
 The per-op features are computed for a whole batch of decisions at once with ``numpy`` (``O(B
-(N + E))``, no Python loop over ops); the critical path and the list schedule are ``numba``
-loops over ops in topological order. ``tests/graphopt/costmodel/test_features.py`` holds the per-op twins.
+(N + E))``, no Python loop over ops); the critical path and the list schedule come from one
+``numba`` sweep over ops in topological order. ``tests/graphopt/costmodel/test_features.py`` holds the per-op twins.
 """
 
 from __future__ import annotations
@@ -72,60 +72,43 @@ only roughly, so the network learns a correction to it."""
 
 
 @njit(cache=True)
-def _path_lengths(place, op_time, pred_ptr, pred_src, pred_edge, nbytes, latency, inv_bw, num_dev,
-                  serialize):  # fmt: skip
-    """``(B,)`` latest finish per decision, ops in topological order (one forward sweep):
-    ``finish[v] = start[v] + time[v, d_v]`` with ``start[v] = ready[v] = max_u (finish[u] +
-    comm(u, v))``, ``comm = latency + bytes / bandwidth`` across devices and 0 on one device; with
-    ``serialize``, ``start[v] = max(ready[v], free[d_v])`` and the device stays busy until
-    ``finish[v]`` (no link queueing either way)."""
+def path_lengths(place, op_time, pred_ptr, pred_src, pred_edge, nbytes, latency, inv_bw):
+    """``(B, 2)`` per decision: the critical path and the list-schedule length, in one forward
+    sweep over the ops in topological order.
+
+    - critical path: ``finish[v] = time[v, d_v] + max_u (finish[u] + comm(u, v))``;
+    - list schedule in topological order: op ``v`` starts at ``max(inputs arrived, its device
+      free)``, ``finish[v] = start + time[v, d_v]``, and its device is busy until then. This is
+      the schedule-length estimate of list schedulers such as HEFT, with a static order where
+      the simulator picks the ready op with the lowest (priority, topological index) whenever a
+      device falls idle; priorities are ignored here.
+
+    ``comm = latency + bytes / bandwidth`` across devices, 0 on one device; no link queueing.
+    """
     b, n = place.shape
-    out = np.zeros(b)
-    finish = np.zeros(n)
+    out = np.zeros((b, 2))
+    path = np.zeros(n)
+    listed = np.zeros(n)
     for k in range(b):
-        free = np.zeros(num_dev)
-        best = 0.0
+        free = np.zeros(latency.shape[0])
         for v in range(n):
             dv = place[k, v]
-            ready = 0.0
+            ready_path = 0.0
+            ready_list = 0.0
             for j in range(pred_ptr[v], pred_ptr[v + 1]):
                 u = pred_src[j]
                 du = place[k, u]
-                t = finish[u]
+                comm = 0.0
                 if du != dv:
-                    t += latency[du, dv] + nbytes[pred_edge[j]] * inv_bw[du, dv]
-                if t > ready:
-                    ready = t
-            if serialize and free[dv] > ready:
-                ready = free[dv]
-            finish[v] = ready + op_time[v, dv]
-            free[dv] = finish[v]
-            if finish[v] > best:
-                best = finish[v]
-        out[k] = best
+                    comm = latency[du, dv] + nbytes[pred_edge[j]] * inv_bw[du, dv]
+                ready_path = max(ready_path, path[u] + comm)
+                ready_list = max(ready_list, listed[u] + comm)
+            path[v] = ready_path + op_time[v, dv]
+            listed[v] = max(ready_list, free[dv]) + op_time[v, dv]
+            free[dv] = listed[v]
+            out[k, 0] = max(out[k, 0], path[v])
+            out[k, 1] = max(out[k, 1], listed[v])
     return out
-
-
-def critical_paths(place, op_time, pred_ptr, pred_src, pred_edge, nbytes, latency, inv_bw):
-    """``(B,)`` longest path per decision: ``finish[v] = time[v, d_v] + max_u (finish[u] +
-    comm(u, v))`` with ``comm = latency + bytes / bandwidth`` across devices, 0 on one device
-    (:func:`_path_lengths` without device queueing)."""
-    num_dev = latency.shape[0]
-    return _path_lengths(place, op_time, pred_ptr, pred_src, pred_edge, nbytes, latency, inv_bw,
-                         num_dev, False)  # fmt: skip
-
-
-def list_schedules(place, op_time, pred_ptr, pred_src, pred_edge, nbytes, latency, inv_bw):
-    """``(B,)`` schedule length per decision of the list schedule in topological order: op ``v``
-    starts at ``max(inputs arrived, its device free)``, ``finish[v] = start + time[v, d_v]``, and
-    its device is busy until then; an input from another device arrives ``latency + bytes /
-    bandwidth`` after its producer ends (no link queueing). This is the schedule-length estimate
-    of list schedulers such as HEFT, with a static order where the simulator picks the ready op
-    with the lowest (priority, topological index) whenever a device falls idle; priorities are
-    ignored here."""
-    num_dev = latency.shape[0]
-    return _path_lengths(place, op_time, pred_ptr, pred_src, pred_edge, nbytes, latency, inv_bw,
-                         num_dev, True)  # fmt: skip
 
 
 def static_features(graph: CompGraph, cluster: Cluster) -> tuple[np.ndarray, IntArray]:
@@ -194,10 +177,10 @@ class DecisionFeaturizer:
             link_load = links.reshape(b, d * d).max(axis=1)
         else:
             transfer = link_load = np.zeros(b)
-        args = (np.ascontiguousarray(self.op_time), self.pred_ptr, self.pred_src, self.pred_edge,
-                self.nbytes, self.latency, self.inv_bw)  # fmt: skip
-        cp = critical_paths(place, *args)
-        listed = list_schedules(place, *args)
+        lengths = path_lengths(place, np.ascontiguousarray(self.op_time), self.pred_ptr,
+                               self.pred_src, self.pred_edge, self.nbytes, self.latency,
+                               self.inv_bw)  # fmt: skip
+        cp, listed = lengths[:, 0], lengths[:, 1]
         mean = np.maximum(load.mean(axis=1), 1e-12)
         out = np.stack(
             [
