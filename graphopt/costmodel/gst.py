@@ -452,14 +452,14 @@ def finetune_head(
         One metrics row per epoch (``epoch``, ``train/loss``, ``val/...``, ``time``).
     """
     pooled = [pooled_segmented(net, s, segment_size) for s in train]
-    summaries = [torch.as_tensor(s.configs.summary(np.arange(s.num_configs))) for s in train]
-    val_pooled = [pooled_segmented(net, s, segment_size) for s in val or []]
+    summaries = [_summary(s) for s in train]
+    val_inputs = [(pooled_segmented(net, s, segment_size), _summary(s), s) for s in val or []]
 
     def forward(g: int, idx: np.ndarray, rng: np.random.Generator) -> Tensor:
         return net.head(pooled[g][idx], train[g].num_nodes, summaries[g][idx])
 
     def validate() -> dict[str, float]:
-        preds = [_head(net, z, s) for z, s in zip(val_pooled, val or [], strict=True)]
+        preds = [_head(net, z, summary, s.num_nodes) for z, summary, s in val_inputs]
         groups = np.concatenate([np.full(s.num_configs, i) for i, s in enumerate(val or [])])
         return grouped_report(
             np.concatenate(preds), np.concatenate([s.runtime for s in val or []]), groups
@@ -485,16 +485,21 @@ def predict_segmented(
     :func:`graphopt.costmodel.train.predict`. Memory: the activations of one segment for
     ``batch_size`` configurations, plus the batch's ``(B, C, Fc)`` configuration features.
     """
-    return _head(net, pooled_segmented(net, samples, segment_size, batch_size), samples)
-
-
-def _head(net: CostNet, pooled: Tensor, samples: GraphSamples) -> np.ndarray:
-    """``(K,)`` head outputs for the ``(K, H)`` pooled sums of all of ``samples``' configurations."""
     if samples.num_configs == 0:
         return np.zeros(0)
-    summary = torch.as_tensor(samples.configs.summary(np.arange(samples.num_configs)))
-    with torch.no_grad():
-        return net.head(pooled, samples.num_nodes, summary).numpy()
+    pooled = pooled_segmented(net, samples, segment_size, batch_size)
+    return _head(net, pooled, _summary(samples), samples.num_nodes)
+
+
+def _summary(samples: GraphSamples) -> Tensor:
+    """``(K, S)`` summary features of all of ``samples``' configurations."""
+    return torch.as_tensor(samples.configs.summary(np.arange(samples.num_configs)))
+
+
+@torch.no_grad()
+def _head(net: CostNet, pooled: Tensor, summary: Tensor, num_nodes: int) -> np.ndarray:
+    """``(K,)`` head outputs for ``(K, H)`` pooled sums and ``(K, S)`` summaries."""
+    return net.head(pooled, num_nodes, summary).numpy()
 
 
 def evaluate_segmented(
