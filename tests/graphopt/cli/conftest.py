@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -11,19 +12,22 @@ import pytest
 ROOT = Path(__file__).resolve().parents[3]
 
 
+def graphopt_cli(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    """``python -m graphopt ARGS`` from the repository root; ``check``: fail on a non-zero exit,
+    showing both streams."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "graphopt", *args],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=300,
+        env={**os.environ, "COLUMNS": "200"},
+    )
+    if check and proc.returncode != 0:
+        raise AssertionError(f"graphopt {' '.join(args)} failed:\n{proc.stdout}\n{proc.stderr}")
+    return proc
+
+
 @pytest.fixture
 def run_cli():
-    def run(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-        proc = subprocess.run(
-            [sys.executable, "-m", "graphopt", *args],
-            capture_output=True,
-            text=True,
-            cwd=ROOT,
-            timeout=300,
-            env={**__import__("os").environ, "COLUMNS": "200"},
-        )
-        if check and proc.returncode != 0:
-            raise AssertionError(f"graphopt {' '.join(args)} failed:\n{proc.stdout}\n{proc.stderr}")
-        return proc
-
-    return run
+    return graphopt_cli

@@ -3,28 +3,12 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from conftest import ROOT
+from conftest import graphopt_cli
 
 from graphopt.cli import main
-
-
-def _graphopt(*args: str) -> str:
-    proc = subprocess.run(
-        [sys.executable, "-m", "graphopt", *args],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        timeout=300,
-        env={**os.environ, "COLUMNS": "200"},
-    )
-    assert proc.returncode == 0, f"graphopt {' '.join(args)} failed:\n{proc.stdout}\n{proc.stderr}"
-    return proc.stdout
 
 
 @pytest.fixture(scope="module")
@@ -33,10 +17,10 @@ def trained(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     tmp = tmp_path_factory.mktemp("cli")
     data, runs = tmp / "ds", tmp / "runs"
     dataset = "costmodel dataset --graphs rnnlm-tiny --cluster v100-nvlink-2 --samples 24 --seed 1"
-    out = _graphopt(*dataset.split(), "--no-progress", "--out", str(data))
+    out = graphopt_cli(*dataset.split(), "--no-progress", "--out", str(data)).stdout
     assert "1 graph(s) on v100-nvlink-2, 24 placement samples, valid" in out
     train = "costmodel train --epochs 1 --batch-size 8 --hidden 8 --layers 1 --loss hinge --name c"
-    out = _graphopt(*train.split(), "--data", str(data), "--runs-root", str(runs))
+    out = graphopt_cli(*train.split(), "--data", str(data), "--runs-root", str(runs)).stdout
     run = runs / "costmodel" / "c_1"
     assert "epoch 1/1  loss" in out and "val tau" in out and "top-5 error" in out
     assert f"run: {run}" in out and "test: tau" in out
@@ -74,7 +58,10 @@ def test_eval_subprocess(trained, tmp_path):
     data, run = trained
     report = tmp_path / "r.json"
     _check_eval(
-        _graphopt("costmodel", "eval", str(run), "--data", str(data), "--json", str(report)), report
+        graphopt_cli(
+            "costmodel", "eval", str(run), "--data", str(data), "--json", str(report)
+        ).stdout,
+        report,
     )
 
 
