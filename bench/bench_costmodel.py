@@ -16,8 +16,9 @@ it is scored against the simulator on the held-out families of ``heldout-small``
 amoebanet: never seen in training), and on 128 fresh decisions of each training graph (new
 decisions, known graphs: how well the model fits its own distribution). Beside it: the analytic
 estimate max(busiest device, critical path, busiest link), the list schedule in topological order
-(:func:`graphopt.costmodel.features.path_lengths`: the network's prior, which it corrects), and
-gradient-boosted trees on the summary features. Then scoring throughput, decisions per second,
+(:func:`graphopt.costmodel.features.path_lengths`), the contention-aware insertion schedule
+(:func:`graphopt.costmodel.features.contention_schedule`: the network's prior, which it
+corrects), and gradient-boosted trees on the summary features. Then scoring throughput, decisions per second,
 of the learned model (batched) and of the simulator on the same decisions.
 
 Every figure comes from runs in this process; one torch thread.
@@ -145,6 +146,8 @@ def bench_sim(samples_per_graph: int, budget: float, loss: str) -> None:
     _row("analytic max(load, path, link)", grouped_report(analytic, truth, groups))
     listed = summary[:, SUMMARY_FEATURES.index("list_schedule")]
     _row("list schedule, topological order", grouped_report(listed, truth, groups))
+    booked = summary[:, SUMMARY_FEATURES.index("contention_schedule")]
+    _row("insertion schedule w. contention", grouped_report(booked, truth, groups))
     x, y = _graph_relative(train)
     gbdt = GBDTRanker(n_estimators=300).fit(x, np.exp(y))
     _row("gradient-boosted trees (summary)", grouped_report(gbdt.predict(summary), truth, groups))

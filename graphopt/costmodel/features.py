@@ -11,13 +11,15 @@ Two kinds of features reach the model (see :mod:`graphopt.costmodel.model`):
 
 and, once per decision, a few **summary** features (:data:`SUMMARY_FEATURES`): the load of the
 busiest device, the spread of the loads, the total transfer time, the critical path with the
-placement's op times and transfer times (no contention), and the length of a list schedule in
-topological order (:func:`path_lengths`) -- the quantities a step time is made of, which a sum
-or mean over ops cannot express (a maximum over devices or paths).
+placement's op times and transfer times (no contention), the length of a list schedule in
+topological order (:func:`path_lengths`), and the length of a contention-aware insertion
+schedule (:func:`contention_schedule`) -- the quantities a step time is made of, which a sum or
+mean over ops cannot express (a maximum over devices or paths).
 
 The per-op features are computed for a whole batch of decisions at once with ``numpy`` (``O(B
 (N + E))``, no Python loop over ops); the critical path and the list schedule come from one
-``numba`` sweep over ops in topological order. ``tests/graphopt/costmodel/test_features.py`` holds the per-op twins.
+``numba`` sweep over ops in topological order, the insertion schedule from a second one.
+``tests/graphopt/costmodel/test_features.py`` holds the per-op twins.
 """
 
 from __future__ import annotations
@@ -62,13 +64,19 @@ SUMMARY_FEATURES = (
     "analytic",  # max(max_load, critical_path, max_link_load): a no-contention estimate
     "list_schedule",  # schedule length of a list schedule in topological order / total
     "log_list_schedule",  # log10 of it in µs / 7
+    "contention_schedule",  # insertion schedule with link contention (contention_schedule) / total
+    "log_contention_schedule",  # log10 of it in µs / 7
 )
 """Names of the per-decision summary columns, in order."""
 
-PRIOR = "list_schedule"
-"""The summary column whose log the network's output is added to (``NetLayout.prior_column``):
-the list-schedule estimate, which picks the best decisions well (top-K error) but orders the rest
-only roughly, so the network learns a correction to it."""
+PRIOR = "log_contention_schedule"
+"""The summary column whose log the network's output is added to (``NetLayout.prior_column``,
+decoded to seconds by :func:`graphopt.costmodel.model.log_seconds`): the contention-aware
+insertion schedule, an analytic estimate that ignores memory, priorities,
+fusion and the simulator's dynamic dispatch; the network learns a correction to it."""
+
+INSERTION_WINDOW = 64
+"""How many of a resource's latest busy intervals :func:`contention_schedule` searches for a gap."""
 
 
 @njit(cache=True)
@@ -111,6 +119,93 @@ def path_lengths(place, op_time, pred_ptr, pred_src, pred_edge, nbytes, latency,
     return out
 
 
+@njit(cache=True)
+def _book(start, end, count, r, ready, duration, window):
+    """Book ``duration`` seconds on resource ``r`` at the earliest time ``>= ready`` that fits in a
+    gap before one of its last ``window`` busy intervals, or else after its last one; return the
+    finish time. Row ``r`` of ``start``/``end`` holds the busy intervals sorted by start, ``count[r]``
+    of them; when the row is full, only the newest ``window + 1`` are kept (older ones are never
+    searched again)."""
+    m = count[r]
+    if m == start.shape[1]:
+        keep = window + 1
+        for i in range(keep):
+            start[r, i] = start[r, m - keep + i]
+            end[r, i] = end[r, m - keep + i]
+        m = keep
+    lo = max(0, m - window)
+    prev = end[r, lo - 1] if lo > 0 else 0.0
+    pos = m
+    begin = max(ready, end[r, m - 1]) if m > 0 else ready
+    for i in range(lo, m):
+        gap = max(ready, prev)
+        if gap + duration <= start[r, i]:
+            begin = gap
+            pos = i
+            break
+        prev = end[r, i]
+    for i in range(m, pos, -1):
+        start[r, i] = start[r, i - 1]
+        end[r, i] = end[r, i - 1]
+    start[r, pos] = begin
+    end[r, pos] = begin + duration
+    count[r] = m + 1
+    return begin + duration
+
+
+@njit(cache=True)
+def contention_schedule(place, op_time, succ_ptr, succ_dst, nbytes, latency, inv_bw, window):
+    """``(B,)`` schedule length per decision of an insertion list schedule with link contention.
+
+    Ops are taken in topological order. Op ``v`` is booked on its device at the earliest time its
+    inputs have arrived and the device has a free gap of ``time[v, d_v]`` (insertion policy, as in
+    HEFT's earliest-finish-time rule; only the device's last ``window`` busy intervals are searched
+    for a gap). When ``v`` finishes, one transfer per remote device that consumes it (the largest
+    of its edges to that device, as in the simulator) is booked on the directed link the same way,
+    lasting ``latency + bytes / bandwidth``; the consumers there see the input when it lands
+    (contention-aware scheduling, Sinnen & Sousa 2005). Memory, priorities, fusion and the
+    simulator's event-driven dispatch are not modelled. ``O(B (N + E) window)``.
+
+    Args:
+        place: ``(B, N)`` int64 devices. op_time: ``(N, D)`` seconds. succ_ptr, succ_dst: the
+        successor CSR, edge ids = positions. nbytes: ``(E,)`` edge bytes. latency, inv_bw:
+        ``(D, D)`` seconds and seconds per byte (0 on the diagonal). window: gap search depth.
+    """
+    b, n = place.shape
+    d = latency.shape[0]
+    out = np.zeros(b)
+    arrive = np.zeros(n)
+    sent = np.empty(d)
+    landed = np.empty(d)
+    start = np.empty((d + d * d, 2 * (window + 1)))
+    end = np.empty_like(start)
+    count = np.zeros(d + d * d, dtype=np.int64)
+    for k in range(b):
+        count[:] = 0
+        arrive[:] = 0.0
+        for v in range(n):
+            dv = place[k, v]
+            finish = _book(start, end, count, dv, arrive[v], op_time[v, dv], window)
+            out[k] = max(out[k], finish)
+            sent[:] = -1.0
+            for e in range(succ_ptr[v], succ_ptr[v + 1]):
+                w = succ_dst[e]
+                dw = place[k, w]
+                if dw == dv:
+                    arrive[w] = max(arrive[w], finish)
+                elif nbytes[e] > sent[dw]:
+                    sent[dw] = nbytes[e]
+            for t in range(d):
+                if sent[t] >= 0.0:
+                    seconds = latency[dv, t] + sent[t] * inv_bw[dv, t]
+                    landed[t] = _book(start, end, count, d + dv * d + t, finish, seconds, window)
+            for e in range(succ_ptr[v], succ_ptr[v + 1]):
+                dw = place[k, succ_dst[e]]
+                if dw != dv:
+                    arrive[succ_dst[e]] = max(arrive[succ_dst[e]], landed[dw])
+    return out
+
+
 def static_features(graph: CompGraph, cluster: Cluster) -> tuple[np.ndarray, IntArray]:
     """``(node_feat (N, 13) float32, opcode (N,) int64)`` of ``graph`` on ``cluster``."""
     n = graph.num_ops
@@ -149,6 +244,7 @@ class DecisionFeaturizer:
         self.in_degree = np.bincount(self.dst, minlength=graph.num_ops)
         self.latency = np.ascontiguousarray(cluster.latency, dtype=np.float64)
         self.pred_ptr, self.pred_src, self.pred_edge = graph.predecessors_csr
+        self.succ_ptr, self.succ_dst = graph.successors_csr
         with np.errstate(divide="ignore"):
             self.inv_bw = np.ascontiguousarray(
                 np.where(np.eye(cluster.num_devices, dtype=bool), 0.0, 1.0 / cluster.bandwidth)
@@ -181,6 +277,9 @@ class DecisionFeaturizer:
                                self.pred_src, self.pred_edge, self.nbytes, self.latency,
                                self.inv_bw)  # fmt: skip
         cp, listed = lengths[:, 0], lengths[:, 1]
+        booked = contention_schedule(place, np.ascontiguousarray(self.op_time), self.succ_ptr,
+                                     self.succ_dst, self.nbytes, self.latency, self.inv_bw,
+                                     INSERTION_WINDOW)  # fmt: skip
         mean = np.maximum(load.mean(axis=1), 1e-12)
         out = np.stack(
             [
@@ -194,6 +293,8 @@ class DecisionFeaturizer:
                 np.maximum.reduce([load.max(axis=1), cp, link_load]) / self.total,
                 listed / self.total,
                 np.log10(1 + listed * 1e6) / 7,
+                booked / self.total,
+                np.log10(1 + booked * 1e6) / 7,
             ],
             axis=1,
         )

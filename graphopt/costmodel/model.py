@@ -26,8 +26,9 @@ predicted natural-log runtime:
 
 (``s_b`` the configuration's summary features, if the data has any: graphopt decisions do, see
 :data:`graphopt.costmodel.features.SUMMARY_FEATURES`; with ``prior_column`` set, ``log`` of that
-summary column -- an analytic estimate of the runtime -- is added to the output, so the network
-learns a multiplicative correction to it; ``slog`` keeps the sum's scale information without letting a 100,000-node graph swamp the MLP).
+summary column -- an analytic estimate of the runtime in seconds -- is added to the output, so the network
+learns a multiplicative correction to it (the last layer starts at zero: an untrained network
+predicts the estimate itself); ``slog`` keeps the sum's scale information without letting a 100,000-node graph swamp the MLP).
 The pooled sum is additive over disjoint node sets: Graph Segment Training
 (:mod:`graphopt.costmodel.gst`) computes it segment by segment with :meth:`CostNet.segment_sum`
 and finishes with :meth:`CostNet.head`.
@@ -40,6 +41,7 @@ Shapes:
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass
 
 import torch
@@ -59,10 +61,11 @@ class NetLayout:
     config_features: int
     """Features per configurable node (25 for graphopt decisions, 10-18 for TpuGraphs layouts)."""
     summary_features: int = 0
-    """Whole-configuration features fed to the head (8 for graphopt decisions, 0 for TpuGraphs)."""
+    """Whole-configuration features fed to the head (12 for graphopt decisions, 0 for TpuGraphs)."""
     prior_column: int = -1
-    """Index of a summary feature holding an analytic runtime estimate; its log is added to the
-    output, so the network learns a correction to it (-1: none)."""
+    """Index of a summary feature holding an analytic runtime estimate ``t`` seconds encoded as
+    ``log10(1 + t * 1e6) / 7`` (:func:`log_seconds` decodes it); ``log t`` is added to the output,
+    so the network learns a correction to it (-1: none)."""
     hidden: int = 64
     """Width of the node embeddings."""
     layers: int = 3
@@ -74,6 +77,14 @@ class NetLayout:
 
     def to_dict(self) -> dict[str, int]:
         return asdict(self)
+
+
+def log_seconds(encoded: Tensor) -> Tensor:
+    """Natural log of ``t`` seconds from the summary encoding ``log10(1 + t * 1e6) / 7``, so a
+    prior in seconds makes the untrained network predict absolute log runtimes, the scale of
+    the measurements (what MSE fits and the reward reads), not the scale of one graph."""
+    micro = torch.expm1(encoded.double() * (7 * math.log(10)))
+    return (torch.log(micro.clamp_min(1e-9)) - math.log(1e6)).to(encoded.dtype)
 
 
 class CostNet(nn.Module):
@@ -96,6 +107,9 @@ class CostNet(nn.Module):
         self.dropout = nn.Dropout(dropout)
         self.mlp = nn.Sequential(nn.Linear(2 * h + layout.summary_features, h), nn.ReLU(), nn.Linear(h, h), nn.ReLU(),
                                  nn.Linear(h, 1))  # fmt: skip
+        if layout.prior_column >= 0:  # start from the analytic estimate: a zero correction
+            nn.init.zeros_(self.mlp[-1].weight)
+            nn.init.zeros_(self.mlp[-1].bias)
 
     def static(self, node_feat: Tensor, opcode: Tensor) -> Tensor:
         """``(N, H)`` configuration-independent input embedding of each node."""
@@ -158,7 +172,7 @@ class CostNet(nn.Module):
         out = self.mlp(torch.cat(parts, dim=1)).squeeze(1)
         if self.layout.prior_column >= 0:
             assert summary is not None
-            out = out + torch.log(summary[:, self.layout.prior_column].clamp_min(1e-12))
+            out = out + log_seconds(summary[:, self.layout.prior_column])
         return out
 
     def forward(
