@@ -85,7 +85,9 @@ def _list_schedule_reference(f: DecisionFeaturizer, place) -> float:
     return float(finish.max())
 
 
-def _book_reference(busy: list[tuple[float, float]], ready: float, duration: float, window: int) -> float:
+def _book_reference(
+    busy: list[tuple[float, float]], ready: float, duration: float, window: int
+) -> float:
     """Earliest gap at or after ``ready`` before one of the last ``window`` intervals, else after
     the last; ``busy`` is kept sorted by start."""
     lo = max(0, len(busy) - window)
@@ -187,7 +189,9 @@ def test_contention_schedule_matches_reference(featurizer: DecisionFeaturizer, w
     fast = contention_schedule(place, np.ascontiguousarray(f.op_time), f.succ_ptr, f.succ_dst,
                                f.nbytes, f.latency, f.inv_bw, window)  # fmt: skip
     for b in range(3):
-        assert fast[b] == pytest.approx(_contention_schedule_reference(f, place[b], window), rel=1e-9)
+        assert fast[b] == pytest.approx(
+            _contention_schedule_reference(f, place[b], window), rel=1e-9
+        )
 
 
 def test_contention_schedule_bounds(featurizer: DecisionFeaturizer) -> None:
