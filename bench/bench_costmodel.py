@@ -35,10 +35,10 @@ import numpy as np
 import torch
 
 from graphopt.costmodel import data
-from graphopt.costmodel.features import SUMMARY_FEATURES
+from graphopt.costmodel.features import PRIOR, SUMMARY_FEATURES
 from graphopt.costmodel.gbdt import GBDTRanker, layout_features
 from graphopt.costmodel.metrics import grouped_report, ranking_report
-from graphopt.costmodel.model import CostNet
+from graphopt.costmodel.model import CostNet, log_seconds
 from graphopt.costmodel.train import feature_layout, fit, net_layout, predict
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -151,6 +151,13 @@ def bench_sim(samples_per_graph: int, budget: float, loss: str) -> None:
     x, y = _graph_relative(train)
     gbdt = GBDTRanker(n_estimators=300).fit(x, np.exp(y))
     _row("gradient-boosted trees (summary)", grouped_report(gbdt.predict(summary), truth, groups))
+    # the same trees fitting the log-correction to the prior, as the network does
+    prior_train = log_seconds(torch.as_tensor(x[:, SUMMARY_FEATURES.index(PRIOR)])).numpy()
+    prior_test = log_seconds(torch.as_tensor(summary[:, SUMMARY_FEATURES.index(PRIOR)])).numpy()
+    runtime = np.concatenate([s.runtime for s in train])
+    residual = GBDTRanker(n_estimators=300).fit(x, runtime / np.exp(prior_train))
+    _row("  same, correcting the prior", grouped_report(residual.predict(summary) + prior_test,
+                                                        truth, groups))  # fmt: skip
     net = _net(train)
     t0 = time.perf_counter()
     history = fit(net, train, None, loss=loss, epochs=1000, batch_size=32, lr=2e-3,
@@ -162,6 +169,14 @@ def bench_sim(samples_per_graph: int, budget: float, loss: str) -> None:
     for s in test:
         _row(f"  {s.name} ({s.num_nodes} ops)", ranking_report(predict(net, s), s.runtime))
     fresh_groups = np.concatenate([np.full(s.num_configs, i) for i, s in enumerate(fresh)])
+    fresh_prior = [s.configs.summary(np.arange(s.num_configs))[:, SUMMARY_FEATURES.index(PRIOR)]
+                   for s in fresh]  # fmt: skip
+    _row(
+        "prior, new decisions on training graphs",
+        grouped_report(
+            np.concatenate(fresh_prior), np.concatenate([s.runtime for s in fresh]), fresh_groups
+        ),
+    )
     _row(
         "GNN, new decisions on training graphs",
         grouped_report(
@@ -200,15 +215,17 @@ def main() -> None:
     )
     parser.add_argument("part", choices=["tpugraphs", "sim"])
     parser.add_argument("--budget", type=float, default=240.0, help="GNN training seconds")
-    parser.add_argument("--loss", default="listmle")
+    parser.add_argument(
+        "--loss", default=None, help="training loss (default: listmle for tpugraphs, mse for sim)"
+    )
     parser.add_argument("--samples", type=int, default=512, help="decisions per training graph")
     args = parser.parse_args()
     torch.set_num_threads(1)
     torch.manual_seed(0)
     if args.part == "tpugraphs":
-        bench_tpugraphs(args.budget, args.loss)
+        bench_tpugraphs(args.budget, args.loss or "listmle")
     else:
-        bench_sim(args.samples, args.budget, args.loss)
+        bench_sim(args.samples, args.budget, args.loss or "mse")
 
 
 if __name__ == "__main__":

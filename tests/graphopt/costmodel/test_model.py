@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from graphopt.costmodel.model import CostNet, NetLayout
+from graphopt.costmodel.model import CostNet, NetLayout, log_seconds
 
 
 def _inputs(n: int = 12, b: int = 5, c: int = 4, seed: int = 0) -> tuple[torch.Tensor, ...]:
@@ -74,3 +74,25 @@ def test_wrong_layout_is_rejected(net: CostNet) -> None:
         net(node_feat, opcode, edges, ids, config_feat, None)
     with pytest.raises(ValueError, match="outside this model's table"):
         net(node_feat, torch.full((12,), 9999), edges, ids, config_feat, summary)
+
+
+def test_untrained_net_with_a_prior_predicts_the_prior_in_seconds() -> None:
+    """The correction starts at zero and the prior column is decoded from log10(1 + t us) / 7 to
+    log seconds, so an untrained network predicts the analytic estimate's absolute log runtime."""
+    seconds = torch.tensor([3e-6, 1e-4, 0.02, 0.7, 5.0])
+    encoded = torch.log10(1 + seconds * 1e6) / 7
+    torch.testing.assert_close(log_seconds(encoded), torch.log(seconds), rtol=1e-5, atol=1e-5)
+    torch.manual_seed(0)
+    net = CostNet(NetLayout(node_features=7, config_features=3, summary_features=2, hidden=16,
+                            layers=2, prior_column=1)).eval()  # fmt: skip
+    node_feat, opcode, edges, ids, config_feat, summary = _inputs()
+    summary[:, 1] = encoded
+    out = net(node_feat, opcode, edges, ids, config_feat, summary)
+    torch.testing.assert_close(out, torch.log(seconds), rtol=1e-5, atol=1e-5)
+    # the correction is learnable: one gradient step on a wrong target moves the prediction
+    net.train()
+    opt = torch.optim.SGD(net.parameters(), lr=0.1)
+    loss = (net(node_feat, opcode, edges, ids, config_feat, summary) - 1.0).pow(2).mean()
+    loss.backward()
+    opt.step()
+    assert not torch.allclose(net(node_feat, opcode, edges, ids, config_feat, summary), out)
