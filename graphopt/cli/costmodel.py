@@ -205,6 +205,9 @@ def cmd_eval(args: argparse.Namespace) -> int:
         *(f"{mean[k]:.3f}" for k in METRIC_KEYS),
         style="bold",
     )
+    if "prior" in result:
+        prior = result["prior"]
+        table.add_row("analytic prior alone", "", *(f"{prior[k]:.3f}" for k in METRIC_KEYS))
     console = Console()
     console.print(table)
     t = result["throughput"]

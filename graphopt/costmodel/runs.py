@@ -282,7 +282,9 @@ def evaluate_run(run: str | Path, data: str | Path, batch_size: int = 256) -> di
     """Score a run's model on every configuration of ``data``.
 
     Returns:
-        ``{"model", "data", "mean", "graphs", "throughput"}``: ``mean`` the per-graph averages of
+        ``{"model", "data", "mean", "graphs", "throughput"}`` and, for a model with an analytic
+        prior (graphopt decisions), ``"prior"``: the same averages for the prior alone (what the
+        network adds to it is the difference). ``mean`` the per-graph averages of
         :func:`graphopt.costmodel.metrics.ranking_report` (plus ``num_groups``), ``graphs`` one
         row per graph (``graph``, ``configs`` and the report), ``throughput`` the configurations
         per second of the model (``batch_size`` per forward pass, features included) and, for
@@ -323,8 +325,15 @@ def evaluate_run(run: str | Path, data: str | Path, batch_size: int = 256) -> di
     if sim_seconds is not None:
         throughput["simulator_seconds"] = sim_seconds
         throughput["simulator_configs_per_second"] = total / max(sim_seconds, 1e-12)
-    return {"model": str(model_path), "data": str(data), "mean": mean, "graphs": rows,
-            "throughput": throughput}  # fmt: skip
+    result = {"model": str(model_path), "data": str(data), "mean": mean, "graphs": rows,
+              "throughput": throughput}  # fmt: skip
+    if net.layout.prior_column >= 0:  # what the network adds to its analytic estimate
+        prior = [s.configs.summary(np.arange(s.num_configs))[:, net.layout.prior_column]
+                 for s in samples]  # fmt: skip
+        result["prior"] = grouped_report(
+            np.concatenate(prior), np.concatenate([s.runtime for s in samples]), groups
+        )
+    return result
 
 
 def simulator_seconds(samples: list[GraphSamples]) -> float | None:

@@ -127,6 +127,15 @@ def test_evaluate_run_scores_every_configuration(dataset: Path, tmp_path: Path) 
     assert t["configs"] == 24 and t["model_configs_per_second"] > 0
     assert t["simulator_configs_per_second"] > 0
     assert runs.evaluate_run(run / "model.pt", dataset)["graphs"] == result["graphs"]
+    # the prior alone, scored on the same decisions: its tau from the summary column itself
+    from graphopt.costmodel.data import load_dataset
+    from graphopt.costmodel.features import PRIOR, SUMMARY_FEATURES
+    from graphopt.costmodel.metrics import ranking_report
+
+    (s,) = load_dataset(dataset)
+    column = s.configs.summary(np.arange(s.num_configs))[:, SUMMARY_FEATURES.index(PRIOR)]
+    expected = ranking_report(column, s.runtime)["kendall_tau"]
+    assert result["prior"]["kendall_tau"] == pytest.approx(expected)
 
 
 def test_evaluate_run_refuses_another_feature_layout(dataset: Path, tmp_path: Path) -> None:
