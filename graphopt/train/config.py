@@ -100,12 +100,15 @@ class TrainConfig:
         if not isinstance(self.policy_kwargs, dict):
             raise ValueError(f"policy_kwargs must be a mapping, got {self.policy_kwargs!r}")
         if self.cost_model != "simulator":
-            path = Path(self.cost_model)
-            if not (path.is_file() or (path / "model.pt").is_file()):
+            from graphopt.costmodel.runs import resolve_model
+
+            try:
+                resolve_model(self.cost_model)
+            except ValueError as e:
                 raise ValueError(
-                    f"cost_model {self.cost_model!r} is neither 'simulator' nor a cost-model run "
-                    "directory or model.pt that exists; train one with `graphopt costmodel train`"
-                )
+                    f"cost_model {self.cost_model!r} is neither 'simulator' nor a usable "
+                    f"cost-model run: {e}"
+                ) from None
         return self
 
     def to_dict(self) -> dict[str, Any]:
