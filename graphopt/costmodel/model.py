@@ -108,8 +108,10 @@ class CostNet(nn.Module):
         self.mlp = nn.Sequential(nn.Linear(2 * h + layout.summary_features, h), nn.ReLU(), nn.Linear(h, h), nn.ReLU(),
                                  nn.Linear(h, 1))  # fmt: skip
         if layout.prior_column >= 0:  # start from the analytic estimate: a zero correction
-            nn.init.zeros_(self.mlp[-1].weight)
-            nn.init.zeros_(self.mlp[-1].bias)
+            last = self.mlp[-1]
+            assert isinstance(last, nn.Linear)
+            nn.init.zeros_(last.weight)
+            nn.init.zeros_(last.bias)
 
     def static(self, node_feat: Tensor, opcode: Tensor) -> Tensor:
         """``(N, H)`` configuration-independent input embedding of each node."""
