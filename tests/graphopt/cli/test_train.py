@@ -108,9 +108,13 @@ def test_ctrl_c_leaves_a_resumable_run(tmp_path):
     runs = tmp_path / "runs"
     cmd = [sys.executable, "-m", "graphopt", "train", "--config", str(write_config(tmp_path, 4096)),
            "--runs-dir", str(runs), "--name", "i", "--no-progress"]  # fmt: skip
+    # A shell without job control starts background jobs with SIGINT ignored, and Python then
+    # never turns it into KeyboardInterrupt: give the child the default disposition back, as an
+    # interactive terminal would.
     proc = subprocess.Popen(
-        cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-    )
+        cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )  # fmt: skip
     run = runs / "placement" / "i_1"
     deadline = time.time() + 240
     while not (run / "checkpoints" / "last.zip").exists():
