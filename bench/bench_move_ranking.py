@@ -1,0 +1,194 @@
+"""Can the GO policy's placement logits rank single-op moves away from its hint?
+
+Usage: python bench/bench_move_ranking.py [--random-graphs R] [--epochs E] [--top K]
+
+A one-shot policy that departs from the best heuristic must know *which few* ops to move and
+where; ``bench_headroom.py`` shows an oracle's best single move gains 1.5-4.7% and
+``bench_imitation.py`` that imitating whole annealed placements fails. This asks the narrower
+question, with no search at inference:
+
+1. Training graphs: ``suite:default`` plus ``R`` seeded random DAGs (150-1,500 ops); placement on
+   ``v100-nvlink-4``; the network and sizes of ``graphopt/configs/demo.yaml``.
+2. Targets: every single-op move from the hint (the best heuristic's placement) is simulated; the
+   target distribution over the ``N x D`` (op, device) pairs is uniform over the ``K`` best
+   improving moves (the hint's own entries when no move improves).
+3. Supervised training of the placement logits, one softmax over all (op, device) pairs of a
+   graph (cross-entropy against the target), ``E`` epochs, Adam, batches of 4 graphs.
+4. Every 5 epochs, on the held-out graphs and the training graphs: the network's top-1 move
+   (highest logit among pairs that change the hint) and its top-``K`` moves on distinct ops
+   applied together, priced by the simulator as a speed-up over the hint, beside the oracle's best
+   single move.
+
+One torch thread; every figure from runs in this process.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from stable_baselines3 import PPO
+from stable_baselines3.common.vec_env import DummyVecEnv
+
+from graphopt.sim import PreparedGraph
+from graphopt.train.config import load_config
+from graphopt.train.rollout import geomean
+from graphopt.train.trainer import _constant, _policy, make_envs
+
+ROOT = Path(__file__).resolve().parents[1]
+HELD_OUT = "suite:heldout-small,pipedream:resnet50,pipedream:inception_v3,pipedream:gnmt"
+
+
+def _cost(prepared: PreparedGraph, placements: np.ndarray) -> np.ndarray:
+    zeros = np.zeros_like(placements)
+    r = prepared.evaluate_batch(placements, zeros, zeros)
+    return np.where(r.valid, r.step_time, np.inf)
+
+
+def move_gains(prepared: PreparedGraph, hint: np.ndarray, num_devices: int) -> np.ndarray:
+    """``(N, D)`` speed-up over ``hint`` of moving op ``i`` alone to device ``d`` (1 at the hint's
+    own device), in chunks of at most 4,096 simulated placements."""
+    n = len(hint)
+    base = _cost(prepared, hint[None])[0]
+    gains = np.ones((n, num_devices))
+    pairs = [(i, d) for i in range(n) for d in range(num_devices) if d != hint[i]]
+    for lo in range(0, len(pairs), 4096):
+        chunk = pairs[lo : lo + 4096]
+        moved = np.repeat(hint[None], len(chunk), axis=0)
+        for row, (i, d) in enumerate(chunk):
+            moved[row, i] = d
+        cost = _cost(prepared, moved)
+        for (i, d), c in zip(chunk, cost, strict=True):
+            gains[i, d] = base / c
+    return gains
+
+
+def apply_top(hint: np.ndarray, scores: np.ndarray, k: int) -> np.ndarray:
+    """``hint`` with the ``k`` highest-scoring moves (pairs that change the hint; one per op)."""
+    scores = scores.copy()
+    scores[np.arange(len(hint)), hint] = -np.inf
+    placement = hint.copy()
+    taken: set[int] = set()
+    for flat in np.argsort(-scores, axis=None):
+        i, d = divmod(int(flat), scores.shape[1])
+        if i in taken:
+            continue
+        placement[i] = d
+        taken.add(i)
+        if len(taken) == k:
+            break
+    return placement
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--random-graphs", type=int, default=12)
+    parser.add_argument("--epochs", type=int, default=40)
+    parser.add_argument("--top", type=int, default=4, help="K: target moves and moves applied")
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    torch.manual_seed(0)
+    rng = np.random.default_rng(3)
+    extra = [
+        f"random-{'layered' if i % 2 else 'sp'}-{int(rng.integers(150, 1500))}-s{200 + i}"
+        for i in range(args.random_graphs)
+    ]
+    config = dataclasses.replace(
+        load_config(ROOT / "graphopt" / "configs" / "demo.yaml"),
+        graphs=",".join(["suite:default", *extra]), val_graphs=HELD_OUT, n_envs=1,
+    )  # fmt: skip
+    (env,), val = make_envs(config)
+    assert val is not None
+    policy, kwargs = _policy(config, env)
+    model = PPO(policy, DummyVecEnv([_constant(env)]), n_steps=64, batch_size=64, device="cpu",
+                policy_kwargs=kwargs, seed=0)  # fmt: skip
+    net = model.policy
+    d = env.cluster.num_devices
+
+    def prepare(e):  # hints, observations, prepared graphs and oracle gains of an env's graphs
+        hints = [
+            np.asarray(e.reference(i).decision.placement, np.int64) for i in range(len(e.graphs))
+        ]
+        obs = [e.reset(options={"graph": i})[0] for i in range(len(e.graphs))]
+        prepared = [PreparedGraph(g, e.cluster) for g in e.graphs]
+        gains = [move_gains(p, h, d) for p, h in zip(prepared, hints, strict=True)]
+        return hints, obs, prepared, gains
+
+    t0 = time.perf_counter()
+    train, held = prepare(env), prepare(val)
+    m = env.max_ops
+    targets = np.zeros((len(env.graphs), m, d), dtype=np.float32)
+    for i, (hint, gains) in enumerate(zip(train[0], train[3], strict=True)):
+        order = np.argsort(-gains, axis=None)[: args.top]
+        best = [int(f) for f in order if gains.flat[f] > 1.0]
+        if best:
+            for f in best:
+                targets[i].reshape(-1)[(f // d) * d + f % d] = 1.0 / len(best)
+        else:
+            targets[i, np.arange(len(hint)), hint] = 1.0 / len(hint)
+    improving = sum(int((g > 1.0).sum()) for g in train[3])
+    print(
+        f"{len(env.graphs)} training graphs, {len(val.graphs)} held-out; all single moves "
+        f"simulated in {time.perf_counter() - t0:.0f} s ({improving} improving moves on the "
+        f"training graphs)"
+    )
+
+    def scores(obs: dict) -> np.ndarray:
+        batch = {k: torch.as_tensor(v[None]) for k, v in obs.items()}
+        with torch.no_grad():
+            logits, _, _, _ = net._run(batch)
+        return logits["placement"][0].numpy()
+
+    def report(tag: str) -> None:
+        net.set_training_mode(False)
+        line = [f"{tag:>9}:"]
+        for name, (hints, obs, prepared, gains) in (("held-out", held), ("training", train)):
+            one, top, oracle = [], [], []
+            for hint, o, p, g in zip(hints, obs, prepared, gains, strict=True):
+                s = scores(o)[: len(hint)]
+                base = _cost(p, hint[None])[0]
+                one.append(base / _cost(p, apply_top(hint, s, 1)[None])[0])
+                top.append(base / _cost(p, apply_top(hint, s, args.top)[None])[0])
+                oracle.append(float(g.max()))
+            line.append(
+                f"{name}: top-1 move {geomean(one):.4f} ({sum(x > 1 for x in one)}/{len(one)} "
+                f"improve), top-{args.top} {geomean(top):.4f}, oracle {geomean(oracle):.4f};"
+            )
+            if name == "held-out":
+                line.append("per graph top-1 " + " ".join(f"{x:.3f}" for x in one) + ";")
+        print(" ".join(line), flush=True)
+
+    report("start")
+    opt = torch.optim.Adam(net.parameters(), lr=1e-3)
+    for epoch in range(1, args.epochs + 1):
+        net.set_training_mode(True)
+        for lo in range(0, len(env.graphs), 4):
+            rows = list(range(lo, min(lo + 4, len(env.graphs))))
+            batch = {
+                k: torch.as_tensor(np.stack([train[1][i][k] for i in rows])) for k in train[1][0]
+            }
+            logits, _, _, _ = net._run(batch)
+            flat = logits["placement"].reshape(len(rows), -1)
+            real = torch.zeros(len(rows), m, d, dtype=torch.bool)
+            for r, i in enumerate(rows):
+                real[r, : env.graphs[i].num_ops] = True
+            logp = F.log_softmax(flat.masked_fill(~real.reshape(len(rows), -1), -1e9), dim=-1)
+            target = torch.as_tensor(targets[rows]).reshape(len(rows), -1)
+            loss = -(target * logp).sum(dim=-1).mean()
+            opt.zero_grad()
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(net.parameters(), 1.0)
+            opt.step()
+        if epoch % 5 == 0:
+            report(f"epoch {epoch}")
+
+
+if __name__ == "__main__":
+    main()
