@@ -18,7 +18,9 @@ decisions, known graphs: how well the model fits its own distribution). Beside i
 estimate max(busiest device, critical path, busiest link), the list schedule in topological order
 (:func:`graphopt.costmodel.features.path_lengths`), the contention-aware insertion schedule
 (:func:`graphopt.costmodel.features.contention_schedule`: the network's prior, which it
-corrects), and gradient-boosted trees on the summary features. Then scoring throughput, decisions per second,
+corrects), gradient-boosted trees on the summary features, and the same trees fitting a
+correction to the prior; on the new decisions of the training graphs, the prior alone beside the
+network. Then scoring throughput, decisions per second,
 of the learned model (batched) and of the simulator on the same decisions.
 
 Every figure comes from runs in this process; one torch thread.

@@ -16,8 +16,8 @@ question, with no search at inference:
    graph (cross-entropy against the target), ``E`` epochs, Adam, batches of 4 graphs.
 4. Every 5 epochs, on the held-out graphs and the training graphs: the network's top-1 move
    (highest logit among pairs that change the hint) and its top-``K`` moves on distinct ops
-   applied together, priced by the simulator as a speed-up over the hint, beside the oracle's best
-   single move.
+   applied together, priced by the simulator as a speed-up over the hint, beside the oracle: its
+   best single move, or no move (1.0) on a graph where none improves.
 
 One torch thread; every figure from runs in this process.
 """
@@ -159,7 +159,8 @@ def main() -> None:
                 oracle.append(float(g.max()))
             line.append(
                 f"{name}: top-1 move {geomean(one):.4f} ({sum(x > 1 for x in one)}/{len(one)} "
-                f"improve), top-{args.top} {geomean(top):.4f}, oracle {geomean(oracle):.4f};"
+                f"improve), top-{args.top} {geomean(top):.4f}, oracle (best move, or none) "
+                f"{geomean(oracle):.4f};"
             )
             if name == "held-out":
                 line.append("per graph top-1 " + " ".join(f"{x:.3f}" for x in one) + ";")
