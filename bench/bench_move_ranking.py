@@ -1,15 +1,18 @@
 """Can the GO policy's placement logits rank single-op moves away from its hint?
 
-Usage: python bench/bench_move_ranking.py [--random-graphs R] [--epochs E] [--top K]
+Usage: python bench/bench_move_ranking.py [--suite S] [--random-graphs R] [--epochs E] [--top K]
+                                          [--max-moves M] [--max-ops N]
 
 A one-shot policy that departs from the best heuristic must know *which few* ops to move and
 where; ``bench_headroom.py`` shows an oracle's best single move gains 1.5-4.7% and
 ``bench_imitation.py`` that imitating whole annealed placements fails. This asks the narrower
 question, with no search at inference:
 
-1. Training graphs: ``suite:default`` plus ``R`` seeded random DAGs (150-1,500 ops); placement on
-   ``v100-nvlink-4``; the network and sizes of ``graphopt/configs/demo.yaml``.
-2. Targets: every single-op move from the hint (the best heuristic's placement) is simulated; the
+1. Training graphs: ``suite:S`` (default ``default``) plus ``R`` seeded random DAGs (150-1,500
+   ops); placement on ``v100-nvlink-4``; the network and sizes of ``graphopt/configs/demo.yaml``.
+2. Targets: every single-op move from the hint (the best heuristic's placement) is simulated (a
+   random sample of ``M`` on graphs with more possible moves; the oracle is then the best sampled
+   move); the
    target distribution over the ``N x D`` (op, device) pairs is uniform over the ``K`` best
    improving moves (the hint's own entries when no move improves).
 3. Supervised training of the placement logits, one softmax over all (op, device) pairs of a
@@ -50,13 +53,21 @@ def _cost(prepared: PreparedGraph, placements: np.ndarray) -> np.ndarray:
     return np.where(r.valid, r.step_time, np.inf)
 
 
-def move_gains(prepared: PreparedGraph, hint: np.ndarray, num_devices: int) -> np.ndarray:
+def move_gains(
+    prepared: PreparedGraph, hint: np.ndarray, num_devices: int, max_moves: int, seed: int
+) -> np.ndarray:
     """``(N, D)`` speed-up over ``hint`` of moving op ``i`` alone to device ``d`` (1 at the hint's
-    own device), in chunks of at most 4,096 simulated placements."""
+    own device), in chunks of at most 4,096 simulated placements. Graphs with more than
+    ``max_moves`` possible moves get a random sample of that many; the rest are ``nan``."""
     n = len(hint)
     base = _cost(prepared, hint[None])[0]
     gains = np.ones((n, num_devices))
     pairs = [(i, d) for i in range(n) for d in range(num_devices) if d != hint[i]]
+    if len(pairs) > max_moves:
+        gains[:] = np.nan
+        gains[np.arange(n), hint] = 1.0
+        keep = np.random.default_rng(seed).choice(len(pairs), max_moves, replace=False)
+        pairs = [pairs[k] for k in np.sort(keep)]
     for lo in range(0, len(pairs), 4096):
         chunk = pairs[lo : lo + 4096]
         moved = np.repeat(hint[None], len(chunk), axis=0)
@@ -89,7 +100,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
+    parser.add_argument("--suite", default="default", help="built-in suite of training graphs")
     parser.add_argument("--random-graphs", type=int, default=12)
+    parser.add_argument(
+        "--max-moves",
+        type=int,
+        default=100_000,
+        help="moves simulated per graph at most (a random sample beyond)",
+    )
+    parser.add_argument("--max-ops", type=int, default=2048, help="policy size (demo: 2,048)")
     parser.add_argument("--epochs", type=int, default=40)
     parser.add_argument("--top", type=int, default=4, help="K: target moves and moves applied")
     args = parser.parse_args()
@@ -102,7 +121,8 @@ def main() -> None:
     ]
     config = dataclasses.replace(
         load_config(ROOT / "graphopt" / "configs" / "demo.yaml"),
-        graphs=",".join(["suite:default", *extra]), val_graphs=HELD_OUT, n_envs=1,
+        graphs=",".join([f"suite:{args.suite}", *extra]), val_graphs=HELD_OUT, n_envs=1,
+        max_ops=args.max_ops,
     )  # fmt: skip
     (env,), val = make_envs(config)
     assert val is not None
@@ -118,7 +138,8 @@ def main() -> None:
         ]
         obs = [e.reset(options={"graph": i})[0] for i in range(len(e.graphs))]
         prepared = [PreparedGraph(g, e.cluster) for g in e.graphs]
-        gains = [move_gains(p, h, d) for p, h in zip(prepared, hints, strict=True)]
+        gains = [move_gains(p, h, d, args.max_moves, i)
+                 for i, (p, h) in enumerate(zip(prepared, hints, strict=True))]  # fmt: skip
         return hints, obs, prepared, gains
 
     t0 = time.perf_counter()
@@ -126,14 +147,14 @@ def main() -> None:
     m = env.max_ops
     targets = np.zeros((len(env.graphs), m, d), dtype=np.float32)
     for i, (hint, gains) in enumerate(zip(train[0], train[3], strict=True)):
-        order = np.argsort(-gains, axis=None)[: args.top]
+        order = np.argsort(-np.nan_to_num(gains, nan=0.0), axis=None)[: args.top]
         best = [int(f) for f in order if gains.flat[f] > 1.0]
         if best:
             for f in best:
                 targets[i].reshape(-1)[(f // d) * d + f % d] = 1.0 / len(best)
         else:
             targets[i, np.arange(len(hint)), hint] = 1.0 / len(hint)
-    improving = sum(int((g > 1.0).sum()) for g in train[3])
+    improving = sum(int((np.nan_to_num(g) > 1.0).sum()) for g in train[3])
     print(
         f"{len(env.graphs)} training graphs, {len(val.graphs)} held-out; all single moves "
         f"simulated in {time.perf_counter() - t0:.0f} s ({improving} improving moves on the "
@@ -156,7 +177,7 @@ def main() -> None:
                 base = _cost(p, hint[None])[0]
                 one.append(base / _cost(p, apply_top(hint, s, 1)[None])[0])
                 top.append(base / _cost(p, apply_top(hint, s, args.top)[None])[0])
-                oracle.append(float(g.max()))
+                oracle.append(float(np.nanmax(g)))
             line.append(
                 f"{name}: top-1 move {geomean(one):.4f} ({sum(x > 1 for x in one)}/{len(one)} "
                 f"improve), top-{args.top} {geomean(top):.4f}, oracle (best move, or none) "
