@@ -25,6 +25,7 @@ import argparse
 import time
 
 import numpy as np
+from placement_moves import HELD_OUT, best_single_moves, move_times, step_times
 
 from graphopt.baselines.search import simulated_annealing
 from graphopt.compare import best_heuristic
@@ -33,27 +34,7 @@ from graphopt.sim import PreparedGraph, Simulator, lower_bounds
 from graphopt.typing import Decision
 from graphopt.workloads.registry import resolve_graphs
 
-HELD_OUT = "suite:heldout-small,pipedream:resnet50,pipedream:inception_v3,pipedream:gnmt"
 TOP = (1, 2, 4, 8, 16, 32)
-
-
-def single_move_gains(prepared: PreparedGraph, hint: np.ndarray, num_devices: int):
-    """``(gain, device)`` per op: the best speed-up from moving that op alone, and where to."""
-    n = len(hint)
-    ops = np.repeat(np.arange(n), num_devices - 1)
-    devices = (hint[ops] + np.tile(np.arange(1, num_devices), n)) % num_devices
-    moved = np.repeat(hint[None], len(ops), axis=0)
-    moved[np.arange(len(ops)), ops] = devices
-    base = _cost(prepared, hint[None])[0]
-    cost = _cost(prepared, moved).reshape(n, num_devices - 1)
-    best = cost.argmin(axis=1)
-    return base / cost[np.arange(n), best], devices.reshape(n, num_devices - 1)[np.arange(n), best]
-
-
-def _cost(prepared: PreparedGraph, placements: np.ndarray) -> np.ndarray:
-    zeros = np.zeros_like(placements)
-    r = prepared.evaluate_batch(placements, zeros, zeros)
-    return np.where(r.valid, r.step_time, np.inf)
 
 
 def main() -> None:
@@ -79,18 +60,18 @@ def main() -> None:
         annealed = simulated_annealing(
             graph, cluster, "placement", args.budget, seed=0, start=Decision(placement=hint)
         )
-        gain, device = single_move_gains(prepared, hint, cluster.num_devices)
+        gain, device = best_single_moves(*move_times(prepared, hint, cluster.num_devices), hint)
         order = np.argsort(-gain)
         tops = []
         for k in TOP:
             chosen = order[:k][gain[order[:k]] > 1.0]
             edited = hint.copy()
             edited[chosen] = device[chosen]
-            tops.append(base / _cost(prepared, edited[None])[0])
+            tops.append(base / step_times(prepared, edited[None])[0])
         improving = np.flatnonzero(gain > 1.0)
         edited = hint.copy()
         edited[improving] = device[improving]
-        every = base / _cost(prepared, edited[None])[0]
+        every = base / step_times(prepared, edited[None])[0]
         print(
             f"{graph.name[:34]:<34} {graph.num_ops:>6} {label:<15} {bound:6.3f} "
             f"{base / annealed.measurement.step_time:7.3f} {every:6.3f} "

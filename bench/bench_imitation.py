@@ -21,25 +21,17 @@ departures from the hint make things worse, on held-out and training graphs alik
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import time
-from pathlib import Path
 
 import numpy as np
 import torch
 import torch.nn.functional as F
-from stable_baselines3 import PPO
-from stable_baselines3.common.vec_env import DummyVecEnv
+from placement_moves import demo_policy, random_graph_names, step_times
 
 from graphopt.baselines.search import simulated_annealing
 from graphopt.sim import PreparedGraph
-from graphopt.train.config import load_config
 from graphopt.train.rollout import geomean, run_policy
-from graphopt.train.trainer import _constant, _policy, make_envs
 from graphopt.typing import Decision
-
-ROOT = Path(__file__).resolve().parents[1]
-HELD_OUT = "suite:heldout-small,pipedream:resnet50,pipedream:inception_v3,pipedream:gnmt"
 
 
 def pruned_search(graph, cluster, hint: np.ndarray, budget: int, seed: int) -> np.ndarray:
@@ -49,17 +41,11 @@ def pruned_search(graph, cluster, hint: np.ndarray, budget: int, seed: int) -> n
     )
     best = np.asarray(found.decision.placement).copy()
     prepared = PreparedGraph(graph, cluster)
-    zeros = np.zeros((1, graph.num_ops), dtype=np.int64)
-
-    def cost(p: np.ndarray) -> float:
-        r = prepared.evaluate_batch(p[None], zeros, zeros)
-        return float(r.step_time[0]) if r.valid[0] else float("inf")
-
-    current = cost(best)
+    current = step_times(prepared, best[None])[0]
     for op in np.random.default_rng(seed).permutation(np.flatnonzero(best != hint)):
         trial = best.copy()
         trial[op] = hint[op]
-        c = cost(trial)
+        c = step_times(prepared, trial[None])[0]
         if c <= current:
             best, current = trial, c
     return best
@@ -76,20 +62,7 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(1)
     torch.manual_seed(0)
-    rng = np.random.default_rng(3)
-    extra = [
-        f"random-{'layered' if i % 2 else 'sp'}-{int(rng.integers(150, 1500))}-s{200 + i}"
-        for i in range(args.random_graphs)
-    ]
-    config = dataclasses.replace(
-        load_config(ROOT / "graphopt" / "configs" / "demo.yaml"),
-        graphs=",".join(["suite:default", *extra]), val_graphs=HELD_OUT, n_envs=1,
-    )  # fmt: skip
-    (env,), val = make_envs(config)
-    assert val is not None
-    policy, kwargs = _policy(config, env)
-    model = PPO(policy, DummyVecEnv([_constant(env)]), n_steps=64, batch_size=64, device="cpu",
-                policy_kwargs=kwargs, seed=0)  # fmt: skip
+    env, val, model = demo_policy(["suite:default", *random_graph_names(args.random_graphs)])
 
     t0 = time.perf_counter()
     m = env.max_ops

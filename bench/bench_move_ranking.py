@@ -28,55 +28,15 @@ One torch thread; every figure from runs in this process.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import time
-from pathlib import Path
 
 import numpy as np
 import torch
 import torch.nn.functional as F
-from stable_baselines3 import PPO
-from stable_baselines3.common.vec_env import DummyVecEnv
+from placement_moves import demo_policy, move_times, random_graph_names, step_times
 
 from graphopt.sim import PreparedGraph
-from graphopt.train.config import load_config
 from graphopt.train.rollout import geomean
-from graphopt.train.trainer import _constant, _policy, make_envs
-
-ROOT = Path(__file__).resolve().parents[1]
-HELD_OUT = "suite:heldout-small,pipedream:resnet50,pipedream:inception_v3,pipedream:gnmt"
-
-
-def _cost(prepared: PreparedGraph, placements: np.ndarray) -> np.ndarray:
-    zeros = np.zeros_like(placements)
-    r = prepared.evaluate_batch(placements, zeros, zeros)
-    return np.where(r.valid, r.step_time, np.inf)
-
-
-def move_gains(
-    prepared: PreparedGraph, hint: np.ndarray, num_devices: int, max_moves: int, seed: int
-) -> np.ndarray:
-    """``(N, D)`` speed-up over ``hint`` of moving op ``i`` alone to device ``d`` (1 at the hint's
-    own device), in chunks of at most 4,096 simulated placements. Graphs with more than
-    ``max_moves`` possible moves get a random sample of that many; the rest are ``nan``."""
-    n = len(hint)
-    base = _cost(prepared, hint[None])[0]
-    gains = np.ones((n, num_devices))
-    pairs = [(i, d) for i in range(n) for d in range(num_devices) if d != hint[i]]
-    if len(pairs) > max_moves:
-        gains[:] = np.nan
-        gains[np.arange(n), hint] = 1.0
-        keep = np.random.default_rng(seed).choice(len(pairs), max_moves, replace=False)
-        pairs = [pairs[k] for k in np.sort(keep)]
-    for lo in range(0, len(pairs), 4096):
-        chunk = pairs[lo : lo + 4096]
-        moved = np.repeat(hint[None], len(chunk), axis=0)
-        for row, (i, d) in enumerate(chunk):
-            moved[row, i] = d
-        cost = _cost(prepared, moved)
-        for (i, d), c in zip(chunk, cost, strict=True):
-            gains[i, d] = base / c
-    return gains
 
 
 def apply_top(hint: np.ndarray, scores: np.ndarray, k: int) -> np.ndarray:
@@ -114,21 +74,8 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(1)
     torch.manual_seed(0)
-    rng = np.random.default_rng(3)
-    extra = [
-        f"random-{'layered' if i % 2 else 'sp'}-{int(rng.integers(150, 1500))}-s{200 + i}"
-        for i in range(args.random_graphs)
-    ]
-    config = dataclasses.replace(
-        load_config(ROOT / "graphopt" / "configs" / "demo.yaml"),
-        graphs=",".join([f"suite:{args.suite}", *extra]), val_graphs=HELD_OUT, n_envs=1,
-        max_ops=args.max_ops,
-    )  # fmt: skip
-    (env,), val = make_envs(config)
-    assert val is not None
-    policy, kwargs = _policy(config, env)
-    model = PPO(policy, DummyVecEnv([_constant(env)]), n_steps=64, batch_size=64, device="cpu",
-                policy_kwargs=kwargs, seed=0)  # fmt: skip
+    graphs = [f"suite:{args.suite}", *random_graph_names(args.random_graphs)]
+    env, val, model = demo_policy(graphs, max_ops=args.max_ops)
     net = model.policy
     d = env.cluster.num_devices
 
@@ -138,8 +85,9 @@ def main() -> None:
         ]
         obs = [e.reset(options={"graph": i})[0] for i in range(len(e.graphs))]
         prepared = [PreparedGraph(g, e.cluster) for g in e.graphs]
-        gains = [move_gains(p, h, d, args.max_moves, i)
+        timed = [move_times(p, h, d, args.max_moves, i)
                  for i, (p, h) in enumerate(zip(prepared, hints, strict=True))]  # fmt: skip
+        gains = [base / times for base, times in timed]
         return hints, obs, prepared, gains
 
     t0 = time.perf_counter()
@@ -151,7 +99,7 @@ def main() -> None:
         best = [int(f) for f in order if gains.flat[f] > 1.0]
         if best:
             for f in best:
-                targets[i].reshape(-1)[(f // d) * d + f % d] = 1.0 / len(best)
+                targets[i].reshape(-1)[f] = 1.0 / len(best)
         else:
             targets[i, np.arange(len(hint)), hint] = 1.0 / len(hint)
     improving = sum(int((np.nan_to_num(g) > 1.0).sum()) for g in train[3])
@@ -174,9 +122,9 @@ def main() -> None:
             one, top, oracle = [], [], []
             for hint, o, p, g in zip(hints, obs, prepared, gains, strict=True):
                 s = scores(o)[: len(hint)]
-                base = _cost(p, hint[None])[0]
-                one.append(base / _cost(p, apply_top(hint, s, 1)[None])[0])
-                top.append(base / _cost(p, apply_top(hint, s, args.top)[None])[0])
+                base = step_times(p, hint[None])[0]
+                one.append(base / step_times(p, apply_top(hint, s, 1)[None])[0])
+                top.append(base / step_times(p, apply_top(hint, s, args.top)[None])[0])
                 oracle.append(float(np.nanmax(g)))
             line.append(
                 f"{name}: top-1 move {geomean(one):.4f} ({sum(x > 1 for x in one)}/{len(one)} "
