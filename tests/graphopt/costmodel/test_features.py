@@ -50,37 +50,35 @@ def _features_reference(f: DecisionFeaturizer, place, prio, fuse) -> np.ndarray:
     return out
 
 
-def _critical_path_reference(f: DecisionFeaturizer, place) -> float:
+def _inputs_arrived(f: DecisionFeaturizer, place, finish, v: int) -> float:
+    """When the last input of op ``v`` arrives: each producer's finish, plus latency and bytes
+    over bandwidth when it sits on another device (no link queueing)."""
     g = f.graph
-    finish = np.zeros(g.num_ops)
-    for v in range(g.num_ops):
-        ready = 0.0
-        for e in np.flatnonzero(g.edge_dst == v):
-            u = g.edge_src[e]
-            t = finish[u]
-            if place[u] != place[v]:
-                bw = f.cluster.bandwidth[place[u], place[v]]
-                t += f.cluster.latency[place[u], place[v]] + g.edge_bytes[e] / bw
-            ready = max(ready, t)
-        finish[v] = ready + f.op_time[v, place[v]]
+    ready = 0.0
+    for e in np.flatnonzero(g.edge_dst == v):
+        u = g.edge_src[e]
+        t = finish[u]
+        if place[u] != place[v]:
+            bw = f.cluster.bandwidth[place[u], place[v]]
+            t += f.cluster.latency[place[u], place[v]] + g.edge_bytes[e] / bw
+        ready = max(ready, t)
+    return ready
+
+
+def _critical_path_reference(f: DecisionFeaturizer, place) -> float:
+    finish = np.zeros(f.graph.num_ops)
+    for v in range(f.graph.num_ops):
+        finish[v] = _inputs_arrived(f, place, finish, v) + f.op_time[v, place[v]]
     return float(finish.max())
 
 
 def _list_schedule_reference(f: DecisionFeaturizer, place) -> float:
     """Ops in topological order, each at max(inputs arrived, its device free)."""
-    g = f.graph
-    finish = np.zeros(g.num_ops)
+    finish = np.zeros(f.graph.num_ops)
     free = {}
-    for v in range(g.num_ops):
-        ready = 0.0
-        for e in np.flatnonzero(g.edge_dst == v):
-            u = g.edge_src[e]
-            t = finish[u]
-            if place[u] != place[v]:
-                bw = f.cluster.bandwidth[place[u], place[v]]
-                t += f.cluster.latency[place[u], place[v]] + g.edge_bytes[e] / bw
-            ready = max(ready, t)
-        finish[v] = max(ready, free.get(place[v], 0.0)) + f.op_time[v, place[v]]
+    for v in range(f.graph.num_ops):
+        start = max(_inputs_arrived(f, place, finish, v), free.get(place[v], 0.0))
+        finish[v] = start + f.op_time[v, place[v]]
         free[place[v]] = finish[v]
     return float(finish.max())
 
