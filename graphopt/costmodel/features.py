@@ -79,6 +79,12 @@ INSERTION_WINDOW = 64
 """How many of a resource's latest busy intervals :func:`contention_schedule` searches for a gap."""
 
 
+def encode_seconds(seconds: np.ndarray) -> np.ndarray:
+    """``log10(1 + microseconds) / 7``: the log-scale encoding of times among the features (about
+    1 at 10 s); :func:`graphopt.costmodel.model.log_seconds` decodes it."""
+    return np.log10(1 + seconds * 1e6) / 7
+
+
 @njit(cache=True)
 def path_lengths(place, op_time, pred_ptr, pred_src, pred_edge, nbytes, latency, inv_bw):
     """``(B, 2)`` per decision: the critical path and the list-schedule length, in one forward
@@ -235,7 +241,7 @@ class DecisionFeaturizer:
             )
         self.graph = graph
         self.cluster = cluster
-        self.op_time = PreparedGraph(graph, cluster).op_time  # (N, D) seconds
+        self.op_time = np.ascontiguousarray(PreparedGraph(graph, cluster).op_time)  # (N, D) s
         self.total = max(float(self.op_time.min(axis=1).sum()), 1e-12)
         self.mean = self.total / max(graph.num_ops, 1)
         self.src = np.asarray(graph.edge_src, dtype=np.int64)
@@ -273,11 +279,11 @@ class DecisionFeaturizer:
             link_load = links.reshape(b, d * d).max(axis=1)
         else:
             transfer = link_load = np.zeros(b)
-        lengths = path_lengths(place, np.ascontiguousarray(self.op_time), self.pred_ptr,
+        lengths = path_lengths(place, self.op_time, self.pred_ptr,
                                self.pred_src, self.pred_edge, self.nbytes, self.latency,
                                self.inv_bw)  # fmt: skip
         cp, listed = lengths[:, 0], lengths[:, 1]
-        booked = contention_schedule(place, np.ascontiguousarray(self.op_time), self.succ_ptr,
+        booked = contention_schedule(place, self.op_time, self.succ_ptr,
                                      self.succ_dst, self.nbytes, self.latency, self.inv_bw,
                                      INSERTION_WINDOW)  # fmt: skip
         mean = np.maximum(load.mean(axis=1), 1e-12)
@@ -287,14 +293,14 @@ class DecisionFeaturizer:
                 load.std(axis=1) / mean,
                 transfer / self.total,
                 cp / self.total,
-                np.log10(1 + cp * 1e6) / 7,
-                np.log10(1 + load.max(axis=1) * 1e6) / 7,
+                encode_seconds(cp),
+                encode_seconds(load.max(axis=1)),
                 link_load / self.total,
                 np.maximum.reduce([load.max(axis=1), cp, link_load]) / self.total,
                 listed / self.total,
-                np.log10(1 + listed * 1e6) / 7,
+                encode_seconds(listed),
                 booked / self.total,
-                np.log10(1 + booked * 1e6) / 7,
+                encode_seconds(booked),
             ],
             axis=1,
         )
@@ -333,7 +339,7 @@ class DecisionFeaturizer:
         out[rows, np.arange(n)[None, :], place] = 1.0  # one-hot device
         col = MAX_DEVICES
         t = self.op_time[np.arange(n)[None, :], place]  # (B, N) seconds
-        out[..., col] = np.log10(1 + t * 1e6) / 7
+        out[..., col] = encode_seconds(t)
         out[..., col + 1] = t / self.mean
         flat = (rows * d + place).reshape(-1)
         load = np.bincount(flat, weights=t.reshape(-1), minlength=b * d).reshape(b, d)

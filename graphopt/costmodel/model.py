@@ -80,7 +80,8 @@ class NetLayout:
 
 
 def log_seconds(encoded: Tensor) -> Tensor:
-    """Natural log of ``t`` seconds from the summary encoding ``log10(1 + t * 1e6) / 7``, so a
+    """Natural log of ``t`` seconds from the summary encoding ``log10(1 + t * 1e6) / 7``
+    (:func:`graphopt.costmodel.features.encode_seconds`, whose inverse this is), so a
     prior in seconds makes the untrained network predict absolute log runtimes, the scale of
     the measurements (what MSE fits and the reward reads), not the scale of one graph."""
     micro = torch.expm1(encoded.double() * (7 * math.log(10)))
