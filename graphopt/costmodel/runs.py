@@ -256,10 +256,10 @@ def train_run(
             net, train, held_out, loss=loss, epochs=epochs, batch_size=batch_size, lr=lr,
             seed=seed, time_budget=time_budget, on_epoch=record,
         )  # fmt: skip
-    except KeyboardInterrupt:
-        rundir.write_state(run, status="interrupted", epochs=done)
-        raise CostModelInterrupted(run, done) from None
-    except Exception as e:
+    except (Exception, KeyboardInterrupt) as e:  # Ctrl-C in a numba kernel surfaces as SystemError
+        if rundir.is_interrupt(e):
+            rundir.write_state(run, status="interrupted", epochs=done)
+            raise CostModelInterrupted(run, done) from None
         rundir.write_state(run, status="crashed", epochs=done, error=f"{type(e).__name__}: {e}")
         raise
 

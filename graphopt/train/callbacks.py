@@ -62,6 +62,7 @@ class RunCallback(BaseCallback):
         self._next_ckpt = 0
         self._progress: Any = None
         self._task: Any = None
+        self.stop = rundir.StopRequest()  # the trainer hands in the one Ctrl-C sets
 
     # ------------------------------------------------------------------ SB3 hooks
     def _on_training_start(self) -> None:
@@ -104,7 +105,7 @@ class RunCallback(BaseCallback):
             self.validate()
         if self._progress is not None:
             self._progress.update(self._task, completed=self.num_timesteps, status=self._status())
-        return True
+        return not self.stop.requested  # False ends model.learn after this step
 
     def _on_rollout_end(self) -> None:
         if not self._rewards:

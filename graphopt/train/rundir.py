@@ -23,6 +23,7 @@ import json
 import os
 import re
 import signal
+import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -103,6 +104,60 @@ def uninterrupted() -> Iterator[None]:
         signal.signal(signal.SIGINT, previous)
     if caught:
         raise KeyboardInterrupt
+
+
+class StopRequest:
+    """Set by the first Ctrl-C inside :func:`ctrl_c_stops`; a training loop polls ``requested``
+    between steps and winds down cleanly."""
+
+    def __init__(self) -> None:
+        self.requested = False
+
+
+@contextlib.contextmanager
+def ctrl_c_stops(
+    notice: str = "stopping after this step (Ctrl-C again to stop at once)",
+) -> Iterator[StopRequest]:
+    """Turn the first Ctrl-C (SIGINT) into a stop request instead of an exception.
+
+    A ``KeyboardInterrupt`` raised while compiled code runs (a numba kernel of the simulator) does
+    not surface as itself: numba returns with the exception pending and Python reports a
+    ``SystemError``, so a run would be recorded as crashed. Inside this block the first Ctrl-C
+    only sets ``requested`` and prints ``notice`` to stderr; the loop stops at its next check. A
+    second Ctrl-C restores the previous handler's behaviour and raises ``KeyboardInterrupt`` (see
+    :func:`is_interrupt` for recognising it however it surfaces). Outside the main thread the
+    block runs as is and nothing is ever requested.
+    """
+    stop = StopRequest()
+    if threading.current_thread() is not threading.main_thread():
+        yield stop
+        return
+
+    def handler(signum: int, frame: Any) -> None:
+        if stop.requested:
+            signal.signal(signal.SIGINT, previous)
+            raise KeyboardInterrupt
+        stop.requested = True
+        print(f"graphopt: {notice}", file=sys.stderr, flush=True)
+
+    previous = signal.signal(signal.SIGINT, handler)
+    try:
+        yield stop
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def is_interrupt(error: BaseException) -> bool:
+    """Whether ``error`` is a ``KeyboardInterrupt`` or was caused by one (e.g. the ``SystemError``
+    numba raises when Ctrl-C arrives during a compiled call)."""
+    seen: set[int] = set()
+    e: BaseException | None = error
+    while e is not None and id(e) not in seen:
+        if isinstance(e, KeyboardInterrupt):
+            return True
+        seen.add(id(e))
+        e = e.__cause__ or e.__context__
+    return False
 
 
 def save_model_atomic(model: Any, path: Path) -> None:

@@ -109,22 +109,27 @@ def _learn(
     )  # fmt: skip
     rundir.write_state(run, status="running")
     try:
-        model.learn(total_timesteps=steps, callback=callback, reset_num_timesteps=reset)
-    except KeyboardInterrupt:
+        with rundir.ctrl_c_stops() as stop:
+            callback.stop = stop
+            model.learn(total_timesteps=steps, callback=callback, reset_num_timesteps=reset)
+        interrupted = stop.requested
+    except (Exception, KeyboardInterrupt) as e:
+        if not rundir.is_interrupt(e):
+            callback._on_training_end()
+            try:
+                rundir.save_model_atomic(model, run / rundir.LAST)
+            finally:
+                rundir.write_state(
+                    run, status="crashed", timesteps=int(model.num_timesteps),
+                    error=f"{type(e).__name__}: {e}", traceback=traceback.format_exc(limit=8),
+                )  # fmt: skip
+            raise
+        interrupted = True
+    if interrupted:
         callback._on_training_end()
         rundir.save_model_atomic(model, run / rundir.LAST)
         rundir.write_state(run, status="interrupted", timesteps=int(model.num_timesteps))
         raise TrainingInterrupted(run) from None
-    except Exception as e:
-        callback._on_training_end()
-        try:
-            rundir.save_model_atomic(model, run / rundir.LAST)
-        finally:
-            rundir.write_state(
-                run, status="crashed", timesteps=int(model.num_timesteps),
-                error=f"{type(e).__name__}: {e}", traceback=traceback.format_exc(limit=8),
-            )  # fmt: skip
-        raise
     if val_env is not None:
         callback.validate()
     rundir.save_model_atomic(model, run / rundir.FINAL)

@@ -67,3 +67,43 @@ def test_save_model_atomic_finishes_the_file_before_ctrl_c(tmp_path):
         rundir.save_model_atomic(Model(), tmp_path / "m.zip")
     assert (tmp_path / "m.zip").read_text() == "model"
     assert not list(tmp_path.glob("*.tmp.zip"))
+
+
+def test_first_ctrl_c_requests_a_stop_and_the_second_raises(capsys):
+    import os
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        pytest.skip("signals are only handled in the main thread")
+    before = signal.getsignal(signal.SIGINT)
+    with pytest.raises(KeyboardInterrupt), rundir.ctrl_c_stops("stopping soon") as stop:
+        assert not stop.requested
+        os.kill(os.getpid(), signal.SIGINT)
+        assert stop.requested and "graphopt: stopping soon" in capsys.readouterr().err
+        os.kill(os.getpid(), signal.SIGINT)  # a second Ctrl-C stops at once
+        pytest.fail("the second Ctrl-C did not raise")
+    assert signal.getsignal(signal.SIGINT) is before
+    with rundir.ctrl_c_stops() as stop:  # no Ctrl-C: nothing requested, nothing raised
+        pass
+    assert not stop.requested and signal.getsignal(signal.SIGINT) is before
+
+
+def test_is_interrupt_sees_a_ctrl_c_behind_another_error():
+    def numba_like():  # what numba's dispatcher reports when Ctrl-C lands in a compiled call
+        try:
+            raise KeyboardInterrupt
+        except KeyboardInterrupt as e:
+            raise SystemError("CPUDispatcher(...) returned a result with an exception set") from e
+
+    with pytest.raises(SystemError) as info:
+        numba_like()
+    assert rundir.is_interrupt(info.value) and rundir.is_interrupt(KeyboardInterrupt())
+    assert not rundir.is_interrupt(ValueError("bad"))
+    try:
+        try:
+            raise ValueError("first")
+        except ValueError:
+            raise RuntimeError("second") from None
+    except RuntimeError as e:
+        assert not rundir.is_interrupt(e)
