@@ -8,6 +8,10 @@ This is the table behind ``graphopt baselines`` and ``graphopt eval``. Heuristic
 - joint: all of the above, in that order (each stage starts from the best so far).
 
 Search (random search, simulated annealing) runs at ``budget`` simulator evaluations for the task.
+For placement, ``estimate_budget > 0`` adds ``estimate-search@K``: hill climbing from the best
+heuristic on the analytic estimate (:mod:`graphopt.baselines.estimate_search`, ``K`` estimates, no
+simulation) whose result is simulated once and kept only if faster than its start: the baseline
+of ``graphopt eval --mode plan:K`` (the same search with the policy's proposals).
 The exact optimum (CP-SAT, placement and schedule, no fusion) is computed for small graphs
 (``<= exact_max_ops`` ops, ``<= 4`` devices) of the placement, scheduling and joint tasks; the
 simulator's lower bound (no fusion) is reported for every graph.
@@ -188,11 +192,13 @@ def compare_on_graph(
     exact_time_limit: float = 10.0,
     policy: Callable[[], tuple[str, Decision, int]] | None = None,
     sim: Simulator | None = None,
+    estimate_budget: int = 0,
 ) -> GraphComparison:
     """All methods on ``graph`` for ``task`` (see the module docstring).
 
     Args:
         budget: simulator evaluations for random search and simulated annealing (0: skip them).
+        estimate_budget: analytic estimates for ``estimate-search`` (placement only; 0: skip it).
         policy: optional; returns ``(method name, decision, evaluations used)``.
     """
     sim = sim or Simulator()
@@ -221,6 +227,8 @@ def compare_on_graph(
                     res.evaluations,
                 )
             )
+    if estimate_budget > 0 and task == "placement":
+        out.results.append(_estimate_search(graph, cluster, best, estimate_budget, seed, sim))
     if task != "fusion" and graph.num_ops <= exact_max_ops and cluster.num_devices <= 4:
         from graphopt.baselines.exact import solve_exact
 
@@ -249,6 +257,22 @@ def compare_on_graph(
             MethodResult(name, "policy", m.step_time, m.valid, m.reason, wall, evaluations)
         )
     return out
+
+
+def _estimate_search(
+    graph: CompGraph, cluster: Cluster, start: Decision, budget: int, seed: int, sim: Simulator
+) -> MethodResult:
+    from graphopt.baselines.estimate_search import estimate_search
+
+    began = time.perf_counter()
+    found = estimate_search(graph, cluster, start.placement, budget, seed=seed)  # type: ignore[arg-type]
+    m = sim.evaluate(graph, cluster, Decision(placement=found.placement))
+    if not m.valid or m.step_time > (known := sim.evaluate(graph, cluster, start)).step_time:
+        m = known  # measured worse than its start: keep the start (one simulation either way)
+    return MethodResult(
+        f"estimate-search@{budget}", "search", m.step_time, m.valid, m.reason,
+        time.perf_counter() - began, 1,
+    )  # fmt: skip
 
 
 def geomean_speedups(comparisons: list[GraphComparison]) -> dict[str, float]:

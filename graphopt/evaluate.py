@@ -1,8 +1,11 @@
 """Evaluate a trained run on graphs against every baseline (``graphopt eval``).
 
-The policy runs in one of three modes (:mod:`graphopt.train.rollout`): ``greedy`` (zero-shot, the
-most likely decision), ``sample:K`` (best of K sampled decisions) or ``finetune:STEPS`` (PPO on
-the graph alone for STEPS more decisions first, as in GO). Results go to ``RUN/eval/<mode>/``:
+The policy runs in one of four modes (:mod:`graphopt.train.rollout`): ``greedy`` (zero-shot, the
+most likely decision), ``sample:K`` (best of K sampled decisions), ``finetune:STEPS`` (PPO on
+the graph alone for STEPS more decisions first, as in GO) or ``plan:K`` (placement: the greedy
+decision refined by K analytic estimates, no simulation; the table then also holds
+``estimate-search@K``, the same search from the best heuristic with uniform proposals, so what the
+policy adds to the search is visible). Results go to ``RUN/eval/<mode>/``:
 ``results.json``, ``results.csv``, ``comparison.png`` (per-graph bars) and ``training_curve.png``.
 """
 
@@ -58,9 +61,14 @@ def evaluate_run(
     from envs.base import resolve_graph_list
     from graphopt.train.trainer import ENV_CLASSES
 
-    parse_mode(mode)
+    kind, amount = parse_mode(mode)
     path = rundir.check_run_dir(run)
     config = load_config(path / rundir.CONFIG_FILE)
+    if kind == "plan" and config.task != "placement":
+        raise ValueError(
+            f"mode {mode} refines placements; run {path} was trained for {config.task}: use "
+            "greedy, sample:K or finetune:STEPS"
+        )
     target = get_cluster(cluster or config.cluster)
     trained = get_cluster(config.cluster)
     if target.num_devices != trained.num_devices:
@@ -99,7 +107,8 @@ def evaluate_run(
 
         comparisons.append(
             compare_on_graph(graph, target, config.task, budget=budget, seed=seed,
-                             num_priorities=config.num_priorities, policy=policy, sim=sim)  # type: ignore[arg-type]
+                             num_priorities=config.num_priorities, policy=policy, sim=sim,
+                             estimate_budget=amount if kind == "plan" else 0)  # type: ignore[arg-type]
         )  # fmt: skip
     title = f"{config.task} on {target.name}, run {path.name}"
     print_comparisons(comparisons, title, console)

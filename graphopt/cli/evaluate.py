@@ -20,7 +20,10 @@ def register(sub: Any) -> None:
         "--graphs", required=True, help="graphs to evaluate on (name, suite:NAME, file; comma list)"
     )
     p.add_argument(
-        "--mode", default="greedy", help="greedy, sample:K or finetune:STEPS (default greedy)"
+        "--mode",
+        default="greedy",
+        help="greedy, sample:K, finetune:STEPS or plan:K (placement: K analytic estimates, no "
+        "simulation; default greedy)",
     )
     p.add_argument(
         "--cluster", help="cluster (default: the run's); must have the run's device count"

@@ -260,6 +260,14 @@ class DecisionFeaturizer:
     def num_features(self) -> int:
         return len(DECISION_FEATURES)
 
+    def insertion_schedule(self, placement: IntArray) -> np.ndarray:
+        """``(B,)`` seconds: the contention-aware insertion schedule (:func:`contention_schedule`)
+        of ``B`` placements ``(B, N)``: the analytic step-time estimate (and the learned model's
+        prior)."""
+        place = np.ascontiguousarray(placement, dtype=np.int64)
+        return contention_schedule(place, self.op_time, self.succ_ptr, self.succ_dst,
+                                   self.nbytes, self.latency, self.inv_bw, INSERTION_WINDOW)  # fmt: skip
+
     def summary(self, placement: IntArray) -> np.ndarray:
         """``(B, len(SUMMARY_FEATURES))`` float32 summary of ``B`` placements ``(B, N)``."""
         place = np.ascontiguousarray(placement, dtype=np.int64)
@@ -283,9 +291,7 @@ class DecisionFeaturizer:
                                self.pred_src, self.pred_edge, self.nbytes, self.latency,
                                self.inv_bw)  # fmt: skip
         cp, listed = lengths[:, 0], lengths[:, 1]
-        booked = contention_schedule(place, self.op_time, self.succ_ptr,
-                                     self.succ_dst, self.nbytes, self.latency, self.inv_bw,
-                                     INSERTION_WINDOW)  # fmt: skip
+        booked = self.insertion_schedule(place)
         mean = np.maximum(load.mean(axis=1), 1e-12)
         out = np.stack(
             [

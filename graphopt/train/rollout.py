@@ -18,7 +18,7 @@ from envs.base import GraphOptEnv
 from envs.rewards import INVALID
 from graphopt.typing import Decision, Measurement
 
-MODE_PATTERN = re.compile(r"greedy|sample:([1-9][0-9]*)|finetune:([1-9][0-9]*)")
+MODE_PATTERN = re.compile(r"greedy|(sample|finetune|plan):[1-9][0-9]*")
 
 
 @dataclass(frozen=True)
@@ -42,11 +42,12 @@ class PolicyResult:
 
 def parse_mode(mode: str) -> tuple[str, int]:
     """``"greedy"`` -> (greedy, 1); ``"sample:K"`` -> (sample, K): the greedy decision and K - 1
-    samples, the best kept; ``"finetune:STEPS"`` -> (finetune, STEPS)."""
+    samples, the best kept; ``"finetune:STEPS"`` -> (finetune, STEPS); ``"plan:K"`` -> (plan, K):
+    the greedy placement refined by K analytic estimates (:func:`plan_placement`)."""
     match = MODE_PATTERN.fullmatch(mode)
     if not match:
         raise ValueError(
-            f"unknown mode {mode!r}; use greedy, sample:K or finetune:STEPS (K, STEPS >= 1)"
+            f"unknown mode {mode!r}; use greedy, sample:K, finetune:STEPS or plan:K (K, STEPS >= 1)"
         )
     if mode == "greedy":
         return "greedy", 1
@@ -99,9 +100,54 @@ def run_policy(
         if kind == "sample" and k + 1 < draws:
             obs, _ = env.reset(options={"graph": index})
     assert best is not None
+    if kind == "plan":
+        if env.task != "placement":
+            raise ValueError(f"mode plan:K refines placements; this run's task is {env.task}")
+        obs, _ = env.reset(seed=seed, options={"graph": index})
+        start = np.asarray(best[0].placement, dtype=np.int64)
+        planned = plan_placement(model, obs, graph, env.cluster, start, amount, seed)
+        decision = Decision(placement=planned)
+        m = env.cost_model.evaluate(graph, env.cluster, decision)
+        if (not m.valid, m.step_time) < (not best[1].valid, best[1].step_time):
+            best = (decision, m)
+        draws += 1  # the planned placement's one measurement
     ref = env.reference(index).measurement.step_time
     samples = draws + tuned
     return PolicyResult(graph.name, best[0], best[1], ref, samples)
+
+
+def placement_probabilities(model: Any, obs: dict[str, Any], num_ops: int) -> np.ndarray:
+    """``(num_ops, D)`` the policy's device probabilities of every op for observation ``obs``
+    (placement block of the action layout)."""
+    import torch
+
+    with torch.no_grad():
+        tensors, _ = model.policy.obs_to_tensor(obs)
+        dist = model.policy.get_distribution(tensors)
+    log_probs = dist.distribution.log_probs[0]  # (1, max_ops, D): placement comes first
+    return log_probs[0, :num_ops].exp().double().numpy()
+
+
+def plan_placement(
+    model: Any,
+    obs: dict[str, Any],
+    graph: Any,
+    cluster: Any,
+    start: np.ndarray,
+    budget: int,
+    seed: int,
+) -> np.ndarray:
+    """``start`` refined by ``budget`` analytic estimates, no simulation
+    (:func:`graphopt.baselines.estimate_search.estimate_search`), moves proposed from the policy's
+    device probabilities half of the time and uniformly otherwise
+    (:func:`~graphopt.baselines.estimate_search.weighted_moves`)."""
+    from graphopt.baselines.estimate_search import estimate_search, weighted_moves
+
+    probs = placement_probabilities(model, obs, graph.num_ops)
+    result = estimate_search(
+        graph, cluster, start, budget, seed=seed, propose=weighted_moves(probs)
+    )
+    return result.placement
 
 
 def finetune(model: Any, env: GraphOptEnv, index: int, steps: int, seed: int) -> tuple[Any, int]:

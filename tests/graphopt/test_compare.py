@@ -56,3 +56,15 @@ def test_compare_with_search_optimum_and_policy():
     means = geomean_speedups([c, c])
     assert means[best.method] == pytest.approx(1.0)
     assert not math.isnan(means["policy (greedy)"])
+
+
+def test_estimate_search_row_is_never_slower_than_its_start():
+    graph, cluster = get_graph("random-layered-200-s3"), get_cluster("v100-nvlink-4")
+    c = compare_on_graph(graph, cluster, "placement", estimate_budget=512)
+    row = next(r for r in c.results if r.method == "estimate-search@512")
+    best = c.best_heuristic
+    assert best is not None and row.kind == "search" and row.evaluations == 1
+    assert row.valid and row.step_time <= best.step_time
+    for task in ("scheduling", "fusion"):  # placement only
+        c = compare_on_graph(graph, cluster, task, estimate_budget=64)
+        assert not any(r.method.startswith("estimate-search") for r in c.results)

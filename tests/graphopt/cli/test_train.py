@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -71,7 +72,18 @@ def test_train_then_eval(run_cli, tmp_path):
     policy_row = [r for r in tuned["graphs"][0]["results"] if r["kind"] == "policy"][0]
     assert policy_row["evaluations"] >= 16 + 1  # fine-tuning decisions plus the final one
 
-    # bad input: other device count, graph too large, unknown mode
+    text = run_cli("eval", str(run), "--graphs", "random-sp-100-s0", "--mode", "plan:256").stdout
+    assert "policy (plan:256)" in text and "estimate-search@256" in text
+    planned = json.loads((run / "eval" / "plan-256" / "results.json").read_text())
+    rows = {r["method"]: r for r in planned["graphs"][0]["results"]}
+    best = min(r["step_time"] for r in rows.values() if r["kind"] == "heuristic" and r["valid"])
+    greedy = [r for r in results["graphs"][1]["results"] if r["kind"] == "policy"][0]
+    # the plan keeps its start unless the simulator measures the refined placement faster
+    assert rows["policy (plan:256)"]["step_time"] <= greedy["step_time"] * (1 + 1e-9)
+    assert rows["estimate-search@256"]["step_time"] <= best * (1 + 1e-9)
+    assert rows["policy (plan:256)"]["evaluations"] == 2  # greedy decision + planned one
+
+    # bad input: other device count, graph too large, unknown mode, plan for another task
     proc = run_cli(
         "eval", str(run), "--graphs", "txl-tiny", "--cluster", "v100-nvlink-4", check=False
     )
@@ -80,6 +92,12 @@ def test_train_then_eval(run_cli, tmp_path):
     assert proc.returncode == 2 and "supports at most" in proc.stderr
     proc = run_cli("eval", str(run), "--graphs", "txl-tiny", "--mode", "best", check=False)
     assert proc.returncode == 2 and "unknown mode 'best'" in proc.stderr
+    other = tmp_path / "scheduling_run"
+    shutil.copytree(run, other)
+    config = (other / "config.yaml").read_text().replace("task: placement", "task: scheduling")
+    (other / "config.yaml").write_text(config)
+    proc = run_cli("eval", str(other), "--graphs", "txl-tiny", "--mode", "plan:8", check=False)
+    assert proc.returncode == 2 and "refines placements" in proc.stderr
 
 
 def test_bad_runs_and_configs(run_cli, tmp_path):
