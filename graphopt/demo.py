@@ -7,7 +7,9 @@
    models (PipeDream profiles of ResNet-50, Inception-v3 and GNMT, when ``../shared`` is present),
    next to every placement baseline, random search and simulated annealing at the same small
    budget, and the lower bound: the table is printed, and ``results.json``, ``results.csv``,
-   ``comparison.png`` and ``training_curve.png`` go to ``RUN/eval/greedy/``.
+   ``comparison.png`` and ``training_curve.png`` go to ``RUN/eval/greedy/``; then the same with
+   the greedy placement refined by ``--plan`` analytic estimates (``RUN/eval/plan-K/``, beside
+   ``estimate-search@K``, the same search from the best heuristic).
 3. Draws a Gantt chart of the policy's schedule on the first evaluation graph.
 
 Run it as ``python -m graphopt.demo [--config FILE] [--eval-graphs SPEC] [--total-timesteps N]``.
@@ -42,6 +44,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--budget", type=int, default=64, help="evaluations for the search baselines"
     )
+    parser.add_argument(
+        "--plan",
+        type=int,
+        default=4096,
+        help="analytic estimates of the plan:K evaluation (0: skip)",
+    )
     args = parser.parse_args(argv)
 
     import torch
@@ -62,6 +70,14 @@ def main(argv: list[str] | None = None) -> int:
     eval_graphs = args.eval_graphs or default_eval_graphs()
     console.rule(f"[bold]2. zero-shot evaluation on graphs never trained on: {eval_graphs}")
     comparisons = evaluate_run(run, eval_graphs, mode="greedy", budget=args.budget, console=console)
+    if config.task == "placement" and args.plan > 0:
+        console.rule(
+            f"[bold]2b. the same, greedy placement refined by {args.plan:,} analytic estimates "
+            "(no simulation but one final check; estimate-search: the same from the best heuristic)"
+        )
+        evaluate_run(
+            run, eval_graphs, mode=f"plan:{args.plan}", budget=args.budget, console=console
+        )
 
     console.rule("[bold]3. the policy's schedule")
     _gantt(run, comparisons[0].graph, eval_graphs, config, load_run_model(run), console)

@@ -28,6 +28,7 @@ from graphopt.sim import Simulator
 from graphopt.train import rundir
 from graphopt.train.config import load_config
 from graphopt.train.rollout import check_compatible, parse_mode, run_policy
+from graphopt.typing import Decision
 
 
 def load_run_model(run: Path) -> Any:
@@ -101,14 +102,14 @@ def evaluate_run(
     comparisons = []
     for i, graph in enumerate(graph_list):
 
-        def policy(i: int = i) -> tuple[str, object, int]:
+        def policy(i: int = i) -> tuple[str, Decision, int]:
             result = run_policy(model, env, i, mode, seed)
             return f"policy ({mode})", result.decision, result.samples
 
         comparisons.append(
             compare_on_graph(graph, target, config.task, budget=budget, seed=seed,
                              num_priorities=config.num_priorities, policy=policy, sim=sim,
-                             estimate_budget=amount if kind == "plan" else 0)  # type: ignore[arg-type]
+                             estimate_budget=amount if kind == "plan" else 0)
         )  # fmt: skip
     title = f"{config.task} on {target.name}, run {path.name}"
     print_comparisons(comparisons, title, console)

@@ -1,4 +1,5 @@
-"""Running a trained policy on graphs: greedy, best of K samples, or after fine-tuning.
+"""Running a trained policy on graphs: greedy, best of K samples, after fine-tuning, or refined
+by search on the analytic estimate (placement).
 
 Used by validation during training and by ``graphopt eval``. The environment supplies the graph's
 encoding, the decoding of actions and the reference; the policy must have been trained for the
@@ -30,7 +31,8 @@ class PolicyResult:
     measurement: Measurement
     reference_time: float
     samples: int
-    """Decisions evaluated to get there (1 for greedy, K for sample:K, plus fine-tuning steps)."""
+    """Decisions simulated to get there (1 for greedy, K for sample:K, plus fine-tuning steps; 2
+    for plan:K, whose K analytic estimates are not simulations)."""
 
     @property
     def speedup(self) -> float:
