@@ -2,7 +2,7 @@
 policy's proposal distribution help?
 
 Usage: python bench/bench_planning.py [--graphs GRAPHS] [--budgets 256,1024,4096] [--seeds 3]
-                                      [--run RUN] [--large GRAPH]
+                                      [--batch 4] [--run RUN] [--large GRAPH]
 
 For each held-out graph (placement on ``v100-nvlink-4``, from the best heuristic's placement; every
 figure a speed-up over it measured by the simulator, geometric mean over ``--seeds`` seeds):
@@ -59,6 +59,7 @@ def main() -> None:
     parser.add_argument("--cluster", default="v100-nvlink-4")
     parser.add_argument("--budgets", default="256,1024,4096")
     parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument("--batch", type=int, default=4, help="candidates estimated per round")
     parser.add_argument("--run", help="a placement run whose policy proposes the moves")
     parser.add_argument("--large", default="gnmt-8", help="graph for the cost per estimate")
     args = parser.parse_args()
@@ -87,7 +88,10 @@ def main() -> None:
         seeds = range(args.seeds)
         for b in budgets:
             found = [
-                estimate_search(graph, cluster, start, b, seed=s, estimate=estimate) for s in seeds
+                estimate_search(
+                    graph, cluster, start, b, seed=s, batch=args.batch, estimate=estimate
+                )
+                for s in seeds
             ]
             row[f"estimate@{b}"] = geomean(
                 [base / step_times(prepared, f.placement[None])[0] for f in found]
@@ -107,7 +111,7 @@ def main() -> None:
             for b in budgets:
                 found = [
                     estimate_search(graph, cluster, greedy, b, seed=s, propose=propose,
-                                    estimate=estimate)
+                                    batch=args.batch, estimate=estimate)
                     for s in seeds
                 ]  # fmt: skip
                 row[f"policy@{b}"] = geomean(

@@ -136,7 +136,7 @@ def estimate_search(
     *,
     seed: int = 0,
     propose: Proposer | None = None,
-    batch: int = 64,
+    batch: int = 4,
     estimate: PlacementEstimate | None = None,
 ) -> EstimateSearchResult:
     """Hill-climb from placement ``start`` on the analytic estimate (module docstring).

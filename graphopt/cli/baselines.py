@@ -34,6 +34,13 @@ def register(sub: Any) -> None:
         default=0,
         help="simulator evaluations for random search and annealing (0: skip)",
     )
+    p.add_argument(
+        "--estimate-budget",
+        type=int,
+        default=0,
+        help="placement: analytic estimates for estimate-search from the best heuristic, no "
+        "simulation but one final check (0: skip)",
+    )
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--num-priorities", type=int, default=8)
     p.add_argument(
@@ -47,8 +54,11 @@ def register(sub: Any) -> None:
 
 
 def cmd_baselines(args: argparse.Namespace) -> int:
-    if args.budget < 0:
-        raise ValueError(f"--budget must be >= 0, got {args.budget}")
+    for flag, value in (("--budget", args.budget), ("--estimate-budget", args.estimate_budget)):
+        if value < 0:
+            raise ValueError(f"{flag} must be >= 0, got {value}")
+    if args.estimate_budget and args.task != "placement":
+        raise ValueError(f"--estimate-budget searches placements; --task is {args.task}")
     cluster = get_cluster(args.cluster)
     sim = Simulator()
     comparisons = [
@@ -57,6 +67,7 @@ def cmd_baselines(args: argparse.Namespace) -> int:
             cluster,
             args.task,
             budget=args.budget,
+            estimate_budget=args.estimate_budget,
             seed=args.seed,
             num_priorities=args.num_priorities,
             exact_time_limit=args.exact_time_limit,

@@ -74,14 +74,23 @@ def test_baselines_command(run_cli, tmp_path):
         "placement",
         "--budget",
         "10",
+        "--estimate-budget",
+        "128",
         "--json",
         str(out),
         "--plot",
         str(plot),
     ).stdout
     assert "geometric mean" in text and "heft" in text and "annealing@10" in text
+    assert "estimate-search@128" in text
     data = json.loads(out.read_text())
     assert [g["graph"] for g in data["graphs"]] == ["txl-tiny", "random-sp-30-s1"]
     assert plot.read_bytes()[:4] == b"\x89PNG" and (out.parent / "results.csv").exists()
     proc = run_cli("baselines", "txl-tiny", "--task", "sorting", check=False)
     assert proc.returncode == 2 and "invalid choice: 'sorting'" in proc.stderr
+    proc = run_cli(
+        "baselines", "txl-tiny", "--task", "fusion", "--estimate-budget", "8", check=False
+    )
+    assert proc.returncode == 2 and "--estimate-budget searches placements" in proc.stderr
+    proc = run_cli("baselines", "txl-tiny", "--estimate-budget", "-1", check=False)
+    assert proc.returncode == 2 and "--estimate-budget must be >= 0" in proc.stderr
