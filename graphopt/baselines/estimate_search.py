@@ -28,6 +28,7 @@ import numpy as np
 
 from graphopt.graph import CompGraph
 from graphopt.hardware import Cluster
+from graphopt.sim import PreparedGraph
 from graphopt.typing import FloatArray, IntArray
 
 Proposer = Callable[[np.random.Generator, IntArray, int], tuple[IntArray, IntArray]]
@@ -104,18 +105,25 @@ def weighted_moves(probs: FloatArray, uniform_share: float = 0.5) -> Proposer:
 
 
 class PlacementEstimate:
-    """``(B, N)`` placements -> ``(B,)`` estimated step times (s), ``inf`` where a device's
+    """``(B, N)`` placements -> ``(B,)`` estimated step times (s): the insertion schedule of
+    :func:`graphopt.costmodel.features.contention_schedule` (the same as
+    ``DecisionFeaturizer.insertion_schedule``, without its device limit), ``inf`` where a device's
     parameter bytes exceed its memory."""
 
     def __init__(self, graph: CompGraph, cluster: Cluster) -> None:
-        from graphopt.costmodel.features import DecisionFeaturizer
+        from graphopt.costmodel.features import link_arrays
 
-        self.featurizer = DecisionFeaturizer(graph, cluster)
+        self.op_time = np.ascontiguousarray(PreparedGraph(graph, cluster).op_time)
+        self.succ_ptr, self.succ_dst = graph.successors_csr
+        self.nbytes = np.asarray(graph.edge_bytes, dtype=np.float64)
+        self.latency, self.inv_bw = link_arrays(cluster)
         self.param_bytes = np.asarray(graph.param_bytes, dtype=np.float64)
         self.memory = np.asarray(cluster.memory, dtype=np.float64)
         self.num_devices = cluster.num_devices
 
     def __call__(self, placements: IntArray) -> FloatArray:
+        from graphopt.costmodel.features import INSERTION_WINDOW, contention_schedule
+
         place = np.ascontiguousarray(placements, dtype=np.int64)
         b = len(place)
         rows = np.arange(b)[:, None] * self.num_devices
@@ -125,7 +133,9 @@ class PlacementEstimate:
             minlength=b * self.num_devices,
         ).reshape(b, self.num_devices)
         fits = (params <= self.memory[None, :]).all(axis=1)
-        return np.where(fits, self.featurizer.insertion_schedule(place), np.inf)
+        times = contention_schedule(place, self.op_time, self.succ_ptr, self.succ_dst,
+                                    self.nbytes, self.latency, self.inv_bw, INSERTION_WINDOW)  # fmt: skip
+        return np.where(fits, times, np.inf)
 
 
 def estimate_search(

@@ -222,6 +222,16 @@ def static_features(graph: CompGraph, cluster: Cluster) -> tuple[np.ndarray, Int
     return feat, opcode
 
 
+def link_arrays(cluster: Cluster) -> tuple[np.ndarray, np.ndarray]:
+    """``(latency, inverse bandwidth)``, both ``(D, D)`` contiguous float64 (s and s/byte; zero
+    on the diagonal): the link figures :func:`path_lengths` and :func:`contention_schedule`
+    take."""
+    latency = np.ascontiguousarray(cluster.latency, dtype=np.float64)
+    with np.errstate(divide="ignore"):
+        inv_bw = np.where(np.eye(cluster.num_devices, dtype=bool), 0.0, 1.0 / cluster.bandwidth)
+    return latency, np.ascontiguousarray(inv_bw, dtype=np.float64)
+
+
 class DecisionFeaturizer:
     """Turns batches of decisions on one (graph, cluster) into ``(B, N, F)`` feature arrays.
 
@@ -248,13 +258,9 @@ class DecisionFeaturizer:
         self.dst = np.asarray(graph.edge_dst, dtype=np.int64)
         self.nbytes = np.asarray(graph.edge_bytes, dtype=np.float64)
         self.in_degree = np.bincount(self.dst, minlength=graph.num_ops)
-        self.latency = np.ascontiguousarray(cluster.latency, dtype=np.float64)
+        self.latency, self.inv_bw = link_arrays(cluster)
         self.pred_ptr, self.pred_src, self.pred_edge = graph.predecessors_csr
         self.succ_ptr, self.succ_dst = graph.successors_csr
-        with np.errstate(divide="ignore"):
-            self.inv_bw = np.ascontiguousarray(
-                np.where(np.eye(cluster.num_devices, dtype=bool), 0.0, 1.0 / cluster.bandwidth)
-            )
 
     @property
     def num_features(self) -> int:
