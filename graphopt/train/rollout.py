@@ -105,8 +105,7 @@ def run_policy(
     if kind == "plan":
         if env.task != "placement":
             raise ValueError(f"mode plan:K refines placements; this run's task is {env.task}")
-        obs, _ = env.reset(seed=seed, options={"graph": index})
-        start = np.asarray(best[0].placement, dtype=np.int64)
+        start = np.asarray(best[0].placement, dtype=np.int64)  # obs is still the greedy one's
         planned = plan_placement(model, obs, graph, env.cluster, start, amount, seed)
         decision = Decision(placement=planned)
         m = env.cost_model.evaluate(graph, env.cluster, decision)
