@@ -1,13 +1,13 @@
 """Which knowledge of single-op moves carries over to held-out families: local features of the
 hint's schedule, or a model of the whole schedule?
 
-Usage: python bench/bench_move_features.py [--random-graphs R]
+Usage: python bench/bench_move_features.py [--random-graphs R] [--extra GRAPHS]
 
 ``bench_move_ranking.py`` shows the GO network's logits, trained to rank single-op moves on the
 training graphs, pick no improving move on the held-out ones. This asks whether the fault lies in
 what the ranker sees. Every single-op move from the hint (the best heuristic's placement,
-``v100-nvlink-4``) is simulated on ``suite:default`` plus ``R`` random DAGs (training) and on the
-held-out graphs; then, per graph, the move ranked first by
+``v100-nvlink-4``) is simulated on ``suite:default`` plus ``R`` random DAGs and the ``--extra``
+graphs (training) and on the held-out graphs; then, per graph, the move ranked first by
 
 - ``gbdt (gain)`` / ``gbdt (improves?)``: LightGBM (300 trees) regressing the log speed-up of a move
   / classifying whether it improves, on 15 *decision-aware local features* of (op, device) taken
@@ -119,6 +119,7 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--random-graphs", type=int, default=12)
+    parser.add_argument("--extra", default="", help="more training graphs (comma list)")
     args = parser.parse_args()
     cluster = get_cluster("v100-nvlink-4")
     d = cluster.num_devices
@@ -136,7 +137,8 @@ def main() -> None:
         return rows
 
     t0 = time.perf_counter()
-    train = load(["suite:default", *random_graph_names(args.random_graphs)])
+    extra = [name for name in args.extra.split(",") if name]
+    train = load(["suite:default", *random_graph_names(args.random_graphs), *extra])
     held = load(HELD_OUT.split(","))
     x = np.concatenate([f[~stay] for _, _, f, _, stay in train])
     y = np.concatenate([g[~stay] for _, _, _, g, stay in train])
