@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import time
+from collections.abc import Callable
 
 import lightgbm as lgb
 import numpy as np
@@ -148,7 +149,7 @@ def main() -> None:
     regress = lgb.train({**params, "objective": "regression"}, lgb.Dataset(x, y), 300)
     classify = lgb.train({**params, "objective": "binary"}, lgb.Dataset(x, (y > 1e-6) * 1), 300)
 
-    def flat(model: lgb.Booster) -> callable:
+    def flat(model: lgb.Booster) -> Callable[..., np.ndarray]:
         return lambda g, h, f: model.predict(f.reshape(-1, f.shape[-1])).reshape(f.shape[:2])
 
     def analytic(g: CompGraph, h: np.ndarray, f: np.ndarray) -> np.ndarray:

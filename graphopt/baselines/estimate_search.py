@@ -42,7 +42,8 @@ class EstimateSearchResult:
         placement: ``(N,)`` the best placement by the estimate (the start when no move helped).
         estimate: its estimated step time (s).
         start_estimate: the start's estimated step time (s).
-        estimates: estimates spent (``budget``; the start's own is not counted).
+        estimates: estimates spent: ``budget``, or 0 where no move exists (no ops, or a single
+            device); the start's own is not counted.
         moves: moves accepted.
     """
 
@@ -54,8 +55,9 @@ class EstimateSearchResult:
 
     @property
     def estimated_speedup(self) -> float:
-        """Start estimate over final estimate (what the search believes it gained)."""
-        return self.start_estimate / self.estimate
+        """Start estimate over final estimate (what the search believes it gained; 1 for an
+        empty graph)."""
+        return self.start_estimate / self.estimate if self.estimate > 0 else 1.0
 
 
 def uniform_moves(num_ops: int, num_devices: int) -> Proposer:
@@ -154,6 +156,7 @@ def estimate_search(
     Args:
         start: ``(N,)`` device of every op.
         budget: candidate placements to estimate (>= 0).
+        seed: seeds the proposals (``numpy.random.default_rng(seed)``).
         propose: the move proposer; :func:`uniform_moves` by default.
         batch: candidates estimated per round (the last round may be smaller).
         estimate: a prepared :class:`PlacementEstimate` of this graph and cluster (built if None).
@@ -166,11 +169,13 @@ def estimate_search(
     if current.shape != (graph.num_ops,):
         raise ValueError(f"start has shape {current.shape}; expected ({graph.num_ops},)")
     estimate = estimate or PlacementEstimate(graph, cluster)
+    start_estimate = best = float(estimate(current[None])[0])
+    if graph.num_ops == 0 or cluster.num_devices < 2:  # no move exists
+        return EstimateSearchResult(current, best, start_estimate, 0, 0)
     propose = propose or uniform_moves(graph.num_ops, cluster.num_devices)
     rng = np.random.default_rng(seed)
-    start_estimate = best = float(estimate(current[None])[0])
     used = moves = 0
-    while used < budget and graph.num_ops:
+    while used < budget:
         k = min(batch, budget - used)
         ops, devices = propose(rng, current, k)
         candidates = np.repeat(current[None], k, axis=0)

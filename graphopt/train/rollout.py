@@ -144,6 +144,8 @@ def plan_placement(
     (:func:`~graphopt.baselines.estimate_search.weighted_moves`)."""
     from graphopt.baselines.estimate_search import estimate_search, weighted_moves
 
+    if cluster.num_devices < 2:  # nothing to move
+        return start
     probs = placement_probabilities(model, obs, graph.num_ops)
     result = estimate_search(
         graph, cluster, start, budget, seed=seed, propose=weighted_moves(probs)

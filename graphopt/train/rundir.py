@@ -87,7 +87,9 @@ def write_state(run: Path, **fields: Any) -> dict[str, Any]:
 
 @contextlib.contextmanager
 def uninterrupted() -> Iterator[None]:
-    """Hold Ctrl-C (SIGINT) back until the block is done, then raise ``KeyboardInterrupt``.
+    """Hold Ctrl-C (SIGINT) back until the block is done, then deliver it to the handler that was
+    in place (Python's default raises ``KeyboardInterrupt``; :func:`ctrl_c_stops` requests a stop;
+    an ignored SIGINT stays ignored).
 
     A ``KeyboardInterrupt`` raised inside a serialiser (``torch.save``'s zip writer) can leave it
     half-written and surface as some other error, so the run would be recorded as crashed instead
@@ -102,8 +104,11 @@ def uninterrupted() -> Iterator[None]:
         yield
     finally:
         signal.signal(signal.SIGINT, previous)
-    if caught:
-        raise KeyboardInterrupt
+    if caught:  # hand the held Ctrl-C to whoever would have had it
+        if callable(previous):
+            previous(signal.SIGINT, None)
+        elif previous != signal.SIG_IGN:
+            raise KeyboardInterrupt
 
 
 class StopRequest:
@@ -125,11 +130,14 @@ def ctrl_c_stops(
     ``SystemError``, so a run would be recorded as crashed. Inside this block the first Ctrl-C
     only sets ``requested`` and prints ``notice`` to stderr; the loop stops at its next check. A
     second Ctrl-C restores the previous handler's behaviour and raises ``KeyboardInterrupt`` (see
-    :func:`is_interrupt` for recognising it however it surfaces). Outside the main thread the
-    block runs as is and nothing is ever requested.
+    :func:`is_interrupt` for recognising it however it surfaces). Outside the main thread, or
+    where SIGINT is ignored (``nohup``, a background job) or not Python's to handle, the block
+    runs as is and nothing is ever requested.
     """
     stop = StopRequest()
-    if threading.current_thread() is not threading.main_thread():
+    if threading.current_thread() is not threading.main_thread() or not callable(
+        signal.getsignal(signal.SIGINT)
+    ):
         yield stop
         return
 
@@ -156,7 +164,10 @@ def is_interrupt(error: BaseException) -> bool:
         if isinstance(e, KeyboardInterrupt):
             return True
         seen.add(id(e))
-        e = e.__cause__ or e.__context__
+        if e.__cause__ is not None:
+            e = e.__cause__
+        else:  # ``raise ... from None`` hides the context
+            e = None if e.__suppress_context__ else e.__context__
     return False
 
 

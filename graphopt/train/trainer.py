@@ -108,11 +108,13 @@ def _learn(
         total_timesteps=config.total_timesteps, show_progress=show_progress,
     )  # fmt: skip
     rundir.write_state(run, status="running")
+    target = steps + (0 if reset else int(model.num_timesteps))
     try:
         with rundir.ctrl_c_stops() as stop:
             callback.stop = stop
             model.learn(total_timesteps=steps, callback=callback, reset_num_timesteps=reset)
-        interrupted = stop.requested
+        # a Ctrl-C after the last step leaves a finished run
+        interrupted = stop.requested and int(model.num_timesteps) < target
     except (Exception, KeyboardInterrupt) as e:
         if not rundir.is_interrupt(e):
             callback._on_training_end()

@@ -68,3 +68,18 @@ def test_estimate_search_row_is_never_slower_than_its_start():
     for task in ("scheduling", "fusion"):  # placement only
         c = compare_on_graph(graph, cluster, task, estimate_budget=64)
         assert not any(r.method.startswith("estimate-search") for r in c.results)
+
+
+def test_estimate_search_prefers_a_valid_result_to_an_invalid_start():
+    from graphopt.compare import MethodResult, _estimate_search
+
+    graph, cluster = get_graph("random-layered-200-s3"), get_cluster("v100-nvlink-4")
+    start = Decision(placement=np.zeros(graph.num_ops, dtype=np.int64))
+    oom = MethodResult(
+        "start", "heuristic", 1e-9, False, "OOM on device 0", 0.0, 1
+    )  # fast, invalid
+    row = _estimate_search(graph, cluster, start, oom, 64, 0, Simulator())
+    assert row.valid and row.step_time > 1e-9
+    fast = MethodResult("start", "heuristic", 1e-9, True, "", 0.0, 1)  # unbeatable valid start
+    row = _estimate_search(graph, cluster, start, fast, 64, 0, Simulator())
+    assert row.valid and row.step_time == 1e-9

@@ -14,7 +14,7 @@ from graphopt.baselines.estimate_search import (
 )
 from graphopt.costmodel.features import DecisionFeaturizer
 from graphopt.graph import CompGraph, Op
-from graphopt.hardware import get_cluster
+from graphopt.hardware import Cluster, get_cluster
 from graphopt.sim import simulate
 from graphopt.typing import Decision
 from graphopt.workloads import get_graph
@@ -58,6 +58,17 @@ def test_search_only_improves_and_the_simulator_agrees(setting):
     np.testing.assert_array_equal(again.placement, result.placement)  # deterministic per seed
     none = estimate_search(graph, cluster, start, 0)
     assert none.moves == 0 and none.estimates == 0 and (none.placement == start).all()
+
+
+def test_nothing_to_move_on_one_device_or_no_ops(setting):
+    graph, _ = setting
+    one = Cluster.from_dict({"name": "one", "devices": [{"name": "g", "preset": "A100-SXM4-40GB"}]})
+    start = np.zeros(graph.num_ops, dtype=np.int64)
+    result = estimate_search(graph, one, start, 64)
+    assert result.moves == result.estimates == 0 and (result.placement == start).all()
+    empty = CompGraph.build("empty", [], [])
+    result = estimate_search(empty, get_cluster("v100-nvlink-2"), np.zeros(0, dtype=np.int64), 64)
+    assert result.estimates == 0 and result.estimated_speedup == 1.0
 
 
 def test_uniform_moves_never_stay(setting):

@@ -72,12 +72,14 @@ def test_train_then_eval(run_cli, tmp_path):
     policy_row = [r for r in tuned["graphs"][0]["results"] if r["kind"] == "policy"][0]
     assert policy_row["evaluations"] >= 16 + 1  # fine-tuning decisions plus the final one
 
+    run_cli("eval", str(run), "--graphs", "random-sp-100-s0")  # greedy, for the plan's start
     text = run_cli("eval", str(run), "--graphs", "random-sp-100-s0", "--mode", "plan:256").stdout
     assert "policy (plan:256)" in text and "estimate-search@256" in text
     planned = json.loads((run / "eval" / "plan-256" / "results.json").read_text())
     rows = {r["method"]: r for r in planned["graphs"][0]["results"]}
     best = min(r["step_time"] for r in rows.values() if r["kind"] == "heuristic" and r["valid"])
-    greedy = [r for r in results["graphs"][1]["results"] if r["kind"] == "policy"][0]
+    greedy_results = json.loads((run / "eval" / "greedy" / "results.json").read_text())
+    greedy = [r for r in greedy_results["graphs"][0]["results"] if r["kind"] == "policy"][0]
     # the plan keeps its start unless the simulator measures the refined placement faster
     assert rows["policy (plan:256)"]["step_time"] <= greedy["step_time"] * (1 + 1e-9)
     assert rows["estimate-search@256"]["step_time"] <= best * (1 + 1e-9)

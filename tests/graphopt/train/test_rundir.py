@@ -102,8 +102,51 @@ def test_is_interrupt_sees_a_ctrl_c_behind_another_error():
     assert not rundir.is_interrupt(ValueError("bad"))
     try:
         try:
-            raise ValueError("first")
-        except ValueError:
-            raise RuntimeError("second") from None
+            raise KeyboardInterrupt
+        except KeyboardInterrupt:
+            raise RuntimeError("handled, then a new error") from None  # the context is hidden
     except RuntimeError as e:
         assert not rundir.is_interrupt(e)
+    try:
+        try:
+            raise KeyboardInterrupt
+        except KeyboardInterrupt:
+            raise RuntimeError("while handling Ctrl-C")  # noqa: B904 (the implicit context is the point)
+    except RuntimeError as e:
+        assert rundir.is_interrupt(e)
+
+
+def test_ignored_ctrl_c_stays_ignored():
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        pytest.skip("signals are only handled in the main thread")
+    before = signal.signal(signal.SIGINT, signal.SIG_IGN)  # as under nohup or in a background job
+    try:
+        with rundir.ctrl_c_stops() as stop:
+            assert signal.getsignal(signal.SIGINT) == signal.SIG_IGN
+        assert not stop.requested
+        with rundir.uninterrupted():
+            signal.raise_signal(signal.SIGINT)  # ignored: nothing raised afterwards either
+    finally:
+        signal.signal(signal.SIGINT, before)
+
+
+def test_ctrl_c_held_during_a_save_becomes_a_stop_request(tmp_path):
+    import os
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        pytest.skip("signals are only handled in the main thread")
+
+    class Model:
+        def save(self, path):
+            os.kill(os.getpid(), signal.SIGINT)
+            path.write_text("model")
+
+    with rundir.ctrl_c_stops() as stop:
+        rundir.save_model_atomic(Model(), tmp_path / "m.zip")  # no KeyboardInterrupt escapes
+        assert stop.requested
+    assert (tmp_path / "m.zip").read_text() == "model"
