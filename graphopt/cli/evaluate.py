@@ -11,8 +11,8 @@ def register(sub: Any) -> None:
     p = sub.add_parser(
         "eval",
         help="evaluate a trained run on graphs against the baselines",
-        description="Per graph: the policy's step time (greedy, best of K samples, or after "
-        "fine-tuning) next to every baseline, the lower bound or optimum, and the speed-up over the "
+        description="Per graph: the policy's step time (greedy, best of K samples, after "
+        "fine-tuning, or refined by K analytic estimates) next to every baseline, the lower bound or optimum, and the speed-up over the "
         "best heuristic; geometric means. Writes results.json, results.csv and plots to RUN/eval/.",
     )
     p.add_argument("run", metavar="RUN", help="run directory, e.g. runs/placement/go_1")
