@@ -26,7 +26,13 @@ import time
 import numpy as np
 import torch
 import torch.nn.functional as F
-from placement_moves import demo_policy, random_graph_names, step_times
+from placement_moves import (
+    clipped_step,
+    demo_policy,
+    placement_logits,
+    random_graph_names,
+    step_times,
+)
 
 from graphopt.baselines.search import simulated_annealing
 from graphopt.sim import PreparedGraph
@@ -97,21 +103,12 @@ def main() -> None:
         net.set_training_mode(True)
         for lo in range(0, len(observations), 4):
             rows = list(range(lo, min(lo + 4, len(observations))))
-            batch = {
-                k: torch.as_tensor(np.stack([observations[i][k] for i in rows]))
-                for k in observations[0]
-            }
-            logits, _, _, _ = net._run(batch)
-            logp = F.log_softmax(logits["placement"], dim=-1)
+            logp = F.log_softmax(placement_logits(net, [observations[i] for i in rows]), dim=-1)
             target = torch.as_tensor(targets[rows])
             nll = -logp.gather(-1, target.clamp(min=0)[..., None]).squeeze(-1)
             weight = torch.where(torch.as_tensor(moved[rows]), args.move_weight, 1.0)
             weight = weight * (target >= 0)
-            loss = (nll * weight).sum() / weight.sum()
-            opt.zero_grad()
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(net.parameters(), 1.0)
-            opt.step()
+            clipped_step(opt, net, (nll * weight).sum() / weight.sum())
         if epoch % 5 == 0:
             report(f"epoch {epoch}")
 

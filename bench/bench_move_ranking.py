@@ -33,7 +33,14 @@ import time
 import numpy as np
 import torch
 import torch.nn.functional as F
-from placement_moves import demo_policy, move_times, random_graph_names, step_times
+from placement_moves import (
+    clipped_step,
+    demo_policy,
+    move_times,
+    placement_logits,
+    random_graph_names,
+    step_times,
+)
 
 from graphopt.sim import PreparedGraph
 from graphopt.train.rollout import geomean
@@ -110,10 +117,8 @@ def main() -> None:
     )
 
     def scores(obs: dict) -> np.ndarray:
-        batch = {k: torch.as_tensor(v[None]) for k, v in obs.items()}
         with torch.no_grad():
-            logits, _, _, _ = net._run(batch)
-        return logits["placement"][0].numpy()
+            return placement_logits(net, [obs])[0].numpy()
 
     def report(tag: str) -> None:
         net.set_training_mode(False)
@@ -141,21 +146,13 @@ def main() -> None:
         net.set_training_mode(True)
         for lo in range(0, len(env.graphs), 4):
             rows = list(range(lo, min(lo + 4, len(env.graphs))))
-            batch = {
-                k: torch.as_tensor(np.stack([train[1][i][k] for i in rows])) for k in train[1][0]
-            }
-            logits, _, _, _ = net._run(batch)
-            flat = logits["placement"].reshape(len(rows), -1)
+            flat = placement_logits(net, [train[1][i] for i in rows]).reshape(len(rows), -1)
             real = torch.zeros(len(rows), m, d, dtype=torch.bool)
             for r, i in enumerate(rows):
                 real[r, : env.graphs[i].num_ops] = True
             logp = F.log_softmax(flat.masked_fill(~real.reshape(len(rows), -1), -1e9), dim=-1)
             target = torch.as_tensor(targets[rows]).reshape(len(rows), -1)
-            loss = -(target * logp).sum(dim=-1).mean()
-            opt.zero_grad()
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(net.parameters(), 1.0)
-            opt.step()
+            clipped_step(opt, net, -(target * logp).sum(dim=-1).mean())
         if epoch % 5 == 0:
             report(f"epoch {epoch}")
 

@@ -97,3 +97,23 @@ def demo_policy(graphs: list[str], max_ops: int | None = None) -> tuple[Any, Any
     model = PPO(policy, DummyVecEnv([_constant(env)]), n_steps=64, batch_size=64, device="cpu",
                 policy_kwargs=kwargs, seed=0)  # fmt: skip
     return env, val, model
+
+
+def placement_logits(net: Any, observations: list[dict[str, np.ndarray]]) -> Any:
+    """``(B, max_ops, D)`` placement logits of the GO network ``net`` (a ``GOPolicy``) for ``B``
+    observations, stacked into one batch."""
+    import torch
+
+    batch = {k: torch.as_tensor(np.stack([o[k] for o in observations])) for k in observations[0]}
+    logits, _, _, _ = net._run(batch)
+    return logits["placement"]
+
+
+def clipped_step(optimizer: Any, net: Any, loss: Any) -> None:
+    """One optimiser step on ``loss`` with the gradient norm clipped to 1 (as PPO does)."""
+    import torch
+
+    optimizer.zero_grad()
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(net.parameters(), 1.0)
+    optimizer.step()
