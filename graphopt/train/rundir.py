@@ -25,7 +25,7 @@ import re
 import signal
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -86,6 +86,21 @@ def write_state(run: Path, **fields: Any) -> dict[str, Any]:
 
 
 @contextlib.contextmanager
+def _sigint_handled_by(handler: Callable[[int, Any], None]) -> Iterator[Any]:
+    """Run the block with ``handler`` for SIGINT, then put the previous handler back; yields the
+    previous handler. Outside the main thread signals cannot be handled: nothing is installed and
+    ``None`` is yielded."""
+    if threading.current_thread() is not threading.main_thread():
+        yield None
+        return
+    previous = signal.signal(signal.SIGINT, handler)
+    try:
+        yield previous
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+@contextlib.contextmanager
 def uninterrupted() -> Iterator[None]:
     """Hold Ctrl-C (SIGINT) back until the block is done, then deliver it to the handler that was
     in place (Python's default raises ``KeyboardInterrupt``; :func:`ctrl_c_stops` requests a stop;
@@ -95,15 +110,9 @@ def uninterrupted() -> Iterator[None]:
     half-written and surface as some other error, so the run would be recorded as crashed instead
     of interrupted. Outside the main thread signals cannot be handled; the block then runs as is.
     """
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
     caught: list[int] = []
-    previous = signal.signal(signal.SIGINT, lambda signum, frame: caught.append(signum))
-    try:
+    with _sigint_handled_by(lambda signum, frame: caught.append(signum)) as previous:
         yield
-    finally:
-        signal.signal(signal.SIGINT, previous)
     if caught:  # hand the held Ctrl-C to whoever would have had it
         if callable(previous):
             previous(signal.SIGINT, None)
@@ -135,9 +144,8 @@ def ctrl_c_stops(
     runs as is and nothing is ever requested.
     """
     stop = StopRequest()
-    if threading.current_thread() is not threading.main_thread() or not callable(
-        signal.getsignal(signal.SIGINT)
-    ):
+    previous = signal.getsignal(signal.SIGINT)
+    if not callable(previous):
         yield stop
         return
 
@@ -148,11 +156,8 @@ def ctrl_c_stops(
         stop.requested = True
         print(f"graphopt: {notice}", file=sys.stderr, flush=True)
 
-    previous = signal.signal(signal.SIGINT, handler)
-    try:
+    with _sigint_handled_by(handler):
         yield stop
-    finally:
-        signal.signal(signal.SIGINT, previous)
 
 
 def is_interrupt(error: BaseException) -> bool:
