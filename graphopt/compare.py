@@ -205,7 +205,8 @@ def compare_on_graph(
     out = GraphComparison(graph=graph.name, num_ops=graph.num_ops, task=task)
     out.single_device_time = sim.evaluate(graph, cluster, Decision()).step_time
     out.lower_bound = lower_bounds(graph, cluster).best
-    results, best = heuristics(graph, cluster, task, sim)
+    results, (known, best, _), _ = _staged(graph, cluster, task, sim)  # known: best's result
+    assert best is not None
     out.results.extend(results)
     if budget > 0:
         from graphopt.baselines.search import random_search, simulated_annealing
@@ -228,7 +229,6 @@ def compare_on_graph(
                 )
             )
     if estimate_budget > 0 and task == "placement":
-        known = min(results, key=lambda r: (not r.valid, r.step_time))  # the start's measurement
         out.results.append(
             _estimate_search(graph, cluster, best, known, estimate_budget, seed, sim)
         )

@@ -62,14 +62,10 @@ def evaluate_run(
     from envs.base import resolve_graph_list
     from graphopt.train.trainer import ENV_CLASSES
 
-    kind, amount = parse_mode(mode)
+    parse_mode(mode)  # an unknown mode fails before anything is read
     path = rundir.check_run_dir(run)
     config = load_config(path / rundir.CONFIG_FILE)
-    if kind == "plan" and config.task != "placement":
-        raise ValueError(
-            f"mode {mode} refines placements; run {path} was trained for {config.task}: use "
-            "greedy, sample:K or finetune:STEPS"
-        )
+    kind, amount = parse_mode(mode, config.task)
     target = get_cluster(cluster or config.cluster)
     trained = get_cluster(config.cluster)
     if target.num_devices != trained.num_devices:

@@ -42,10 +42,11 @@ class PolicyResult:
         return self.reference_time / self.measurement.step_time
 
 
-def parse_mode(mode: str) -> tuple[str, int]:
+def parse_mode(mode: str, task: str | None = None) -> tuple[str, int]:
     """``"greedy"`` -> (greedy, 1); ``"sample:K"`` -> (sample, K): the greedy decision and K - 1
     samples, the best kept; ``"finetune:STEPS"`` -> (finetune, STEPS); ``"plan:K"`` -> (plan, K):
-    the greedy placement refined by K analytic estimates (:func:`plan_placement`)."""
+    the greedy placement refined by K analytic estimates (:func:`plan_placement`), for a policy
+    of the placement ``task`` only (checked when ``task`` is given)."""
     match = MODE_PATTERN.fullmatch(mode)
     if not match:
         raise ValueError(
@@ -54,7 +55,17 @@ def parse_mode(mode: str) -> tuple[str, int]:
     if mode == "greedy":
         return "greedy", 1
     kind = mode.split(":")[0]
+    if kind == "plan" and task is not None and task != "placement":
+        raise ValueError(
+            f"mode {mode} refines placements; the policy was trained for {task}: use greedy, "
+            "sample:K or finetune:STEPS"
+        )
     return kind, int(mode.split(":")[1])
+
+
+def _rank(m: Measurement) -> tuple[bool, float]:
+    """Order of measurements: valid before invalid, then faster first."""
+    return (not m.valid, m.step_time)
 
 
 def check_compatible(model: Any, env: GraphOptEnv) -> None:
@@ -83,7 +94,7 @@ def run_policy(
     model: Any, env: GraphOptEnv, index: int, mode: str = "greedy", seed: int = 0
 ) -> PolicyResult:
     """Decide for graph ``index`` of ``env`` with ``model`` in ``mode`` and measure the result."""
-    kind, amount = parse_mode(mode)
+    kind, amount = parse_mode(mode, env.task)
     graph = env.graphs[index]
     tuned = 0
     if kind == "finetune":
@@ -96,20 +107,17 @@ def run_policy(
         action, _ = model.predict(obs, deterministic=(kind != "sample" or k == 0))
         decision = env.decode(action)
         m = env.cost_model.evaluate(graph, env.cluster, decision)
-        key = (not m.valid, m.step_time)
-        if best is None or key < (not best[1].valid, best[1].step_time):
+        if best is None or _rank(m) < _rank(best[1]):
             best = (decision, m)
         if kind == "sample" and k + 1 < draws:
             obs, _ = env.reset(options={"graph": index})
     assert best is not None
     if kind == "plan":
-        if env.task != "placement":
-            raise ValueError(f"mode plan:K refines placements; this run's task is {env.task}")
         start = np.asarray(best[0].placement, dtype=np.int64)  # obs is still the greedy one's
         planned = plan_placement(model, obs, graph, env.cluster, start, amount, seed)
         decision = Decision(placement=planned)
         m = env.cost_model.evaluate(graph, env.cluster, decision)
-        if (not m.valid, m.step_time) < (not best[1].valid, best[1].step_time):
+        if _rank(m) < _rank(best[1]):
             best = (decision, m)
         draws += 1  # the planned placement's one measurement
     ref = env.reference(index).measurement.step_time
