@@ -86,15 +86,14 @@ def main(argv: list[str] | None = None) -> int:
 
 def _gantt(run, graph_name, eval_graphs, config, model, console) -> None:
     from envs.base import resolve_graph_list
+    from graphopt.evaluate import model_sizes
     from graphopt.sim import simulate
     from graphopt.train.rollout import run_policy
     from graphopt.train.trainer import ENV_CLASSES
     from graphopt.viz.gantt import plot_gantt
 
     graphs = [g for g in resolve_graph_list(eval_graphs) if g.name == graph_name][:1]
-    blocks = 3 if config.task == "joint" else 1
-    max_ops = len(model.action_space.nvec) // blocks
-    max_edges = model.observation_space["edge_index"].shape[1]
+    max_ops, max_edges = model_sizes(model, config.task)
     env = ENV_CLASSES[config.task](graphs=graphs, cluster=config.cluster, max_ops=max_ops, max_edges=max_edges,
                                    num_priorities=config.num_priorities)  # fmt: skip
     result = run_policy(model, env, 0)

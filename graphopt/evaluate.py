@@ -42,6 +42,17 @@ def load_run_model(run: Path) -> Any:
         raise ValueError(f"cannot load the model {path}: {e}") from e
 
 
+def model_sizes(model: Any, task: str) -> tuple[int, int]:
+    """``(max_ops, max_edges)`` a trained ``task`` policy was built for (its environments')."""
+    blocks = 3 if task == "joint" else 1
+    max_ops = len(model.action_space.nvec) // blocks
+    obs_space = model.observation_space
+    max_edges = (
+        obs_space["edge_index"].shape[1] if "edge_index" in obs_space.spaces else 4 * max_ops
+    )
+    return max_ops, max_edges
+
+
 def evaluate_run(
     run: str | Path,
     graphs: str,
@@ -74,12 +85,7 @@ def evaluate_run(
             f"{target.name} has {target.num_devices}: evaluate on a cluster with the same device count"
         )
     model = load_run_model(path)
-    blocks = 3 if config.task == "joint" else 1
-    max_ops = len(model.action_space.nvec) // blocks
-    obs_space = model.observation_space
-    max_edges = (
-        obs_space["edge_index"].shape[1] if "edge_index" in obs_space.spaces else 4 * max_ops
-    )
+    max_ops, max_edges = model_sizes(model, config.task)
     graph_list = resolve_graph_list(graphs)
     too_big = [g for g in graph_list if g.num_ops > max_ops or g.num_edges > max_edges]
     if too_big:
