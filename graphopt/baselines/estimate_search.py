@@ -124,16 +124,14 @@ class PlacementEstimate:
         self.num_devices = cluster.num_devices
 
     def __call__(self, placements: IntArray) -> FloatArray:
-        from graphopt.costmodel.features import INSERTION_WINDOW, contention_schedule
+        from graphopt.costmodel.features import (
+            INSERTION_WINDOW,
+            contention_schedule,
+            device_param_bytes,
+        )
 
         place = np.ascontiguousarray(placements, dtype=np.int64)
-        b = len(place)
-        rows = np.arange(b)[:, None] * self.num_devices
-        params = np.bincount(
-            (rows + place).reshape(-1),
-            weights=np.broadcast_to(self.param_bytes, place.shape).reshape(-1),
-            minlength=b * self.num_devices,
-        ).reshape(b, self.num_devices)
+        params = device_param_bytes(place, self.param_bytes, self.num_devices)
         fits = (params <= self.memory[None, :]).all(axis=1)
         times = contention_schedule(place, self.op_time, self.succ_ptr, self.succ_dst,
                                     self.nbytes, self.latency, self.inv_bw, INSERTION_WINDOW)  # fmt: skip

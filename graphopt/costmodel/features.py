@@ -232,6 +232,22 @@ def link_arrays(cluster: Cluster) -> tuple[np.ndarray, np.ndarray]:
     return latency, np.ascontiguousarray(inv_bw, dtype=np.float64)
 
 
+def device_param_bytes(
+    placements: IntArray, param_bytes: np.ndarray, num_devices: int
+) -> np.ndarray:
+    """``(B, D)`` parameter bytes each of ``B`` placements ``(B, N)`` puts on each device: the
+    memory a placement needs at the least (activations come on top), the out-of-memory rule of
+    the learned cost model and of the analytic estimate's search."""
+    place = np.asarray(placements, dtype=np.int64)
+    b = len(place)
+    rows = np.arange(b)[:, None] * num_devices
+    return np.bincount(
+        (rows + place).reshape(-1),
+        weights=np.broadcast_to(param_bytes, place.shape).reshape(-1),
+        minlength=b * num_devices,
+    ).reshape(b, num_devices)
+
+
 class DecisionFeaturizer:
     """Turns batches of decisions on one (graph, cluster) into ``(B, N, F)`` feature arrays.
 

@@ -34,6 +34,7 @@ from graphopt.costmodel.features import (
     STATIC_FEATURES,
     SUMMARY_FEATURES,
     DecisionFeaturizer,
+    device_param_bytes,
 )
 from graphopt.costmodel.model import CostNet
 from graphopt.costmodel.runs import resolve_model
@@ -159,7 +160,7 @@ class LearnedCostModel:
         step = float(self.predict_batch(graph, cluster, place[None], prio[None], fuse[None])[0])
         times = p.featurizer.op_time[np.arange(n), place]
         busy = np.bincount(place, weights=times, minlength=d).astype(np.float64)
-        params = np.bincount(place, weights=p.param_bytes, minlength=d).astype(np.float64)
+        params = device_param_bytes(place[None], p.param_bytes, d)[0]
         over = np.flatnonzero(params > cluster.memory)
         valid = over.size == 0
         reason = ""
