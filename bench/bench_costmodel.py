@@ -39,8 +39,9 @@ import torch
 from graphopt.costmodel import data
 from graphopt.costmodel.features import PRIOR, SUMMARY_FEATURES
 from graphopt.costmodel.gbdt import GBDTRanker, layout_features
-from graphopt.costmodel.metrics import grouped_report, ranking_report
+from graphopt.costmodel.metrics import grouped_report, kendall_tau, ranking_report
 from graphopt.costmodel.model import CostNet, log_seconds
+from graphopt.costmodel.noise import noise_ceiling_tau, relative_noise, repeat_groups, repeat_tau
 from graphopt.costmodel.train import feature_layout, fit, net_layout, predict
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -64,23 +65,27 @@ def _row(name: str, report: dict[str, float], extra: str = "") -> None:
     )
 
 
+def _repeated_row(pred: np.ndarray, runtime: np.ndarray, repeated: np.ndarray) -> None:
+    tau = kendall_tau(pred[repeated], runtime[repeated])
+    print(f"    same, on the configurations measured more than once: tau {tau:.3f}")
+
+
 def _net(samples: list[data.GraphSamples]) -> CostNet:
     return CostNet(net_layout(feature_layout(samples)))
 
 
-def _unique_split(config_feat: np.ndarray, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+def _unique_split(groups: np.ndarray, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
     """80/20 split of distinct configurations; all copies of one go to the same side."""
-    _, inverse = np.unique(config_feat.reshape(len(config_feat), -1), axis=0, return_inverse=True)
-    inverse = inverse.reshape(-1)
-    rng = np.random.default_rng(seed)
-    test_ids = rng.permutation(inverse.max() + 1)[: int(0.2 * (inverse.max() + 1))]
-    test = np.isin(inverse, test_ids)
+    distinct = int(groups.max()) + 1
+    test_ids = np.random.default_rng(seed).permutation(distinct)[: int(0.2 * distinct)]
+    test = np.isin(groups, test_ids)
     return np.flatnonzero(~test), np.flatnonzero(test)
 
 
 def bench_tpugraphs(budget: float, loss: str) -> None:
     samples = data.load_dataset(_shared(TPU_FILE))[0]
     feat = samples.configs.features(np.arange(samples.num_configs))
+    groups = repeat_groups(feat)
     print(
         f"TpuGraphs {samples.name}: {samples.num_nodes} nodes, {samples.num_configs:,} "
         f"configurations, {len(samples.config_node_ids)} configurable nodes"
@@ -90,16 +95,33 @@ def bench_tpugraphs(budget: float, loss: str) -> None:
     cut = int(0.8 * samples.num_configs)
     splits = {
         "random 80/20": (np.sort(perm[:cut]), np.sort(perm[cut:])),
-        "distinct configurations 80/20": _unique_split(feat),
+        "distinct configurations 80/20": _unique_split(groups),
     }
+    sigma = relative_noise(samples.runtime, groups)
+    repeated_configs = int(np.count_nonzero(np.bincount(groups) > 1))
+    median_gap = np.median(samples.runtime) / samples.runtime.min() - 1
+    print(
+        f"measurement noise: {repeated_configs:,} of {groups.max() + 1:,} distinct configurations "
+        f"are measured more than once, and their copies differ by {sigma:.4%} (relative std); "
+        f"the median configuration is {median_gap:.3%} slower than the fastest"
+    )
     for split, (tr, te) in splits.items():
         print(f"split {split}: {len(tr):,} train, {len(te):,} test")
         train, test = samples.subset(tr), samples.subset(te)
+        ceiling = np.mean([noise_ceiling_tau(samples.runtime, groups, te, sigma, seed=k)
+                           for k in range(3)])  # fmt: skip
+        repeated, again = repeat_tau(samples.runtime, groups, te)
+        print(
+            f"  a perfect model (true means) against these noisy measurements: tau ~{ceiling:.3f}; "
+            f"on the {np.count_nonzero(repeated):,} test configurations measured more than once, "
+            f"measuring again (mean of the other copies): tau {again:.3f}"
+        )
         t0 = time.perf_counter()
         gbdt = GBDTRanker().fit(layout_features(feat[tr]), train.runtime)
         fit_s = time.perf_counter() - t0
-        _row("gradient-boosted trees", ranking_report(gbdt.predict(layout_features(feat[te])),
-                                                      test.runtime), f"fit {fit_s:.0f} s")  # fmt: skip
+        pred = gbdt.predict(layout_features(feat[te]))
+        _row("gradient-boosted trees", ranking_report(pred, test.runtime), f"fit {fit_s:.0f} s")
+        _repeated_row(pred, test.runtime, repeated)
         net = _net([train])
         t0 = time.perf_counter()
         history = fit(net, [train], None, loss=loss, epochs=1000, batch_size=64, lr=1e-3,
@@ -110,6 +132,7 @@ def bench_tpugraphs(budget: float, loss: str) -> None:
         rate = test.num_configs / (time.perf_counter() - t0)
         _row(f"GNN ({loss}, {len(history)} epochs)", ranking_report(pred, test.runtime),
              f"fit {fit_s:.0f} s, scores {rate:,.0f} configs/s")  # fmt: skip
+        _repeated_row(pred, test.runtime, repeated)
 
 
 def _graph_relative(samples: list[data.GraphSamples]) -> tuple[np.ndarray, np.ndarray]:
