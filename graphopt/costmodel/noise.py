@@ -54,8 +54,8 @@ def _group_stats(
         )
     if not np.all(np.isfinite(r)) or np.any(r <= 0):
         raise ValueError("runtimes must be finite and positive")
-    counts = np.bincount(groups)
-    totals = np.bincount(groups, weights=r)
+    counts = np.bincount(groups).astype(np.int64)
+    totals = np.bincount(groups, weights=r).astype(np.float64)
     return r, totals, counts
 
 
