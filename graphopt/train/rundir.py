@@ -86,24 +86,24 @@ def write_state(run: Path, **fields: Any) -> dict[str, Any]:
 
 
 @contextlib.contextmanager
-def _sigint_handled_by(handler: Callable[[int, Any], None]) -> Iterator[Any]:
-    """Run the block with ``handler`` for SIGINT, then put the previous handler back; yields the
-    previous handler. Outside the main thread signals cannot be handled: nothing is installed and
-    ``None`` is yielded."""
+def _handled_by(handler: Callable[[int, Any], None], signum: int = signal.SIGINT) -> Iterator[Any]:
+    """Run the block with ``handler`` for ``signum``, then put the previous handler back; yields
+    the previous handler. Outside the main thread signals cannot be handled: nothing is installed
+    and ``None`` is yielded."""
     if threading.current_thread() is not threading.main_thread():
         yield None
         return
-    previous = signal.signal(signal.SIGINT, handler)
+    previous = signal.signal(signum, handler)
     try:
         yield previous
     finally:
-        signal.signal(signal.SIGINT, previous)
+        signal.signal(signum, previous)
 
 
 @contextlib.contextmanager
 def uninterrupted() -> Iterator[None]:
     """Hold Ctrl-C (SIGINT) back until the block is done, then deliver it to the handler that was
-    in place (Python's default raises ``KeyboardInterrupt``; :func:`ctrl_c_stops` requests a stop;
+    in place (Python's default raises ``KeyboardInterrupt``; :func:`graceful_stop` requests a stop;
     an ignored SIGINT stays ignored).
 
     A ``KeyboardInterrupt`` raised inside a serialiser (``torch.save``'s zip writer) can leave it
@@ -111,7 +111,7 @@ def uninterrupted() -> Iterator[None]:
     of interrupted. Outside the main thread signals cannot be handled; the block then runs as is.
     """
     caught: list[int] = []
-    with _sigint_handled_by(lambda signum, frame: caught.append(signum)) as previous:
+    with _handled_by(lambda signum, frame: caught.append(signum)) as previous:
         yield
     if caught:  # hand the held Ctrl-C to whoever would have had it
         if callable(previous):
@@ -121,42 +121,51 @@ def uninterrupted() -> Iterator[None]:
 
 
 class StopRequest:
-    """Set by the first Ctrl-C inside :func:`ctrl_c_stops`; a training loop polls ``requested``
-    between steps and winds down cleanly."""
+    """Set by the first Ctrl-C (or SIGTERM) inside :func:`graceful_stop`; a training loop polls
+    ``requested`` between steps and winds down cleanly."""
 
     def __init__(self) -> None:
         self.requested = False
 
 
 @contextlib.contextmanager
-def ctrl_c_stops(
-    notice: str = "stopping after this step (Ctrl-C again to stop at once)",
+def graceful_stop(
+    notice: str = "stopping after this step ({how} again to stop at once)",
 ) -> Iterator[StopRequest]:
-    """Turn the first Ctrl-C (SIGINT) into a stop request instead of an exception.
+    """Turn the first Ctrl-C (SIGINT) or SIGTERM into a stop request instead of an exception.
 
     A ``KeyboardInterrupt`` raised while compiled code runs (a numba kernel of the simulator) does
     not surface as itself: numba returns with the exception pending and Python reports a
-    ``SystemError``, so a run would be recorded as crashed. Inside this block the first Ctrl-C
-    only sets ``requested`` and prints ``notice`` to stderr; the loop stops at its next check. A
-    second Ctrl-C restores the previous handler's behaviour and raises ``KeyboardInterrupt`` (see
-    :func:`is_interrupt` for recognising it however it surfaces). Outside the main thread, or
-    where SIGINT is ignored (``nohup``, a background job) or not Python's to handle, the block
-    runs as is and nothing is ever requested.
+    ``SystemError``, so a run would be recorded as crashed; and SIGTERM (``kill``, a batch
+    scheduler's preemption, ``docker stop``) would end the process without saving anything. Inside
+    this block the first of either only sets ``requested`` and prints ``notice`` to stderr
+    (``{how}`` names the signal); the loop stops at its next check. A second one restores the
+    previous handlers and raises ``KeyboardInterrupt`` (see :func:`is_interrupt` for recognising it
+    however it surfaces). Outside the main thread nothing is installed and nothing is ever
+    requested. A SIGINT that is ignored (``nohup``, a background job) or not Python's to handle,
+    and a SIGTERM with a handler of its own or ignored, are left alone.
     """
     stop = StopRequest()
-    previous = signal.getsignal(signal.SIGINT)
-    if not callable(previous):
-        yield stop
-        return
+    names: dict[int, str] = {signal.SIGINT: "Ctrl-C", signal.SIGTERM: "SIGTERM"}
+    ours = [
+        signum
+        for signum, ok in (
+            (signal.SIGINT, callable(signal.getsignal(signal.SIGINT))),
+            (signal.SIGTERM, signal.getsignal(signal.SIGTERM) == signal.SIG_DFL),
+        )
+        if ok
+    ]
 
     def handler(signum: int, frame: Any) -> None:
         if stop.requested:
-            signal.signal(signal.SIGINT, previous)
+            stack.close()  # the previous handlers are back
             raise KeyboardInterrupt
         stop.requested = True
-        print(f"graphopt: {notice}", file=sys.stderr, flush=True)
+        print(f"graphopt: {notice.format(how=names[signum])}", file=sys.stderr, flush=True)
 
-    with _sigint_handled_by(handler):
+    with contextlib.ExitStack() as stack:
+        for signum in ours:
+            stack.enter_context(_handled_by(handler, signum))
         yield stop
 
 

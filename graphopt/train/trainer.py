@@ -41,7 +41,7 @@ def _constant(env: GraphOptEnv) -> Callable[[], GraphOptEnv]:
 
 
 class TrainingInterrupted(Exception):
-    """Raised after Ctrl-C once the run has been checkpointed; carries the run directory."""
+    """Raised after Ctrl-C or SIGTERM once the run has been checkpointed; carries the run directory."""
 
     def __init__(self, run: Path) -> None:
         super().__init__(f"training interrupted; resume with: graphopt train --resume {run}")
@@ -110,7 +110,7 @@ def _learn(
     rundir.write_state(run, status="running")
     target = steps + (0 if reset else int(model.num_timesteps))
     try:
-        with rundir.ctrl_c_stops() as stop:
+        with rundir.graceful_stop() as stop:
             callback.stop = stop
             model.learn(total_timesteps=steps, callback=callback, reset_num_timesteps=reset)
         # a Ctrl-C after the last step leaves a finished run

@@ -124,7 +124,8 @@ def test_bad_runs_and_configs(run_cli, tmp_path):
     assert proc.returncode == 2 and "does not exist" in proc.stderr
 
 
-def test_ctrl_c_leaves_a_resumable_run(tmp_path):
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_ctrl_c_or_sigterm_leaves_a_resumable_run(tmp_path, signum):
     runs = tmp_path / "runs"
     cmd = [sys.executable, "-m", "graphopt", "train", "--config", str(write_config(tmp_path, 4096)),
            "--runs-dir", str(runs), "--name", "i", "--no-progress"]  # fmt: skip
@@ -140,7 +141,7 @@ def test_ctrl_c_leaves_a_resumable_run(tmp_path):
     while not (run / "checkpoints" / "last.zip").exists():
         assert proc.poll() is None and time.time() < deadline, proc.communicate()
         time.sleep(0.5)
-    proc.send_signal(signal.SIGINT)
+    proc.send_signal(signum)
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == 130, (out, err)
     assert f"graphopt train --resume {run}" in out

@@ -67,8 +67,8 @@ def test_save_model_atomic_finishes_the_file_before_ctrl_c(tmp_path):
         rundir.save_model_atomic(Model(), tmp_path / "m.zip")
     assert (tmp_path / "m.zip").read_text() == "model"
     assert not list(tmp_path.glob("*.tmp.zip"))
-    # during training the held Ctrl-C goes to ctrl_c_stops: a stop request, no exception
-    with rundir.ctrl_c_stops() as stop:
+    # during training the held Ctrl-C goes to graceful_stop: a stop request, no exception
+    with rundir.graceful_stop() as stop:
         rundir.save_model_atomic(Model(), tmp_path / "n.zip")
         assert stop.requested
     assert (tmp_path / "n.zip").read_text() == "model"
@@ -82,14 +82,14 @@ def test_first_ctrl_c_requests_a_stop_and_the_second_raises(capsys):
     if threading.current_thread() is not threading.main_thread():
         pytest.skip("signals are only handled in the main thread")
     before = signal.getsignal(signal.SIGINT)
-    with pytest.raises(KeyboardInterrupt), rundir.ctrl_c_stops("stopping soon") as stop:
+    with pytest.raises(KeyboardInterrupt), rundir.graceful_stop("stopping soon") as stop:
         assert not stop.requested
         os.kill(os.getpid(), signal.SIGINT)
         assert stop.requested and "graphopt: stopping soon" in capsys.readouterr().err
         os.kill(os.getpid(), signal.SIGINT)  # a second Ctrl-C stops at once
         pytest.fail("the second Ctrl-C did not raise")
     assert signal.getsignal(signal.SIGINT) is before
-    with rundir.ctrl_c_stops() as stop:  # no Ctrl-C: nothing requested, nothing raised
+    with rundir.graceful_stop() as stop:  # no Ctrl-C: nothing requested, nothing raised
         pass
     assert not stop.requested and signal.getsignal(signal.SIGINT) is before
 
@@ -129,10 +129,44 @@ def test_ignored_ctrl_c_stays_ignored():
         pytest.skip("signals are only handled in the main thread")
     before = signal.signal(signal.SIGINT, signal.SIG_IGN)  # as under nohup or in a background job
     try:
-        with rundir.ctrl_c_stops() as stop:
+        with rundir.graceful_stop() as stop:
             assert signal.getsignal(signal.SIGINT) == signal.SIG_IGN
         assert not stop.requested
         with rundir.uninterrupted():
             signal.raise_signal(signal.SIGINT)  # ignored: nothing raised afterwards either
     finally:
         signal.signal(signal.SIGINT, before)
+
+
+def test_sigterm_requests_a_stop_like_ctrl_c(capsys):
+    import os
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        pytest.skip("signals are only handled in the main thread")
+    before = signal.getsignal(signal.SIGTERM)
+    assert before == signal.SIG_DFL  # as in a fresh process: SIGTERM would end it unsaved
+    with pytest.raises(KeyboardInterrupt), rundir.graceful_stop() as stop:
+        os.kill(os.getpid(), signal.SIGTERM)  # kill, a scheduler's preemption
+        assert stop.requested and "SIGTERM again to stop at once" in capsys.readouterr().err
+        os.kill(os.getpid(), signal.SIGINT)  # either signal, a second time, stops at once
+        pytest.fail("the second signal did not raise")
+    assert signal.getsignal(signal.SIGTERM) == before
+
+
+def test_a_sigterm_handler_of_the_application_is_left_alone():
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        pytest.skip("signals are only handled in the main thread")
+    seen = []
+    before = signal.signal(signal.SIGTERM, lambda signum, frame: seen.append(signum))
+    try:
+        with rundir.graceful_stop() as stop:
+            assert signal.getsignal(signal.SIGINT) != signal.default_int_handler
+            signal.raise_signal(signal.SIGTERM)
+        assert seen == [signal.SIGTERM] and not stop.requested
+    finally:
+        signal.signal(signal.SIGTERM, before)
