@@ -3,30 +3,24 @@ the readable twin that must agree with this code exactly is ``tests/graphopt/sim
 
 Performance notes (why the code looks like this):
 
-- Everything is flat arrays: ``int32`` indices (half the cache footprint of ``int64``; a graph has
-  far fewer than 2**31 ops and edges), ``int64`` only for the ready-queue keys, ``float64`` times
-  and bytes. Heaps live in preallocated slices of one array per kind (:mod:`graphopt.sim.heaps`),
-  sized by a pre-pass, so the event loop never allocates.
+- Everything is flat ``int64``/``float64`` arrays; heaps live in preallocated slices of one array
+  per kind (:mod:`graphopt.sim.heaps`), sized by a pre-pass, so the event loop never allocates.
 - The per-op and per-edge arrays are rows of a :class:`Workspace` that the caller allocates once
   per prepared graph and passes to every call. Fresh arrays of this size would come from ``mmap``
   and pay a page fault per 4 KiB on first touch: that alone cost a third of the time on 80k ops.
-- All per-decision work is one pass over the out-edges (:func:`plan_transfers`) that leaves, per
-  edge, what the event loop needs, so that the loop reads them sequentially instead of chasing
-  ``kernel_of[succ_dst[e]]`` and ``k_dev[...]``: the consumer kernel and its device (``e_kernel``,
-  ``e_dev``, with device ``-1`` for an edge inside a kernel), and, per in-edge in predecessor order,
-  the transfer that carries it (``p_tid``; the permutation ``succ_to_pred`` is fixed per graph).
-- Transfers are known before the loop starts: one per ``(producer op, remote device)``, numbered
-  by producer, with their link and duration; the counts per link size the link queues.
-- Without fusion the kernels are the ops themselves (no union-find, no member lists to build), and
-  an input read by several members of one fused kernel is released once (``fmark``); a kernel of
-  one op cannot read an input twice (the graph has no duplicate edges), so it skips that check.
+- The consumer kernel of every edge (``e_kernel``) and the producer kernel of every in-edge
+  (``p_kernel``) are stored once per decision, so the hot loops read them sequentially instead of
+  chasing ``kernel_of[succ_dst[e]]``.
+- Transfers are known before the loop starts: the pre-pass creates one transfer per
+  ``(producer op, remote device)`` and counts transfers per link, which sizes the link queues.
+- Without fusion the kernels are the ops themselves (no union-find, no member lists to build).
 - Illegal fusion is detected for free: a cyclic kernel graph deadlocks the event loop, so kernels
   left unfinished when no event remains mean the fusion was illegal.
 - Link queues are FIFO slices, not heaps: transfers are queued at the current time, which never
   decreases, so ``(queue time, producer)`` order only needs a sorted insert among the entries
   queued at the same instant.
 - Dispatch only visits resources marked dirty (freed, or given new work) since the last dispatch,
-  instead of scanning all ``D + D*(D-1)`` devices and links after every event.
+  instead of scanning all ``D + D*D`` devices and links after every event.
 """
 
 from __future__ import annotations
@@ -40,12 +34,11 @@ STATUS_OK = 0
 STATUS_OOM = 1
 STATUS_ILLEGAL_FUSION = 2
 
-# Rows of the workspace. Per-op rows have length N + 1, per-edge rows length E + 1.
-_OP_INT_ROWS = 10
-_OP_KEY_ROWS = 2
-_EDGE_INT_ROWS = 10
+# Rows of the workspace. Per-op int rows have length N + 1, per-edge rows length E + 1.
+_OP_INT_ROWS = 13
+_EDGE_INT_ROWS = 8
 _OP_FLOAT_ROWS = 3
-_EDGE_FLOAT_ROWS = 5
+_EDGE_FLOAT_ROWS = 4
 
 
 class Workspace:
@@ -55,30 +48,14 @@ class Workspace:
     """
 
     def __init__(self, num_ops: int, num_edges: int) -> None:
-        self.op_int = np.empty((_OP_INT_ROWS, num_ops + 1), dtype=np.int32)
-        self.op_key = np.empty((_OP_KEY_ROWS, num_ops + 1), dtype=np.int64)
-        self.edge_int = np.empty((_EDGE_INT_ROWS, num_edges + 1), dtype=np.int32)
+        self.op_int = np.empty((_OP_INT_ROWS, num_ops + 1), dtype=np.int64)
+        self.edge_int = np.empty((_EDGE_INT_ROWS, num_edges + 1), dtype=np.int64)
         self.op_float = np.empty((_OP_FLOAT_ROWS, num_ops + 1), dtype=np.float64)
         self.edge_float = np.empty((_EDGE_FLOAT_ROWS, num_edges + 1), dtype=np.float64)
         self.op_bool = np.empty((1, num_ops + 1), dtype=np.bool_)
 
     def arrays(self) -> tuple[np.ndarray, ...]:
-        return (
-            self.op_int,
-            self.op_key,
-            self.edge_int,
-            self.op_float,
-            self.edge_float,
-            self.op_bool,
-        )
-
-
-def succ_to_pred(pred_edge_ids: np.ndarray) -> np.ndarray:
-    """Position in predecessor order of every edge (edges are numbered in successor order, and
-    ``pred_edge_ids`` lists them in predecessor order): the inverse permutation, as ``int32``."""
-    out = np.empty(len(pred_edge_ids), dtype=np.int32)
-    out[pred_edge_ids] = np.arange(len(pred_edge_ids), dtype=np.int32)
-    return out
+        return self.op_int, self.edge_int, self.op_float, self.edge_float, self.op_bool
 
 
 @njit(cache=True, error_model="numpy")
@@ -95,8 +72,7 @@ def _find(parent, i):
 
 @njit(cache=True, error_model="numpy")
 def build_kernels(succ_ptr, succ_dst, fusion, op_int):
-    """Group ops into kernels, writing into rows 0-7 of ``op_int`` (an ``int32`` array with at
-    least 8 rows of length ``N + 1``).
+    """Group ops into kernels, writing into rows 0-7 of ``op_int``.
 
     Returns views ``(kernel_of[N], root[K], member_ptr[K+1], members[N])``. An op with fusion bit 1
     is merged with all of its consumers (union-find); kernels are numbered by their root, the member
@@ -207,9 +183,6 @@ def kernel_durations(
             else:
                 smeas += t
                 mmax = max(mmax, t)
-        if all_meas:
-            dur[k] = max(smeas - (hi - lo - 1) * launch[d], mmax)
-            continue
         for m in range(lo, hi):  # subtract what no longer crosses the kernel's border
             u = members[m]
             has_cons = False
@@ -223,151 +196,11 @@ def kernel_durations(
             if has_cons and inner:
                 sb -= out_bytes[u]
         sb = max(sb, 0.0)
-        dur[k] = max(sf / peak[d], sb / bw[d]) + launch[d]
+        if all_meas:
+            dur[k] = max(smeas - (hi - lo - 1) * launch[d], mmax)
+        else:
+            dur[k] = max(sf / peak[d], sb / bw[d]) + launch[d]
     return dur[:num_k]
-
-
-@njit(cache=True, error_model="numpy")
-def link_index(s, t, num_dev):
-    """Index of the directed link ``s -> t`` (``s != t``) among the ``D * (D - 1)`` links, ordered
-    by ``(s, t)``."""
-    return s * (num_dev - 1) + t - (1 if t > s else 0)
-
-
-@njit(cache=True, error_model="numpy")
-def plan_transfers(
-    succ_ptr,
-    succ_dst,
-    edge_bytes,
-    succ_to_pred,
-    kernel_of,
-    k_dev,
-    link_bw,
-    link_lat,
-    op_int,
-    edge_int,
-    edge_float,
-    op_bool,
-):
-    """The per-decision pre-pass over every out-edge (rules 5 and 8 of :mod:`graphopt.sim`).
-
-    Fills, for ``N`` ops, ``K`` kernels and ``E`` edges (rows of the workspace arrays):
-
-    - per kernel: ``need[K]``, its input edges from other kernels;
-    - per op: ``ref[N]``, its distinct consumer kernels outside its own kernel; ``stored[N]``,
-      whether its output is stored (it has no consumer, or one outside its kernel); ``t_first[N+1]``,
-      its transfers ``t_first[u]:t_first[u+1]``;
-    - per out-edge ``e`` (successor order): ``e_kernel[e]``, the consumer kernel; ``e_dev[e]``, its
-      device, or -1 when the edge stays inside one kernel;
-    - per in-edge ``p`` (predecessor order): ``p_tid[p]``, -2 when the edge stays inside one kernel,
-      -1 when producer and consumer kernels share a device, else the transfer that carries it;
-    - per transfer ``i`` (numbered by producer, then by first consumer edge): producer ``t_op``,
-      source ``t_src`` and destination ``t_dst`` devices, ``t_link`` (:func:`link_index`),
-      ``t_ref``, its distinct consumer kernels on the destination, ``t_bytes`` (the largest edge)
-      and ``t_dur = latency + bytes / bandwidth``.
-
-    Returns ``(num_transfers, link_count[D*(D-1)])``.
-    """
-    n = len(kernel_of)
-    num_k = len(k_dev)
-    num_e = len(succ_dst)
-    num_dev = link_bw.shape[0]
-    need = op_int[5, :num_k]
-    ref = op_int[6, :n]
-    kmark = op_int[7, :num_k]
-    t_first = op_int[8, : n + 1]
-    stored = op_bool[0, :n]
-    e_kernel = edge_int[0, :num_e]
-    e_dev = edge_int[1, :num_e]
-    p_tid = edge_int[2, :num_e]
-    t_op = edge_int[3, :num_e]
-    t_src = edge_int[4, :num_e]
-    t_dst = edge_int[5, :num_e]
-    t_link = edge_int[6, :num_e]
-    t_ref = edge_int[7, :num_e]
-    t_bytes = edge_float[0, :num_e]
-    t_dur = edge_float[1, :num_e]
-    need[:] = 0
-    kmark[:] = -1
-    dmark = np.full(num_dev, -1, dtype=np.int64)  # dmark[t] == u: u already sends to t
-    dtid = np.zeros(num_dev, dtype=np.int64)  # ... with transfer dtid[t]
-    link_count = np.zeros(num_dev * (num_dev - 1), dtype=np.int64)
-    num_t = 0
-    for u in range(n):
-        g = kernel_of[u]
-        s = k_dev[g]
-        t_first[u] = num_t
-        ext = 0
-        for e in range(succ_ptr[u], succ_ptr[u + 1]):
-            h = kernel_of[succ_dst[e]]
-            e_kernel[e] = h
-            if h == g:
-                e_dev[e] = -1
-                p_tid[succ_to_pred[e]] = -2
-                continue
-            need[h] += 1
-            new_consumer = kmark[h] != u
-            if new_consumer:
-                kmark[h] = u
-                ext += 1
-            t = k_dev[h]
-            e_dev[e] = t
-            if t == s:
-                p_tid[succ_to_pred[e]] = -1
-                continue
-            if dmark[t] != u:
-                dmark[t] = u
-                dtid[t] = num_t
-                t_op[num_t] = u
-                t_src[num_t] = s
-                t_dst[num_t] = t
-                t_link[num_t] = link_index(s, t, num_dev)
-                t_ref[num_t] = 0
-                t_bytes[num_t] = edge_bytes[e]
-                link_count[t_link[num_t]] += 1
-                num_t += 1
-            elif edge_bytes[e] > t_bytes[dtid[t]]:
-                t_bytes[dtid[t]] = edge_bytes[e]
-            tid = dtid[t]
-            p_tid[succ_to_pred[e]] = tid
-            if new_consumer:
-                t_ref[tid] += 1
-        stored[u] = succ_ptr[u + 1] == succ_ptr[u] or ext > 0
-        ref[u] = ext
-    t_first[n] = num_t
-    for i in range(num_t):
-        s = t_src[i]
-        t = t_dst[i]
-        t_dur[i] = link_lat[s, t] + t_bytes[i] / link_bw[s, t]
-    return num_t, link_count
-
-
-@njit(cache=True, inline="always", error_model="numpy")
-def _earliest(ev_time, ev_res, num_ev):
-    """Index of the smallest ``(time, resource)`` among the first ``num_ev`` events (>= 1)."""
-    best = 0
-    bt = ev_time[0]
-    br = ev_res[0]
-    for i in range(1, num_ev):
-        t = ev_time[i]
-        r = ev_res[i]
-        take = (t < bt) | ((t == bt) & (r < br))
-        best = i if take else best
-        bt = t if take else bt
-        br = r if take else br
-    return best
-
-
-@njit(cache=True, inline="always", error_model="numpy")
-def _next_at(ev_time, ev_res, num_ev, now):
-    """Index of the event at time ``now`` with the smallest resource, or -1 if none."""
-    best = -1
-    r = 1 << 62
-    for i in range(num_ev):
-        take = (ev_time[i] == now) & (ev_res[i] < r)
-        best = i if take else best
-        r = ev_res[i] if take else r
-    return best
 
 
 @njit(cache=True, error_model="numpy")
@@ -377,7 +210,6 @@ def simulate_core(
     edge_bytes,
     pred_ptr,
     pred_src,
-    succ_to_pred,
     flops,
     nbytes,
     out_bytes,
@@ -394,16 +226,14 @@ def simulate_core(
     priority,
     fusion,
     op_int,
-    op_key,
     edge_int,
     op_float,
     edge_float,
     op_bool,
 ):
-    """Simulate one decision. See :mod:`graphopt.sim` for the rules. The last six arguments are a
+    """Simulate one decision. See :mod:`graphopt.sim` for the rules. The last five arguments are a
     :class:`Workspace`'s arrays; the per-op and per-kernel arrays returned are views into them,
-    valid until the next call with the same workspace. ``succ_to_pred`` is :func:`succ_to_pred`
-    of the graph's predecessor edge ids.
+    valid until the next call with the same workspace.
 
     Returns a tuple ``(status, culprit, step_time, busy[D], peak_mem[D], bytes_moved,
     kernel_of[N], roots[K], member_ptr[K+1], members[N], k_dev[K], k_start[K], k_end[K],
@@ -412,10 +242,11 @@ def simulate_core(
     """
     n = len(flops)
     num_dev = len(peak)
+    num_e = len(succ_dst)
     kernel_of, roots, member_ptr, members = build_kernels(succ_ptr, succ_dst, fusion, op_int)
     num_k = len(roots)
     k_dev = op_int[4, :num_k]
-    k_key = op_key[0, :num_k]
+    k_key = op_int[5, :num_k]
     dev_count = np.zeros(num_dev, dtype=np.int64)
     for k in range(num_k):
         r = roots[k]
@@ -441,56 +272,87 @@ def simulate_core(
         launch,
         op_float[0],
     )
-    num_t, link_count = plan_transfers(
-        succ_ptr,
-        succ_dst,
-        edge_bytes,
-        succ_to_pred,
-        kernel_of,
-        k_dev,
-        link_bw,
-        link_lat,
-        op_int,
-        edge_int,
-        edge_float,
-        op_bool,
-    )
-    need = op_int[5, :num_k]
-    ref = op_int[6, :n]
-    t_first = op_int[8, : n + 1]
-    fmark = op_int[9, :n]
+
+    # ---- pre-pass: dependencies, reference counts, transfers ---------------------------------
+    need = op_int[6, :num_k]  # unmet input edges per kernel
+    ref = op_int[7, :n]  # consumer kernels still to finish, per output
+    ext = op_int[8, :n]  # distinct consumer kernels outside the op's own kernel
+    kmark = op_int[9, :num_k]
+    t_first = op_int[10, : n + 1]
     stored = op_bool[0, :n]
-    e_kernel = edge_int[0]
-    e_dev = edge_int[1]
-    p_tid = edge_int[2]
-    t_op = edge_int[3, :num_t]
-    t_src = edge_int[4, :num_t]
-    t_dst = edge_int[5, :num_t]
-    t_link = edge_int[6, :num_t]
-    t_ref = edge_int[7, :num_t]
-    t_bytes = edge_float[0, :num_t]
-    t_dur = edge_float[1, :num_t]
+    t_op = edge_int[0, :num_e]
+    t_src = edge_int[1, :num_e]
+    t_dst = edge_int[2, :num_e]
+    t_ref = edge_int[3, :num_e]
+    e_kernel = edge_int[6, :num_e]  # consumer kernel of each out-edge (succ order)
+    p_kernel = edge_int[7, :num_e]  # producer kernel of each in-edge (pred order)
+    t_bytes = edge_float[0, :num_e]
+    need[:] = 0
+    ext[:] = 0
+    kmark[:] = -1
+    t_ref[:] = 0
+    dmark = np.full(num_dev, -1, dtype=np.int64)
+    dtid = np.zeros(num_dev, dtype=np.int64)
+    for p in range(num_e):
+        p_kernel[p] = kernel_of[pred_src[p]]
+    link_count = np.zeros(num_dev * num_dev, dtype=np.int64)
+    num_t = 0
+    for u in range(n):
+        g = kernel_of[u]
+        s = k_dev[g]
+        t_first[u] = num_t
+        has_cons = False
+        for e in range(succ_ptr[u], succ_ptr[u + 1]):
+            has_cons = True
+            h = kernel_of[succ_dst[e]]
+            e_kernel[e] = h
+            if h == g:
+                continue
+            need[h] += 1
+            new_consumer = kmark[h] != u
+            if new_consumer:
+                kmark[h] = u
+                ext[u] += 1
+            t = k_dev[h]
+            if t != s:
+                if dmark[t] != u:
+                    dmark[t] = u
+                    dtid[t] = num_t
+                    t_op[num_t] = u
+                    t_src[num_t] = s
+                    t_dst[num_t] = t
+                    t_bytes[num_t] = edge_bytes[e]
+                    link_count[s * num_dev + t] += 1
+                    num_t += 1
+                elif edge_bytes[e] > t_bytes[dtid[t]]:
+                    t_bytes[dtid[t]] = edge_bytes[e]
+                if new_consumer:
+                    t_ref[dtid[t]] += 1
+        stored[u] = (not has_cons) or ext[u] > 0
+        ref[u] = ext[u]
+    t_first[n] = num_t
 
     # ---- queues --------------------------------------------------------------------------------
-    ready = op_key[1, :num_k]
+    ready = op_int[11, :num_k]
     dev_base = np.zeros(num_dev, dtype=np.int64)
     for d in range(1, num_dev):
         dev_base[d] = dev_base[d - 1] + dev_count[d - 1]
     dev_size = np.zeros(num_dev, dtype=np.int64)
-    num_l = num_dev * (num_dev - 1)
-    l_time = edge_float[2]
-    l_tie = edge_int[8]
-    l_tid = edge_int[9]
-    l_base = np.zeros(num_l + 1, dtype=np.int64)
-    for j in range(num_l):
-        l_base[j + 1] = l_base[j] + link_count[j]
+    num_l = num_dev * num_dev
+    l_time = edge_float[1]
+    l_tie = edge_int[4]
+    l_tid = edge_int[5]
+    l_base = np.zeros(num_l, dtype=np.int64)
+    for j in range(1, num_l):
+        l_base[j] = l_base[j - 1] + link_count[j - 1]
     l_head = l_base.copy()  # link queues: FIFO slices [l_head[j], l_tail[j]) of the l_* rows
     l_tail = l_base.copy()
-    num_r = num_dev + num_l  # resources: devices, then links in link_index order
-    # events: the running jobs as an unsorted list of (end, resource), at most one per resource
+    num_r = num_dev + num_l  # resources: devices, then links s*D+t
     ev_time = np.empty(num_r, dtype=np.float64)
+    ev_tie = np.empty(num_r, dtype=np.int64)
     ev_res = np.empty(num_r, dtype=np.int64)
-    num_ev = 0
+    ev_base = np.zeros(1, dtype=np.int64)
+    ev_size = np.zeros(1, dtype=np.int64)
     busy_res = np.zeros(num_r, dtype=np.bool_)
     job = np.empty(num_r, dtype=np.int64)
     dirty = np.empty(num_r, dtype=np.int64)
@@ -502,8 +364,9 @@ def simulate_core(
     busy = np.zeros(num_dev, dtype=np.float64)
     k_start = op_float[1, :num_k]
     k_end = op_float[2, :num_k]
-    t_start = edge_float[3, :num_t]
-    t_end = edge_float[4, :num_t]
+    t_start = edge_float[2, :num_t]
+    t_end = edge_float[3, :num_t]
+    fmark = op_int[12, :n]
     k_start[:] = np.nan
     k_end[:] = np.nan
     t_start[:] = np.nan
@@ -552,7 +415,9 @@ def simulate_core(
                 k = l_tid[l_head[j]]  # k: transfer id
                 l_head[j] += 1
                 t_start[k] = now
-                end = now + t_dur[k]
+                end = now + (
+                    link_lat[t_src[k], t_dst[k]] + t_bytes[k] / link_bw[t_src[k], t_dst[k]]
+                )
                 t_end[k] = end
                 d = t_dst[k]
                 cur[d] += t_bytes[k]
@@ -561,20 +426,14 @@ def simulate_core(
                 moved += t_bytes[k]
             busy_res[r] = True
             job[r] = k
-            ev_time[num_ev] = end
-            ev_res[num_ev] = r
-            num_ev += 1
+            fheap_push(ev_time, ev_tie, ev_res, ev_base, ev_size, 0, end, r, r)
         num_dirty = 0
-        if num_ev == 0:
+        if ev_size[0] == 0:
             break
-        best = _earliest(ev_time, ev_res, num_ev)
-        now = ev_time[best]
-        # complete every job that ends at `now` before the next dispatch, by resource
-        while best >= 0:
-            r = ev_res[best]
-            num_ev -= 1
-            ev_time[best] = ev_time[num_ev]
-            ev_res[best] = ev_res[num_ev]
+        now = ev_time[0]
+        # complete every job that ends at `now` before the next dispatch
+        while ev_size[0] > 0 and ev_time[0] == now:
+            r = fheap_pop(ev_time, ev_tie, ev_res, ev_base, ev_size, 0)
             busy_res[r] = False
             if not in_dirty[r]:
                 in_dirty[r] = True
@@ -584,38 +443,37 @@ def simulate_core(
             if r < num_dev:
                 finished += 1
                 d = r
-                fused = member_ptr[k + 1] - member_ptr[k] > 1
                 for m in range(member_ptr[k], member_ptr[k + 1]):
                     u = members[m]
                     # release the inputs this kernel was the last to need
                     for p in range(pred_ptr[u], pred_ptr[u + 1]):
-                        tid = p_tid[p]
-                        if tid == -2:  # an edge inside this kernel
-                            continue
                         w = pred_src[p]
-                        if fused:  # several members may read w: release it once
-                            if fmark[w] == k:
-                                continue
-                            fmark[w] = k
+                        g = p_kernel[p]
+                        if g == k or fmark[w] == k:
+                            continue
+                        fmark[w] = k
                         ref[w] -= 1
                         if ref[w] == 0:
-                            cur[k_dev[kernel_of[w]]] -= out_bytes[w]
-                        if tid >= 0:
-                            t_ref[tid] -= 1
-                            if t_ref[tid] == 0:
-                                cur[d] -= t_bytes[tid]
-                    if succ_ptr[u + 1] == succ_ptr[u]:  # graph output: freed when its kernel ends
+                            cur[k_dev[g]] -= out_bytes[w]
+                        if k_dev[g] != d:
+                            for tid in range(t_first[w], t_first[w + 1]):
+                                if t_dst[tid] == d:
+                                    t_ref[tid] -= 1
+                                    if t_ref[tid] == 0:
+                                        cur[d] -= t_bytes[tid]
+                                    break
+                    if stored[u] and ext[u] == 0:  # graph output: freed when its kernel ends
                         cur[d] -= out_bytes[u]
                     # local consumers
                     for e in range(succ_ptr[u], succ_ptr[u + 1]):
-                        if e_dev[e] == d:
-                            h = e_kernel[e]
+                        h = e_kernel[e]
+                        if h != k and k_dev[h] == d:
                             need[h] -= 1
                             if need[h] == 0:
                                 iheap_push(ready, dev_base, dev_size, d, k_key[h])
                     # remote consumers: queue the transfers of this output
                     for tid in range(t_first[u], t_first[u + 1]):
-                        j = t_link[tid]
+                        j = t_src[tid] * num_dev + t_dst[tid]
                         # Queue order is (queue time, producer). Times only grow, so this is a
                         # FIFO in which entries queued at the same instant are kept sorted by
                         # producer: insert from the tail (nearly always at the tail itself).
@@ -637,9 +495,10 @@ def simulate_core(
             else:
                 u = t_op[k]
                 d = t_dst[k]
+                g = kernel_of[u]
                 for e in range(succ_ptr[u], succ_ptr[u + 1]):
-                    if e_dev[e] == d:
-                        h = e_kernel[e]
+                    h = e_kernel[e]
+                    if h != g and k_dev[h] == d:
                         need[h] -= 1
                         if need[h] == 0:
                             iheap_push(ready, dev_base, dev_size, d, k_key[h])
@@ -647,7 +506,6 @@ def simulate_core(
                                 in_dirty[d] = True
                                 dirty[num_dirty] = d
                                 num_dirty += 1
-            best = _next_at(ev_time, ev_res, num_ev, now)
 
     # ---- results -------------------------------------------------------------------------------
     peak_mem = np.zeros(num_dev, dtype=np.float64)
@@ -684,10 +542,10 @@ def simulate_core(
         k_dev,
         k_start,
         k_end,
-        t_op,
-        t_src,
-        t_dst,
-        t_bytes,
+        t_op[:num_t],
+        t_src[:num_t],
+        t_dst[:num_t],
+        t_bytes[:num_t],
         t_start,
         t_end,
     )
@@ -700,7 +558,6 @@ def simulate_batch(
     edge_bytes,
     pred_ptr,
     pred_src,
-    succ_to_pred,
     flops,
     nbytes,
     out_bytes,
@@ -717,7 +574,6 @@ def simulate_batch(
     priorities,
     fusions,
     op_int,
-    op_key,
     edge_int,
     op_float,
     edge_float,
@@ -742,7 +598,6 @@ def simulate_batch(
             edge_bytes,
             pred_ptr,
             pred_src,
-            succ_to_pred,
             flops,
             nbytes,
             out_bytes,
@@ -759,7 +614,6 @@ def simulate_batch(
             priorities[b],
             fusions[b],
             op_int,
-            op_key,
             edge_int,
             op_float,
             edge_float,

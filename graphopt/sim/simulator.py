@@ -85,8 +85,7 @@ class PreparedGraph:
         self.cluster = cluster
         n, num_dev = graph.num_ops, cluster.num_devices
         self.succ_ptr, self.succ_dst = graph.successors_csr
-        self.pred_ptr, self.pred_src, pred_edge_ids = graph.predecessors_csr
-        self.succ_to_pred = engine.succ_to_pred(pred_edge_ids)
+        self.pred_ptr, self.pred_src, _ = graph.predecessors_csr
         self.peak = np.ascontiguousarray(cluster.peak_flops, dtype=np.float64)
         self.bw = np.ascontiguousarray(cluster.mem_bandwidth, dtype=np.float64)
         self.launch = np.ascontiguousarray(cluster.launch_overhead, dtype=np.float64)
@@ -123,7 +122,7 @@ class PreparedGraph:
     def _args(self) -> tuple[np.ndarray, ...]:
         g = self.graph
         return (
-            self.succ_ptr, self.succ_dst, g.edge_bytes, self.pred_ptr, self.pred_src, self.succ_to_pred,
+            self.succ_ptr, self.succ_dst, g.edge_bytes, self.pred_ptr, self.pred_src,
             g.flops, g.bytes_accessed, g.output_bytes, g.param_bytes, self.op_time, self.op_meas,
             self.peak, self.bw, self.launch, self.capacity, self.link_bw, self.link_lat,
         )  # fmt: skip
