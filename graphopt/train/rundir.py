@@ -147,14 +147,11 @@ def graceful_stop(
     """
     stop = StopRequest()
     names: dict[int, str] = {signal.SIGINT: "Ctrl-C", signal.SIGTERM: "SIGTERM"}
-    ours = [
-        signum
-        for signum, ok in (
-            (signal.SIGINT, callable(signal.getsignal(signal.SIGINT))),
-            (signal.SIGTERM, signal.getsignal(signal.SIGTERM) == signal.SIG_DFL),
-        )
-        if ok
-    ]
+    ours = []
+    if callable(signal.getsignal(signal.SIGINT)):  # Python's own Ctrl-C handling
+        ours.append(signal.SIGINT)
+    if signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:  # would end the process unsaved
+        ours.append(signal.SIGTERM)
 
     def handler(signum: int, frame: Any) -> None:
         if stop.requested:
