@@ -83,19 +83,14 @@ def lower_bounds(graph: CompGraph, cluster: Cluster, fusion: object | None = Non
     prepared = PreparedGraph(graph, cluster)
     n = graph.num_ops
     bits = np.zeros(n, dtype=np.int64) if fusion is None else _check_array("fusion", fusion, n, 2)
-    ws = engine.Workspace(n, graph.num_edges)
-    kernel_of, roots, mptr, members = engine.build_kernels(
-        prepared.succ_ptr, prepared.succ_dst, bits, ws.op_int
-    )
+    g = prepared.engine_arrays
+    ws = prepared.workspace()
+    kernel_of, roots, mptr, members = engine.build_kernels(g.succ_ptr, g.succ_dst, bits, ws.op_int)
+    e_kernel = kernel_of[g.succ_dst]
     fastest = np.full(len(roots), np.inf)
     for d in range(cluster.num_devices):
-        dur = engine.kernel_durations(
-            kernel_of, roots, mptr, members, np.full(len(roots), d, dtype=np.int64),
-            prepared.succ_ptr, prepared.succ_dst, graph.edge_bytes,
-            graph.flops, graph.bytes_accessed, graph.output_bytes,
-            prepared.op_time, prepared.op_meas, prepared.peak, prepared.bw, prepared.launch,
-            ws.op_float[0],
-        )  # fmt: skip
+        on_d = np.full(len(roots), d, dtype=np.int64)
+        dur = engine.kernel_durations(g, roots, mptr, members, on_d, e_kernel, ws.op_float[0])
         np.minimum(fastest, dur, out=fastest)
     if len(roots) == 0:
         return LowerBounds(critical_path=0.0, work=0.0)

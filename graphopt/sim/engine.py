@@ -3,62 +3,205 @@ the readable twin that must agree with this code exactly is ``tests/graphopt/sim
 
 Performance notes (why the code looks like this):
 
-- Everything is flat ``int64``/``float64`` arrays; heaps live in preallocated slices of one array
-  per kind (:mod:`graphopt.sim.heaps`), sized by a pre-pass, so the event loop never allocates.
-- The per-op and per-edge arrays are rows of a :class:`Workspace` that the caller allocates once
-  per prepared graph and passes to every call. Fresh arrays of this size would come from ``mmap``
-  and pay a page fault per 4 KiB on first touch: that alone cost a third of the time on 80k ops.
-- The consumer kernel of every edge (``e_kernel``) and the producer kernel of every in-edge
-  (``p_kernel``) are stored once per decision, so the hot loops read them sequentially instead of
-  chasing ``kernel_of[succ_dst[e]]``.
-- Transfers are known before the loop starts: the pre-pass creates one transfer per
-  ``(producer op, remote device)`` and counts transfers per link, which sizes the link queues.
+- Everything is flat arrays: ``int32`` indices (half the cache footprint of ``int64``; a graph has
+  far fewer than 2**31 ops and edges), ``int64`` only for the ready-queue keys, ``float64`` times
+  and bytes. The per-op and per-edge arrays are rows of a :class:`Workspace` that the caller
+  allocates once per prepared graph and passes to every call (fresh arrays of this size would come
+  from ``mmap`` and pay a page fault per 4 KiB on first touch), so a call allocates nothing big.
+- The time goes into scattered reads (L2/L3 misses) and unpredictable branches, not arithmetic;
+  hence values that are read together are stored together (``op_rec``, ``e_cons``, ``p_slot``,
+  ``slot_int``), and per-decision work is done once in :func:`plan_transfers` so that the event
+  loop reads sequential per-edge rows instead of chasing ``kernel_of[succ_dst[e]]``.
+- Transfers are known before the loop starts: one per ``(producer op, remote device)``, numbered
+  by producer, with their link, bytes and duration; the counts per link size the link queues.
+- Memory is reference-counted per slot (an op's output, a transfer's copy); a consumer kernel that
+  reads one producer through several members releases it once, which the pre-pass encodes in
+  ``p_slot`` (no per-call marks in the loop). A release is branch-free (``x - 0.0 == x``).
 - Without fusion the kernels are the ops themselves (no union-find, no member lists to build).
+  With fusion, union by the higher index makes every group's root its highest member.
+- Kernel durations read one column per device *class* (devices of one kind and spec), not per
+  device: the same values, several times fewer bytes.
 - Illegal fusion is detected for free: a cyclic kernel graph deadlocks the event loop, so kernels
   left unfinished when no event remains mean the fusion was illegal.
+- Pending events (at most one per device and link) are a short list sorted by decreasing
+  ``(end, resource)``: the next one is the last entry, and an insert shifts a few entries. This
+  beat a binary heap (a chain of unpredictable swaps) and a tournament tree.
 - Link queues are FIFO slices, not heaps: transfers are queued at the current time, which never
   decreases, so ``(queue time, producer)`` order only needs a sorted insert among the entries
-  queued at the same instant.
+  queued at the same instant. An entry carries its transfer's duration, so starting it reads the
+  queue sequentially.
 - Dispatch only visits resources marked dirty (freed, or given new work) since the last dispatch,
-  instead of scanning all ``D + D*D`` devices and links after every event.
+  instead of scanning all ``D + D*(D-1)`` devices and links after every event.
+- Device ready queues are binary heaps of ``(priority << 32) | kernel`` keys, one slice per
+  device of one array (:mod:`graphopt.sim.heaps`), sized by the device's kernel count.
+- Hot helpers are inlined, and ``max`` of floats is written as a select (numba's builtin ``max``
+  compiled to a call in the event loop).
+- The graph's and the workspace's arrays travel as two named tuples (:class:`GraphArrays`,
+  :class:`Workspace`) instead of 27 arguments; numba compiles them to structs, so reading a field
+  costs what reading an argument did. Only the border with Python uses plain tuples
+  (:func:`simulate_core` says why).
 """
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 from numba import njit
 
-from graphopt.sim.heaps import fheap_pop, fheap_push, iheap_pop, iheap_push
+from graphopt.sim.heaps import iheap_pop, iheap_push
 
 STATUS_OK = 0
 STATUS_OOM = 1
 STATUS_ILLEGAL_FUSION = 2
 
-# Rows of the workspace. Per-op int rows have length N + 1, per-edge rows length E + 1.
-_OP_INT_ROWS = 13
-_EDGE_INT_ROWS = 8
-_OP_FLOAT_ROWS = 3
-_EDGE_FLOAT_ROWS = 4
+
+class GraphArrays(NamedTuple):
+    """A graph on a cluster as the engine reads it, for ``N`` ops, ``E`` edges (numbered in
+    successor order), ``D`` devices and ``C`` device classes. Built once per prepared graph
+    (:class:`~graphopt.sim.simulator.PreparedGraph`) and passed whole: each function reads the
+    fields it needs (numba compiles a named tuple to a struct, so a field costs no more than an
+    argument)."""
+
+    succ_ptr: np.ndarray
+    """``int32 [N+1]``: op ``u``'s out-edges are ``succ_ptr[u]:succ_ptr[u+1]``."""
+    succ_dst: np.ndarray
+    """``int32 [E]``: every edge's consumer."""
+    edge_bytes: np.ndarray
+    """``float64 [E]``."""
+    pred_ptr: np.ndarray
+    """``int32 [N+1]``: op ``u``'s in-edges, in predecessor order."""
+    succ_to_pred: np.ndarray
+    """``int32 [E]``: every edge's position in predecessor order (:func:`succ_to_pred`)."""
+    flops: np.ndarray
+    """``float64 [N]``."""
+    nbytes: np.ndarray
+    """``float64 [N]``: bytes every op reads and writes."""
+    out_bytes: np.ndarray
+    """``float64 [N]``: bytes of every op's output."""
+    param_bytes: np.ndarray
+    """``float64 [N]``."""
+    op_time: np.ndarray
+    """``float64 [N, C]``: every op's time on a device of each class."""
+    op_meas: np.ndarray
+    """``float64 [N, C]``: every op's measured time on a device of each class (NaN if none)."""
+    dev_class: np.ndarray
+    """``int64 [D]``: every device's class. Devices of one class (kind and specs) share one column
+    of ``op_time``: the same values in several times fewer bytes, read with one scattered access
+    per op."""
+    peak: np.ndarray
+    """``float64 [D]``: peak FLOP/s."""
+    bw: np.ndarray
+    """``float64 [D]``: memory bandwidth, bytes/s."""
+    launch: np.ndarray
+    """``float64 [D]``: launch overhead per kernel, seconds."""
+    capacity: np.ndarray
+    """``float64 [D]``: memory, bytes."""
+    link_bw: np.ndarray
+    """``float64 [D, D]``: bytes/s from one device to another."""
+    link_lat: np.ndarray
+    """``float64 [D, D]``: seconds."""
 
 
-class Workspace:
-    """Scratch arrays for :func:`simulate_core`, sized for one graph, reused across calls.
+# Rows of the workspace. Per-op rows have length N + 1, per-edge rows length E + 1.
+_OP_INT_ROWS = 7  # kernel_of, roots, member_ptr, members, k_dev, need, kmark
+_OP_KEY_ROWS = 2  # k_key, ready
+_OP_FLOAT_ROWS = 4  # dur, k_start, k_end, k_alloc
+_EDGE_INT_ROWS = 6  # t_op, t_src, t_dst, t_link, l_tie, l_tid
+_EDGE_FLOAT_ROWS = 7  # t_bytes, t_dur, l_time, l_dur, l_bytes, t_start, t_end
+_EDGE_PAIR_ROWS = 2  # e_cons, p_slot
+
+
+class Workspace(NamedTuple):
+    """Scratch arrays for :func:`simulate_core`, sized for one graph (:meth:`allocate`), reused
+    across calls; the functions below take it whole and slice the rows they use.
 
     Not thread-safe: one workspace serves one call at a time.
     """
 
-    def __init__(self, num_ops: int, num_edges: int) -> None:
-        self.op_int = np.empty((_OP_INT_ROWS, num_ops + 1), dtype=np.int64)
-        self.edge_int = np.empty((_EDGE_INT_ROWS, num_edges + 1), dtype=np.int64)
-        self.op_float = np.empty((_OP_FLOAT_ROWS, num_ops + 1), dtype=np.float64)
-        self.edge_float = np.empty((_EDGE_FLOAT_ROWS, num_edges + 1), dtype=np.float64)
-        self.op_bool = np.empty((1, num_ops + 1), dtype=np.bool_)
+    op_int: np.ndarray
+    op_key: np.ndarray
+    op_float: np.ndarray
+    edge_int: np.ndarray
+    edge_float: np.ndarray
+    # values read together are kept side by side (one cache line, not one per array):
+    # pairs per edge, the event loop's four values per op, and per memory slot its
+    # (count, device) (bytes apart: only read on release)
+    edge_pair: np.ndarray
+    op_rec: np.ndarray
+    slot_int: np.ndarray
+    slot_float: np.ndarray
 
-    def arrays(self) -> tuple[np.ndarray, ...]:
-        return self.op_int, self.edge_int, self.op_float, self.edge_float, self.op_bool
+    @classmethod
+    def allocate(cls, num_ops: int, num_edges: int) -> Workspace:
+        n1, e1 = num_ops + 1, num_edges + 1
+        return cls(
+            op_int=np.empty((_OP_INT_ROWS, n1), dtype=np.int32),
+            op_key=np.empty((_OP_KEY_ROWS, n1), dtype=np.int64),
+            op_float=np.empty((_OP_FLOAT_ROWS, n1), dtype=np.float64),
+            edge_int=np.empty((_EDGE_INT_ROWS, e1), dtype=np.int32),
+            edge_float=np.empty((_EDGE_FLOAT_ROWS, e1), dtype=np.float64),
+            edge_pair=np.empty((_EDGE_PAIR_ROWS, e1, 2), dtype=np.int32),
+            op_rec=np.empty((n1, 4), dtype=np.int32),
+            slot_int=np.empty((n1 + e1, 2), dtype=np.int32),
+            slot_float=np.empty(n1 + e1, dtype=np.float64),
+        )
 
 
-@njit(cache=True, error_model="numpy")
+class CoreResult(NamedTuple):
+    """What :func:`simulate_core` returns, for ``N`` ops, ``K`` kernels, ``T`` transfers and ``D``
+    devices. The arrays of length ``N``, ``K`` and ``T`` are views into the workspace, valid until
+    its next use."""
+
+    status: int
+    """One of ``STATUS_*``."""
+    culprit: int
+    """The device out of memory, or -1."""
+    step: float
+    """The step time; ``inf`` for an illegal fusion."""
+    busy: np.ndarray
+    """``[D]``: every device's busy time."""
+    peak_mem: np.ndarray
+    """``[D]``: every device's peak memory, parameters included."""
+    moved: float
+    """Bytes moved over links."""
+    kernel_of: np.ndarray
+    """``[N]``: every op's kernel."""
+    roots: np.ndarray
+    """``[K]``: every kernel's root, its highest member."""
+    member_ptr: np.ndarray
+    """``[K+1]``: kernel ``k``'s ops are ``members[member_ptr[k]:member_ptr[k+1]]``."""
+    members: np.ndarray
+    """``[N]``: the kernels' ops, ascending within a kernel."""
+    k_dev: np.ndarray
+    """``[K]``: every kernel's device."""
+    k_start: np.ndarray
+    """``[K]``: every kernel's start (NaN if it never ran)."""
+    k_end: np.ndarray
+    """``[K]``: every kernel's end (NaN if it never ran)."""
+    t_op: np.ndarray
+    """``[T]``: every transfer's producer op."""
+    t_src: np.ndarray
+    """``[T]``: every transfer's source device."""
+    t_dst: np.ndarray
+    """``[T]``: every transfer's destination device."""
+    t_bytes: np.ndarray
+    """``[T]``: every transfer's bytes."""
+    t_start: np.ndarray
+    """``[T]``: every transfer's start."""
+    t_end: np.ndarray
+    """``[T]``: every transfer's end."""
+
+
+def succ_to_pred(pred_edge_ids: np.ndarray) -> np.ndarray:
+    """Position in predecessor order of every edge (edges are numbered in successor order, and
+    ``pred_edge_ids`` lists them in predecessor order): the inverse permutation, as ``int32``."""
+    out = np.empty(len(pred_edge_ids), dtype=np.int32)
+    out[pred_edge_ids] = np.arange(len(pred_edge_ids), dtype=np.int32)
+    return out
+
+
+@njit(cache=True, inline="always", error_model="numpy")
 def _find(parent, i):
     root = i
     while parent[root] != root:
@@ -72,7 +215,8 @@ def _find(parent, i):
 
 @njit(cache=True, error_model="numpy")
 def build_kernels(succ_ptr, succ_dst, fusion, op_int):
-    """Group ops into kernels, writing into rows 0-7 of ``op_int``.
+    """Group ops into kernels, writing into rows 0-5 of ``op_int`` (an ``int32`` array with at
+    least 6 rows of length ``N + 1``).
 
     Returns views ``(kernel_of[N], root[K], member_ptr[K+1], members[N])``. An op with fusion bit 1
     is merged with all of its consumers (union-find); kernels are numbered by their root, the member
@@ -97,9 +241,7 @@ def build_kernels(succ_ptr, succ_dst, fusion, op_int):
         ptr[n] = n
         return kernel_of, roots, ptr, members
     parent = op_int[4, :n]
-    rep = op_int[5, :n]
-    last = op_int[6, :n]
-    kid = op_int[7, :n]
+    kid = op_int[5, :n]
     for i in range(n):
         parent[i] = i
     for u in range(n):
@@ -107,26 +249,25 @@ def build_kernels(succ_ptr, succ_dst, fusion, op_int):
             for e in range(succ_ptr[u], succ_ptr[u + 1]):
                 a = _find(parent, u)
                 b = _find(parent, succ_dst[e])
-                if a != b:
+                if a != b:  # the higher index becomes the root: roots are the groups' maxima
                     if a < b:
                         parent[a] = b
                     else:
                         parent[b] = a
-    for i in range(n):
-        r = _find(parent, i)
-        rep[i] = r
-        last[r] = i  # ascending i: ends as the group's highest index
+    # parents only point to higher indices: downwards, each op can take its parent's root
+    for i in range(n - 1, -1, -1):
+        parent[i] = parent[parent[i]]
     k = 0
-    for i in range(n):
-        if last[rep[i]] == i:
-            kid[rep[i]] = k
-            roots[k] = i
-            k += 1
+    for i in range(n):  # number the roots in ascending order (branch-free)
+        kid[i] = k
+        roots[k] = i  # kept only if i is a root: the next root overwrites it
+        k += parent[i] == i
     for i in range(k + 1):
         ptr[i] = 0
     for i in range(n):
-        kernel_of[i] = kid[rep[i]]
-        ptr[kernel_of[i] + 1] += 1
+        g = kid[parent[i]]
+        kernel_of[i] = g
+        ptr[g + 1] += 1
     for i in range(k):
         ptr[i + 1] += ptr[i]
     fill = parent  # reuse: the union-find forest is no longer needed
@@ -139,222 +280,292 @@ def build_kernels(succ_ptr, succ_dst, fusion, op_int):
     return kernel_of, roots[:k], ptr[: k + 1], members
 
 
+@njit(cache=True, inline="always", error_model="numpy")
+def _max(a, b):
+    """Python's ``max(a, b)`` as a plain select (numba's builtin is a call in some contexts)."""
+    return b if b > a else a
+
+
 @njit(cache=True, error_model="numpy")
-def kernel_durations(
-    kernel_of,
-    roots,
-    member_ptr,
-    members,
-    k_dev,
-    succ_ptr,
-    succ_dst,
-    edge_bytes,
-    flops,
-    nbytes,
-    out_bytes,
-    op_time,
-    op_meas,
-    peak,
-    bw,
-    launch,
-    dur,
-):
-    """Duration of every kernel on its device (rules 3-4 of :mod:`graphopt.sim`), into ``dur``."""
+def kernel_durations(g, roots, member_ptr, members, k_dev, e_kernel, dur):
+    """Duration of every kernel on its device (rules 3-4 of :mod:`graphopt.sim`), into ``dur``.
+
+    ``g`` is a :class:`GraphArrays` (op times per device class: see ``dev_class`` there), and
+    ``e_kernel[e]`` the kernel of the consumer of out-edge ``e`` (successor order).
+    """
     num_k = len(roots)
     for k in range(num_k):
         d = k_dev[k]
+        c = g.dev_class[d]
         lo = member_ptr[k]
         hi = member_ptr[k + 1]
         if hi - lo == 1:
-            dur[k] = op_time[members[lo], d]
+            dur[k] = g.op_time[members[lo], c]
             continue
         sf = 0.0
         sb = 0.0
+        for m in range(lo, hi):
+            u = members[m]
+            sf += g.flops[u]
+            sb += g.nbytes[u]
         smeas = 0.0
         mmax = 0.0
         all_meas = True
         for m in range(lo, hi):
-            u = members[m]
-            sf += flops[u]
-            sb += nbytes[u]
-            t = op_meas[u, d]
+            t = g.op_meas[members[m], c]
             if np.isnan(t):
                 all_meas = False
-            else:
-                smeas += t
-                mmax = max(mmax, t)
+                break
+            smeas += t
+            mmax = _max(mmax, t)
+        if all_meas:
+            dur[k] = _max(smeas - (hi - lo - 1) * g.launch[d], mmax)
+            continue
         for m in range(lo, hi):  # subtract what no longer crosses the kernel's border
             u = members[m]
             has_cons = False
             inner = True
-            for e in range(succ_ptr[u], succ_ptr[u + 1]):
+            for e in range(g.succ_ptr[u], g.succ_ptr[u + 1]):
                 has_cons = True
-                if kernel_of[succ_dst[e]] == k:
-                    sb -= edge_bytes[e]
+                if e_kernel[e] == k:
+                    sb -= g.edge_bytes[e]
                 else:
                     inner = False
             if has_cons and inner:
-                sb -= out_bytes[u]
-        sb = max(sb, 0.0)
-        if all_meas:
-            dur[k] = max(smeas - (hi - lo - 1) * launch[d], mmax)
-        else:
-            dur[k] = max(sf / peak[d], sb / bw[d]) + launch[d]
+                sb -= g.out_bytes[u]
+        sb = _max(sb, 0.0)
+        dur[k] = _max(sf / g.peak[d], sb / g.bw[d]) + g.launch[d]
     return dur[:num_k]
 
 
-@njit(cache=True, error_model="numpy")
-def simulate_core(
-    succ_ptr,
-    succ_dst,
-    edge_bytes,
-    pred_ptr,
-    pred_src,
-    flops,
-    nbytes,
-    out_bytes,
-    param_bytes,
-    op_time,
-    op_meas,
-    peak,
-    bw,
-    launch,
-    capacity,
-    link_bw,
-    link_lat,
-    placement,
-    priority,
-    fusion,
-    op_int,
-    edge_int,
-    op_float,
-    edge_float,
-    op_bool,
-):
-    """Simulate one decision. See :mod:`graphopt.sim` for the rules. The last five arguments are a
-    :class:`Workspace`'s arrays; the per-op and per-kernel arrays returned are views into them,
-    valid until the next call with the same workspace.
+@njit(cache=True, inline="always", error_model="numpy")
+def link_index(s, t, num_dev):
+    """Index of the directed link ``s -> t`` (``s != t``) among the ``D * (D - 1)`` links, ordered
+    by ``(s, t)``."""
+    return s * (num_dev - 1) + t - (1 if t > s else 0)
 
-    Returns a tuple ``(status, culprit, step_time, busy[D], peak_mem[D], bytes_moved,
-    kernel_of[N], roots[K], member_ptr[K+1], members[N], k_dev[K], k_start[K], k_end[K],
-    t_op[T], t_src[T], t_dst[T], t_bytes[T], t_start[T], t_end[T])`` where ``status`` is one of
-    ``STATUS_*`` and ``culprit`` the OOM device (or -1).
+
+@njit(cache=True, inline="always", error_model="numpy")
+def _edge_plan_rows(ws, num_k):
+    """Views of :func:`plan_transfers`' per-kernel and per-edge rows of ``ws``: ``need[K]``,
+    ``e_cons`` and ``p_slot``."""
+    return ws.op_int[5, :num_k], ws.edge_pair[0], ws.edge_pair[1]
+
+
+@njit(cache=True, inline="always", error_model="numpy")
+def _transfer_rows(ws, num_t):
+    """Views of the first ``num_t`` transfers' rows of ``ws``: ``(t_op, t_src, t_dst, t_link,
+    t_bytes, t_dur)``."""
+    ei = ws.edge_int
+    ef = ws.edge_float
+    return ei[0, :num_t], ei[1, :num_t], ei[2, :num_t], ei[3, :num_t], ef[0, :num_t], ef[1, :num_t]
+
+
+@njit(cache=True, error_model="numpy")
+def plan_transfers(g, kernel_of, k_dev, ws):
+    """The per-decision pre-pass over every out-edge (rules 5 and 8 of :mod:`graphopt.sim`) of
+    :class:`GraphArrays` ``g``, given every op's kernel and every kernel's device.
+
+    Everything that depends on the decision but not on time is worked out here, once, so that the
+    event loop reads short sequential rows instead of chasing ``kernel_of[succ_dst[e]]`` and
+    ``k_dev[...]`` per event. Fills, for ``N`` ops, ``K`` kernels and ``E`` edges (rows of
+    :class:`Workspace` ``ws``):
+
+    - per kernel: ``need[K]``, its input edges from other kernels;
+    - per op, ``op_rec[u] = (pred_ptr[u], succ_ptr[u], t_first[u], stored)``, ``N + 1`` rows: its
+      in-edges, out-edges and transfers ``t_first[u]:t_first[u+1]``, and 1 if its output is
+      stored (it has no consumer, or one outside its kernel);
+    - per transfer ``i`` (numbered by producer, then by first consumer edge): producer ``t_op``,
+      source ``t_src`` and destination ``t_dst`` devices, ``t_link`` (:func:`link_index`),
+      ``t_bytes`` (the largest edge) and ``t_dur = latency + bytes / bandwidth``;
+    - per out-edge ``e`` (successor order): ``e_cons[e] = (kernel, device)`` of the consumer, with
+      device -1 when the edge stays inside one kernel (the loop reads these sequentially instead
+      of chasing ``kernel_of[succ_dst[e]]`` and ``k_dev[...]``);
+    - memory slots, one per op output and one per transfer (the copy it leaves on its destination),
+      each ``(count, device)`` in ``slot_int`` and ``bytes`` in ``slot_float``: the count is the
+      number of distinct consumer kernels whose end releases the memory (outside the op's kernel;
+      on the destination for a copy), the device is where the memory lives. Op ``u``'s slot is
+      ``u + t_first[u]``, followed by the slots of its transfers: transfer ``i`` of producer
+      ``u`` has slot ``u + 1 + i``. Neighbours in memory, as they are released together;
+    - per in-edge ``p`` (predecessor order, found through ``succ_to_pred``):
+      ``p_slot[p] = (output slot, copy slot)``: the producer's output slot and the slot of the
+      transfer that carries the edge (-1 when producer and consumer kernels share a device).
+      Both are -1 when the edge stays inside one kernel, and for the second and later edges from
+      one producer into one kernel: a kernel releases each input once.
+
+    Returns ``(num_transfers, link_count[D*(D-1)])``.
     """
-    n = len(flops)
-    num_dev = len(peak)
-    num_e = len(succ_dst)
-    kernel_of, roots, member_ptr, members = build_kernels(succ_ptr, succ_dst, fusion, op_int)
+    n = len(kernel_of)
+    num_k = len(k_dev)
+    num_e = len(g.succ_dst)
+    num_dev = g.link_bw.shape[0]
+    need, e_cons, p_slot = _edge_plan_rows(ws, num_k)
+    kmark = ws.op_int[6, :num_k]  # kmark[h] == u: h already reads u
+    t_op, t_src, t_dst, t_link, t_bytes, t_dur = _transfer_rows(ws, num_e)
+    op_rec, slot_int, slot_float = ws.op_rec, ws.slot_int, ws.slot_float
+    need[:] = 0
+    kmark[:] = -1
+    dmark = np.full(num_dev, -1, dtype=np.int64)  # dmark[t] == u: u already sends to t
+    dtid = np.zeros(num_dev, dtype=np.int64)  # ... with transfer dtid[t]
+    link_count = np.zeros(num_dev * (num_dev - 1), dtype=np.int64)
+    num_t = 0
+    for u in range(n):
+        k = kernel_of[u]
+        s = k_dev[k]
+        first = num_t  # u's first transfer
+        oslot = u + first
+        ext = 0
+        for e in range(g.succ_ptr[u], g.succ_ptr[u + 1]):
+            h = kernel_of[g.succ_dst[e]]
+            e_cons[e, 0] = h
+            p = g.succ_to_pred[e]
+            if h == k:
+                e_cons[e, 1] = -1
+                p_slot[p, 0] = -1
+                p_slot[p, 1] = -1
+                continue
+            need[h] += 1
+            t = k_dev[h]
+            e_cons[e, 1] = t
+            new_consumer = kmark[h] != u  # else h reads u through a lower member already
+            if new_consumer:
+                kmark[h] = u
+                ext += 1
+            # release once per consumer kernel, at its first edge from u
+            p_slot[p, 0] = oslot if new_consumer else -1
+            p_slot[p, 1] = -1
+            if t == s:
+                continue
+            if dmark[t] != u:  # a new transfer (the rest of its fields: below)
+                dmark[t] = u
+                dtid[t] = num_t
+                t_dst[num_t] = t
+                t_bytes[num_t] = g.edge_bytes[e]
+                slot_int[u + 1 + num_t, 0] = 0
+                num_t += 1
+            elif g.edge_bytes[e] > t_bytes[dtid[t]]:
+                t_bytes[dtid[t]] = g.edge_bytes[e]
+            if new_consumer:
+                tslot = u + 1 + dtid[t]
+                p_slot[p, 1] = tslot
+                slot_int[tslot, 0] += 1
+        op_rec[u, 0] = g.pred_ptr[u]
+        op_rec[u, 1] = g.succ_ptr[u]
+        op_rec[u, 2] = first
+        op_rec[u, 3] = g.succ_ptr[u + 1] == g.succ_ptr[u] or ext > 0
+        slot_int[oslot, 0] = ext
+        slot_int[oslot, 1] = s
+        slot_float[oslot] = g.out_bytes[u]
+        for i in range(first, num_t):
+            t_op[i] = u
+            t_src[i] = s
+            slot_int[u + 1 + i, 1] = t_dst[i]
+            slot_float[u + 1 + i] = t_bytes[i]
+    op_rec[n, 0] = g.pred_ptr[n]
+    op_rec[n, 1] = g.succ_ptr[n]
+    op_rec[n, 2] = num_t
+    for i in range(num_t):
+        s = t_src[i]
+        t = t_dst[i]
+        t_dur[i] = g.link_lat[s, t] + t_bytes[i] / g.link_bw[s, t]
+        t_link[i] = link_index(s, t, num_dev)
+        link_count[t_link[i]] += 1
+    return num_t, link_count
+
+
+@njit(cache=True, inline="always", error_model="numpy")
+def _release(slot_int, slot_float, slot, cur):
+    """One consumer kernel of memory slot ``slot`` has finished: free the slot after the last."""
+    left = slot_int[slot, 0] - 1
+    slot_int[slot, 0] = left
+    # branch-free (x - 0.0 == x exactly): whether this was the last consumer is unpredictable
+    cur[slot_int[slot, 1]] -= slot_float[slot] if left == 0 else 0.0
+
+
+@njit(cache=True, inline="always", error_model="numpy")
+def _insert_event(ev_time, ev_res, num_ev, time, res):
+    """Insert ``(time, res)`` into the first ``num_ev`` events, sorted by decreasing
+    ``(time, resource)`` so that the next event is the last; returns the new count. There are few
+    events (at most one per device and link), and a new one usually lands near the end."""
+    i = num_ev
+    while i > 0 and (ev_time[i - 1] < time or (ev_time[i - 1] == time and ev_res[i - 1] < res)):
+        ev_time[i] = ev_time[i - 1]
+        ev_res[i] = ev_res[i - 1]
+        i -= 1
+    ev_time[i] = time
+    ev_res[i] = res
+    return num_ev + 1
+
+
+@njit(cache=True, error_model="numpy")
+def simulate_core(graph, placement, priority, fusion, workspace):
+    """Simulate one decision (:mod:`graphopt.sim` has the rules): ``placement``, ``priority`` and
+    ``fusion`` are ``[N]`` integer arrays; ``graph`` and ``workspace`` are a :class:`GraphArrays`
+    and a :class:`Workspace` for the graph.
+
+    Returns the fields of a :class:`CoreResult`, in its order; its per-op, per-kernel and
+    per-transfer arrays are views into the workspace, valid until its next use.
+
+    Plain tuples cross the border with Python, in and out (``tuple(g)``, ``result[:]``): numba
+    types a plain tuple of arrays in C but a named tuple in Python, and boxes a named tuple with a
+    Python call, each a microsecond or so per call. Inside, the named tuples cost nothing.
+    """
+    return _simulate(GraphArrays(*graph), placement, priority, fusion, Workspace(*workspace))[:]
+
+
+@njit(cache=True, error_model="numpy")
+def _simulate(g, placement, priority, fusion, ws):
+    """:func:`simulate_core` on the named tuples."""
+    n = len(g.flops)
+    num_dev = len(g.peak)
+    op_rec, slot_int, slot_float = ws.op_rec, ws.slot_int, ws.slot_float
+    kernel_of, roots, member_ptr, members = build_kernels(g.succ_ptr, g.succ_dst, fusion, ws.op_int)
     num_k = len(roots)
-    k_dev = op_int[4, :num_k]
-    k_key = op_int[5, :num_k]
+    k_dev = ws.op_int[4, :num_k]
+    k_key = ws.op_key[0, :num_k]
     dev_count = np.zeros(num_dev, dtype=np.int64)
     for k in range(num_k):
         r = roots[k]
         k_dev[k] = placement[r]
         k_key[k] = (priority[r] << 32) | k  # kernels are numbered by root: k orders like r
         dev_count[k_dev[k]] += 1
-    dur = kernel_durations(
-        kernel_of,
-        roots,
-        member_ptr,
-        members,
-        k_dev,
-        succ_ptr,
-        succ_dst,
-        edge_bytes,
-        flops,
-        nbytes,
-        out_bytes,
-        op_time,
-        op_meas,
-        peak,
-        bw,
-        launch,
-        op_float[0],
-    )
-
-    # ---- pre-pass: dependencies, reference counts, transfers ---------------------------------
-    need = op_int[6, :num_k]  # unmet input edges per kernel
-    ref = op_int[7, :n]  # consumer kernels still to finish, per output
-    ext = op_int[8, :n]  # distinct consumer kernels outside the op's own kernel
-    kmark = op_int[9, :num_k]
-    t_first = op_int[10, : n + 1]
-    stored = op_bool[0, :n]
-    t_op = edge_int[0, :num_e]
-    t_src = edge_int[1, :num_e]
-    t_dst = edge_int[2, :num_e]
-    t_ref = edge_int[3, :num_e]
-    e_kernel = edge_int[6, :num_e]  # consumer kernel of each out-edge (succ order)
-    p_kernel = edge_int[7, :num_e]  # producer kernel of each in-edge (pred order)
-    t_bytes = edge_float[0, :num_e]
-    need[:] = 0
-    ext[:] = 0
-    kmark[:] = -1
-    t_ref[:] = 0
-    dmark = np.full(num_dev, -1, dtype=np.int64)
-    dtid = np.zeros(num_dev, dtype=np.int64)
-    for p in range(num_e):
-        p_kernel[p] = kernel_of[pred_src[p]]
-    link_count = np.zeros(num_dev * num_dev, dtype=np.int64)
-    num_t = 0
-    for u in range(n):
-        g = kernel_of[u]
-        s = k_dev[g]
-        t_first[u] = num_t
-        has_cons = False
-        for e in range(succ_ptr[u], succ_ptr[u + 1]):
-            has_cons = True
-            h = kernel_of[succ_dst[e]]
-            e_kernel[e] = h
-            if h == g:
-                continue
-            need[h] += 1
-            new_consumer = kmark[h] != u
-            if new_consumer:
-                kmark[h] = u
-                ext[u] += 1
-            t = k_dev[h]
-            if t != s:
-                if dmark[t] != u:
-                    dmark[t] = u
-                    dtid[t] = num_t
-                    t_op[num_t] = u
-                    t_src[num_t] = s
-                    t_dst[num_t] = t
-                    t_bytes[num_t] = edge_bytes[e]
-                    link_count[s * num_dev + t] += 1
-                    num_t += 1
-                elif edge_bytes[e] > t_bytes[dtid[t]]:
-                    t_bytes[dtid[t]] = edge_bytes[e]
-                if new_consumer:
-                    t_ref[dtid[t]] += 1
-        stored[u] = (not has_cons) or ext[u] > 0
-        ref[u] = ext[u]
-    t_first[n] = num_t
+    num_t, link_count = plan_transfers(g, kernel_of, k_dev, ws)
+    need, e_cons, p_slot = _edge_plan_rows(ws, num_k)
+    t_op, t_src, t_dst, t_link, t_bytes, t_dur = _transfer_rows(ws, num_t)
+    dur = kernel_durations(g, roots, member_ptr, members, k_dev, e_cons[:, 0], ws.op_float[0])
 
     # ---- queues --------------------------------------------------------------------------------
-    ready = op_int[11, :num_k]
+    ready = ws.op_key[1, :num_k]
     dev_base = np.zeros(num_dev, dtype=np.int64)
     for d in range(1, num_dev):
         dev_base[d] = dev_base[d - 1] + dev_count[d - 1]
     dev_size = np.zeros(num_dev, dtype=np.int64)
-    num_l = num_dev * num_dev
-    l_time = edge_float[1]
-    l_tie = edge_int[4]
-    l_tid = edge_int[5]
-    l_base = np.zeros(num_l, dtype=np.int64)
-    for j in range(1, num_l):
-        l_base[j] = l_base[j - 1] + link_count[j - 1]
+    num_l = num_dev * (num_dev - 1)
+    # link queue entries: queue time, producer, transfer, and the transfer's duration and bytes
+    # (copied in when queued, so that starting a transfer reads the queue sequentially)
+    l_time = ws.edge_float[2]
+    l_tie = ws.edge_int[4]
+    l_tid = ws.edge_int[5]
+    l_dur = ws.edge_float[3]
+    l_bytes = ws.edge_float[4]
+    link_dst = np.empty(num_l, dtype=np.int64)
+    for s in range(num_dev):
+        for t in range(num_dev):
+            if s != t:
+                link_dst[link_index(s, t, num_dev)] = t
+    l_base = np.zeros(num_l + 1, dtype=np.int64)
+    for j in range(num_l):
+        l_base[j + 1] = l_base[j] + link_count[j]
     l_head = l_base.copy()  # link queues: FIFO slices [l_head[j], l_tail[j]) of the l_* rows
     l_tail = l_base.copy()
-    num_r = num_dev + num_l  # resources: devices, then links s*D+t
+    num_r = num_dev + num_l  # resources: devices, then links in link_index order
+    # events: the running jobs' (end, resource), at most one per resource, sorted decreasingly
     ev_time = np.empty(num_r, dtype=np.float64)
-    ev_tie = np.empty(num_r, dtype=np.int64)
     ev_res = np.empty(num_r, dtype=np.int64)
-    ev_base = np.zeros(1, dtype=np.int64)
-    ev_size = np.zeros(1, dtype=np.int64)
+    num_ev = 0
     busy_res = np.zeros(num_r, dtype=np.bool_)
-    job = np.empty(num_r, dtype=np.int64)
+    job = np.empty(num_r, dtype=np.int64)  # running kernel or transfer
+    job_op = np.empty(num_r, dtype=np.int64)  # a running transfer's producer
     dirty = np.empty(num_r, dtype=np.int64)
     in_dirty = np.zeros(num_r, dtype=np.bool_)
     num_dirty = 0
@@ -362,16 +573,22 @@ def simulate_core(
     cur = np.zeros(num_dev, dtype=np.float64)
     peak_act = np.zeros(num_dev, dtype=np.float64)
     busy = np.zeros(num_dev, dtype=np.float64)
-    k_start = op_float[1, :num_k]
-    k_end = op_float[2, :num_k]
-    t_start = edge_float[2, :num_t]
-    t_end = edge_float[3, :num_t]
-    fmark = op_int[12, :n]
+    # what a kernel of one op allocates when it starts (+0.0 leaves `cur` unchanged); NaN if fused
+    k_alloc = ws.op_float[3, :num_k]
+    for k in range(num_k):
+        u = roots[k]
+        if member_ptr[k + 1] - member_ptr[k] > 1:
+            k_alloc[k] = np.nan
+        else:
+            k_alloc[k] = g.out_bytes[u] if op_rec[u, 3] else 0.0
+    k_start = ws.op_float[1, :num_k]
+    k_end = ws.op_float[2, :num_k]
+    t_start = ws.edge_float[5, :num_t]
+    t_end = ws.edge_float[6, :num_t]
     k_start[:] = np.nan
     k_end[:] = np.nan
     t_start[:] = np.nan
     t_end[:] = np.nan
-    fmark[:] = -1
     moved = 0.0
 
     for k in range(num_k):
@@ -402,38 +619,42 @@ def simulate_core(
                 end = now + dur[k]
                 k_end[k] = end
                 busy[r] += dur[k]
-                for m in range(member_ptr[k], member_ptr[k + 1]):
-                    u = members[m]
-                    if stored[u]:
-                        cur[r] += out_bytes[u]
+                if np.isnan(k_alloc[k]):  # fused: add the stored outputs one by one
+                    for m in range(member_ptr[k], member_ptr[k + 1]):
+                        u = members[m]
+                        if op_rec[u, 3]:  # stored
+                            cur[r] += g.out_bytes[u]
+                else:
+                    cur[r] += k_alloc[k]
                 if cur[r] > peak_act[r]:
                     peak_act[r] = cur[r]
             else:
                 j = r - num_dev
                 if l_head[j] == l_tail[j]:
                     continue
-                k = l_tid[l_head[j]]  # k: transfer id
+                i = l_head[j]
                 l_head[j] += 1
+                k = l_tid[i]  # k: transfer id
+                job_op[r] = l_tie[i]
                 t_start[k] = now
-                end = now + (
-                    link_lat[t_src[k], t_dst[k]] + t_bytes[k] / link_bw[t_src[k], t_dst[k]]
-                )
+                end = now + l_dur[i]
                 t_end[k] = end
-                d = t_dst[k]
-                cur[d] += t_bytes[k]
+                d = link_dst[j]
+                cur[d] += l_bytes[i]
                 if cur[d] > peak_act[d]:
                     peak_act[d] = cur[d]
-                moved += t_bytes[k]
+                moved += l_bytes[i]
             busy_res[r] = True
             job[r] = k
-            fheap_push(ev_time, ev_tie, ev_res, ev_base, ev_size, 0, end, r, r)
+            num_ev = _insert_event(ev_time, ev_res, num_ev, end, r)
         num_dirty = 0
-        if ev_size[0] == 0:
+        if num_ev == 0:
             break
-        now = ev_time[0]
-        # complete every job that ends at `now` before the next dispatch
-        while ev_size[0] > 0 and ev_time[0] == now:
-            r = fheap_pop(ev_time, ev_tie, ev_res, ev_base, ev_size, 0)
+        now = ev_time[num_ev - 1]
+        # complete every job that ends at `now` before the next dispatch, by resource
+        while num_ev > 0 and ev_time[num_ev - 1] == now:
+            num_ev -= 1
+            r = ev_res[num_ev]
             busy_res[r] = False
             if not in_dirty[r]:
                 in_dirty[r] = True
@@ -446,34 +667,23 @@ def simulate_core(
                 for m in range(member_ptr[k], member_ptr[k + 1]):
                     u = members[m]
                     # release the inputs this kernel was the last to need
-                    for p in range(pred_ptr[u], pred_ptr[u + 1]):
-                        w = pred_src[p]
-                        g = p_kernel[p]
-                        if g == k or fmark[w] == k:
-                            continue
-                        fmark[w] = k
-                        ref[w] -= 1
-                        if ref[w] == 0:
-                            cur[k_dev[g]] -= out_bytes[w]
-                        if k_dev[g] != d:
-                            for tid in range(t_first[w], t_first[w + 1]):
-                                if t_dst[tid] == d:
-                                    t_ref[tid] -= 1
-                                    if t_ref[tid] == 0:
-                                        cur[d] -= t_bytes[tid]
-                                    break
-                    if stored[u] and ext[u] == 0:  # graph output: freed when its kernel ends
-                        cur[d] -= out_bytes[u]
+                    for p in range(op_rec[u, 0], op_rec[u + 1, 0]):
+                        if p_slot[p, 0] >= 0:
+                            _release(slot_int, slot_float, p_slot[p, 0], cur)
+                            if p_slot[p, 1] >= 0:  # the copy on this device
+                                _release(slot_int, slot_float, p_slot[p, 1], cur)
+                    if op_rec[u + 1, 1] == op_rec[u, 1]:  # graph output: freed when its kernel ends
+                        cur[d] -= g.out_bytes[u]
                     # local consumers
-                    for e in range(succ_ptr[u], succ_ptr[u + 1]):
-                        h = e_kernel[e]
-                        if h != k and k_dev[h] == d:
+                    for e in range(op_rec[u, 1], op_rec[u + 1, 1]):
+                        if e_cons[e, 1] == d:
+                            h = e_cons[e, 0]
                             need[h] -= 1
                             if need[h] == 0:
                                 iheap_push(ready, dev_base, dev_size, d, k_key[h])
                     # remote consumers: queue the transfers of this output
-                    for tid in range(t_first[u], t_first[u + 1]):
-                        j = t_src[tid] * num_dev + t_dst[tid]
+                    for tid in range(op_rec[u, 2], op_rec[u + 1, 2]):
+                        j = t_link[tid]
                         # Queue order is (queue time, producer). Times only grow, so this is a
                         # FIFO in which entries queued at the same instant are kept sorted by
                         # producer: insert from the tail (nearly always at the tail itself).
@@ -483,22 +693,25 @@ def simulate_core(
                             l_time[i] = l_time[i - 1]
                             l_tie[i] = l_tie[i - 1]
                             l_tid[i] = l_tid[i - 1]
+                            l_dur[i] = l_dur[i - 1]
+                            l_bytes[i] = l_bytes[i - 1]
                             i -= 1
                         l_time[i] = now
                         l_tie[i] = u
                         l_tid[i] = tid
+                        l_dur[i] = t_dur[tid]
+                        l_bytes[i] = t_bytes[tid]
                         lr = num_dev + j
                         if not in_dirty[lr]:
                             in_dirty[lr] = True
                             dirty[num_dirty] = lr
                             num_dirty += 1
             else:
-                u = t_op[k]
-                d = t_dst[k]
-                g = kernel_of[u]
-                for e in range(succ_ptr[u], succ_ptr[u + 1]):
-                    h = e_kernel[e]
-                    if h != g and k_dev[h] == d:
+                u = job_op[r]
+                d = link_dst[r - num_dev]
+                for e in range(op_rec[u, 1], op_rec[u + 1, 1]):
+                    if e_cons[e, 1] == d:
+                        h = e_cons[e, 0]
                         need[h] -= 1
                         if need[h] == 0:
                             iheap_push(ready, dev_base, dev_size, d, k_key[h])
@@ -510,7 +723,7 @@ def simulate_core(
     # ---- results -------------------------------------------------------------------------------
     peak_mem = np.zeros(num_dev, dtype=np.float64)
     for u in range(n):
-        peak_mem[k_dev[kernel_of[u]]] += param_bytes[u]
+        peak_mem[k_dev[kernel_of[u]]] += g.param_bytes[u]
     for d in range(num_dev):
         peak_mem[d] += peak_act[d]
     status = STATUS_OK
@@ -524,11 +737,11 @@ def simulate_core(
             if k_end[k] > step:
                 step = k_end[k]
         for d in range(num_dev):
-            if peak_mem[d] > capacity[d]:
+            if peak_mem[d] > g.capacity[d]:
                 status = STATUS_OOM
                 culprit = d
                 break
-    return (
+    return CoreResult(
         status,
         culprit,
         step,
@@ -542,49 +755,26 @@ def simulate_core(
         k_dev,
         k_start,
         k_end,
-        t_op[:num_t],
-        t_src[:num_t],
-        t_dst[:num_t],
-        t_bytes[:num_t],
+        t_op,
+        t_src,
+        t_dst,
+        t_bytes,
         t_start,
         t_end,
     )
 
 
 @njit(cache=True, error_model="numpy")
-def simulate_batch(
-    succ_ptr,
-    succ_dst,
-    edge_bytes,
-    pred_ptr,
-    pred_src,
-    flops,
-    nbytes,
-    out_bytes,
-    param_bytes,
-    op_time,
-    op_meas,
-    peak,
-    bw,
-    launch,
-    capacity,
-    link_bw,
-    link_lat,
-    placements,
-    priorities,
-    fusions,
-    op_int,
-    edge_int,
-    op_float,
-    edge_float,
-    op_bool,
-):
-    """Simulate ``B`` decisions (rows of the ``(B, N)`` arrays) of one graph.
+def simulate_batch(graph, placements, priorities, fusions, workspace):
+    """Simulate ``B`` decisions (rows of the ``(B, N)`` arrays), one after the other in the
+    workspace; ``graph`` and ``workspace`` are plain tuples as in :func:`simulate_core`.
 
     Returns ``(status[B], culprit[B], step[B], busy[B, D], peak_mem[B, D], moved[B])``.
     """
+    g = GraphArrays(*graph)
+    ws = Workspace(*workspace)
     num_b = placements.shape[0]
-    num_dev = len(peak)
+    num_dev = len(g.peak)
     status = np.empty(num_b, dtype=np.int64)
     culprit = np.empty(num_b, dtype=np.int64)
     step = np.empty(num_b, dtype=np.float64)
@@ -592,37 +782,11 @@ def simulate_batch(
     peak_mem = np.empty((num_b, num_dev), dtype=np.float64)
     moved = np.empty(num_b, dtype=np.float64)
     for b in range(num_b):
-        out = simulate_core(
-            succ_ptr,
-            succ_dst,
-            edge_bytes,
-            pred_ptr,
-            pred_src,
-            flops,
-            nbytes,
-            out_bytes,
-            param_bytes,
-            op_time,
-            op_meas,
-            peak,
-            bw,
-            launch,
-            capacity,
-            link_bw,
-            link_lat,
-            placements[b],
-            priorities[b],
-            fusions[b],
-            op_int,
-            edge_int,
-            op_float,
-            edge_float,
-            op_bool,
-        )
-        status[b] = out[0]
-        culprit[b] = out[1]
-        step[b] = out[2]
-        busy[b] = out[3]
-        peak_mem[b] = out[4]
-        moved[b] = out[5]
+        out = _simulate(g, placements[b], priorities[b], fusions[b], ws)
+        status[b] = out.status
+        culprit[b] = out.culprit
+        step[b] = out.step
+        busy[b] = out.busy
+        peak_mem[b] = out.peak_mem
+        moved[b] = out.moved
     return status, culprit, step, busy, peak_mem, moved

@@ -1,16 +1,17 @@
-"""Array-backed binary heaps for the compiled event loop.
+"""Array-backed binary heaps for compiled loops (the simulator's, the Baechi baseline's).
 
 Numba cannot hold a list of Python heaps, so every queue of one kind lives in one flat array: heap
 ``j`` occupies ``[base[j], base[j] + capacity_j)`` and its current size is ``size[j]``. Capacities
-are known before the simulation starts (the number of kernels on a device, the number of devices
-and links), so nothing is allocated inside the event loop.
+are known before the loop starts (for instance the number of kernels on a device), so nothing is
+allocated inside it.
 
 Two flavours:
 
 - ``iheap``: keys are ``int64``; the smallest key pops first (device ready queues, where the key is
   ``(priority << 32) | kernel``, so that the lowest level runs first and ties go by topological index).
 - ``fheap``: entries are ``(time: float64, tie: int64, payload: int64)``, ordered by ``(time, tie)``
-  (the event queue, keyed by ``(end time, resource)``).
+  (time-ordered queues such as the Baechi baseline's; the simulator's own pending events are a
+  short sorted list, see :mod:`graphopt.sim.engine`).
 """
 
 from __future__ import annotations

@@ -85,7 +85,8 @@ class PreparedGraph:
         self.cluster = cluster
         n, num_dev = graph.num_ops, cluster.num_devices
         self.succ_ptr, self.succ_dst = graph.successors_csr
-        self.pred_ptr, self.pred_src, _ = graph.predecessors_csr
+        self.pred_ptr, self.pred_src, pred_edge_ids = graph.predecessors_csr
+        self.succ_to_pred = engine.succ_to_pred(pred_edge_ids)
         self.peak = np.ascontiguousarray(cluster.peak_flops, dtype=np.float64)
         self.bw = np.ascontiguousarray(cluster.mem_bandwidth, dtype=np.float64)
         self.launch = np.ascontiguousarray(cluster.launch_overhead, dtype=np.float64)
@@ -106,26 +107,40 @@ class PreparedGraph:
         )
         self.op_meas = op_meas
         self.op_time = np.where(np.isnan(op_meas), roofline, op_meas)
+        # The engine reads one column per device class: devices of one kind and spec have the same
+        # times, and reading one column instead of one per device moves several times fewer bytes.
+        specs = [
+            (device.kind, float(self.peak[d]), float(self.bw[d]), float(self.launch[d]))
+            for d, device in enumerate(cluster.devices)
+        ]
+        classes = list(dict.fromkeys(specs))  # distinct specs, in order of their first device
+        self.dev_class = np.array([classes.index(spec) for spec in specs], dtype=np.int64)
+        columns = [specs.index(spec) for spec in classes]  # the first device of each class
+        self.class_time = np.ascontiguousarray(self.op_time[:, columns])
+        self.class_meas = np.ascontiguousarray(self.op_meas[:, columns])
+        int32 = np.int32  # the engine's indices: half the cache footprint in its scattered reads
+        self.engine_arrays = engine.GraphArrays(
+            succ_ptr=self.succ_ptr.astype(int32), succ_dst=self.succ_dst.astype(int32),
+            edge_bytes=graph.edge_bytes, pred_ptr=self.pred_ptr.astype(int32),
+            succ_to_pred=self.succ_to_pred, flops=graph.flops, nbytes=graph.bytes_accessed,
+            out_bytes=graph.output_bytes, param_bytes=graph.param_bytes,
+            op_time=self.class_time, op_meas=self.class_meas, dev_class=self.dev_class,
+            peak=self.peak, bw=self.bw, launch=self.launch, capacity=self.capacity,
+            link_bw=self.link_bw, link_lat=self.link_lat,
+        )  # fmt: skip
+        self._engine_graph = tuple(self.engine_arrays)  # plain: see engine.simulate_core
         self._zeros = np.zeros(n, dtype=np.int64)
         self._workspace: engine.Workspace | None = None
 
-    def _scratch(self) -> tuple[np.ndarray, ...]:
+    def workspace(self) -> engine.Workspace:
         """The engine's scratch arrays, allocated on first use and reused (see engine.Workspace)."""
         if self._workspace is None:
-            self._workspace = engine.Workspace(self.graph.num_ops, self.graph.num_edges)
-        return self._workspace.arrays()
+            self._workspace = engine.Workspace.allocate(self.graph.num_ops, self.graph.num_edges)
+        return self._workspace
 
     @property
     def num_ops(self) -> int:
         return self.graph.num_ops
-
-    def _args(self) -> tuple[np.ndarray, ...]:
-        g = self.graph
-        return (
-            self.succ_ptr, self.succ_dst, g.edge_bytes, self.pred_ptr, self.pred_src,
-            g.flops, g.bytes_accessed, g.output_bytes, g.param_bytes, self.op_time, self.op_meas,
-            self.peak, self.bw, self.launch, self.capacity, self.link_bw, self.link_lat,
-        )  # fmt: skip
 
     def _decision_arrays(self, decision: Decision) -> tuple[IntArray, IntArray, IntArray]:
         n = self.num_ops
@@ -153,7 +168,9 @@ class PreparedGraph:
             ValueError: a decision array of the wrong shape, type or range.
         """
         placement, priority, fusion = self._decision_arrays(decision or Decision())
-        out = engine.simulate_core(*self._args(), placement, priority, fusion, *self._scratch())  # type: ignore[call-arg]
+        out = engine.simulate_core(
+            self._engine_graph, placement, priority, fusion, tuple(self.workspace())
+        )
         (status, culprit, step, busy, peak_mem, moved, kernel_of, roots, mptr, members,
          k_dev, k_start, k_end, t_op, t_src, t_dst, t_bytes, t_start, t_end) = out  # fmt: skip
         reason = ""
@@ -233,8 +250,9 @@ class PreparedGraph:
                     "one row per decision, one column per op, same batch size for every array"
                 )
             arrays.append(_check_array(name, arr.reshape(-1), batch * n, high).reshape(batch, n))
+        placement, priority, fusion = arrays
         status, _, step, busy, peak_mem, moved = engine.simulate_batch(
-            *self._args(), *arrays, *self._scratch()
+            self._engine_graph, placement, priority, fusion, tuple(self.workspace())
         )
         return BatchResult(
             step_time=step,
