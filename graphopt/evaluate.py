@@ -44,6 +44,8 @@ def load_run_model(run: Path) -> Any:
 
 def model_sizes(model: Any, task: str) -> tuple[int, int]:
     """``(max_ops, max_edges)`` a trained ``task`` policy was built for (its environments')."""
+    if task == "placement-edit":  # its observation does not grow with the graph
+        return 2**62, 2**62
     blocks = 3 if task == "joint" else 1
     max_ops = len(model.action_space.nvec) // blocks
     obs_space = model.observation_space
@@ -99,6 +101,7 @@ def evaluate_run(
     env = ENV_CLASSES[config.task](
         graphs=graph_list, cluster=target, cost_model=sim, reward_mode=config.reward_mode,
         max_ops=max_ops, max_edges=max_edges, num_priorities=config.num_priorities, seed=seed,
+        **config.env_extra,
     )  # fmt: skip
     check_compatible(model, env)
     comparisons = []
@@ -109,7 +112,7 @@ def evaluate_run(
             return f"policy ({mode})", result.decision, result.samples
 
         comparisons.append(
-            compare_on_graph(graph, target, config.task, budget=budget, seed=seed,
+            compare_on_graph(graph, target, config.decides, budget=budget, seed=seed,
                              num_priorities=config.num_priorities, policy=policy, sim=sim,
                              estimate_budget=amount if kind == "plan" else 0)
         )  # fmt: skip

@@ -2,12 +2,21 @@
 
 - :class:`GONetwork`: GraphSAGE + segment attention + FiLM + per-task heads + value head.
 - :class:`GOPolicy`: the network as an SB3 ``ActorCriticPolicy`` (``PPO(GOPolicy, env)``).
+- :class:`MovePolicy`: scores candidate moves of ``graphopt/PlacementEdit-v0`` (any graph size).
 - :class:`BatchedCategorical` / :class:`GOActionDistribution`: one categorical over all op slots.
 """
 
 from policies.distributions import BatchedCategorical, GOActionDistribution
 from policies.go_network import GONetwork
 from policies.heads import TASK_BLOCKS
+from policies.move_policy import MovePolicy
 from policies.sb3_policy import GOPolicy
 
-__all__ = ["TASK_BLOCKS", "BatchedCategorical", "GOActionDistribution", "GONetwork", "GOPolicy"]
+__all__ = [
+    "TASK_BLOCKS",
+    "BatchedCategorical",
+    "GOActionDistribution",
+    "GONetwork",
+    "GOPolicy",
+    "MovePolicy",
+]

@@ -73,6 +73,15 @@ NETWORK_DEFAULTS: dict[str, Any] = dict(
 """Keyword arguments of :class:`~policies.go_network.GONetwork`, documented there."""
 
 
+def own_parameters(data: dict[str, Any], **extra: Any) -> dict[str, Any]:
+    """SB3's saved constructor parameters ``data`` without the MLP arguments graphopt's policies
+    ignore, plus their own ``extra`` ones (for ``_get_constructor_parameters``)."""
+    for key in _IGNORED_SB3_KWARGS + ("use_sde",):
+        data.pop(key, None)
+    data.update(extra)
+    return data
+
+
 class _NoFeatures(BaseFeaturesExtractor):
     """Placeholder for SB3's features extractor: GONetwork reads the observation dict itself."""
 
@@ -197,11 +206,10 @@ class GOPolicy(ActorCriticPolicy):
         )
 
     def _get_constructor_parameters(self) -> dict[str, Any]:
-        data = super()._get_constructor_parameters()
-        for key in _IGNORED_SB3_KWARGS + ("use_sde",):
-            data.pop(key, None)
-        data.update(task=self.task, graphs=self.graphs, dedup=self.dedup, **self.net_kwargs)
-        return data
+        return own_parameters(
+            super()._get_constructor_parameters(),
+            task=self.task, graphs=self.graphs, dedup=self.dedup, **self.net_kwargs,
+        )  # fmt: skip
 
     # ------------------------------------------------------------------ network on a batch
     def _graph_tensors(self) -> GraphBatch:

@@ -92,8 +92,8 @@ class RunCallback(BaseCallback):
 
     def _on_step(self) -> bool:
         for info, reward in zip(self.locals["infos"], self.locals["rewards"], strict=True):
-            if "step_time" in info:
-                self._rewards.append(float(reward))
+            if "step_time" in info:  # an episode ended (multi-step ones report their return)
+                self._rewards.append(float(info.get("episode_return", reward)))
                 self._valid.append(bool(info["valid"]))
                 self._times.append(float(info["step_time"]))
                 self._speedups.append(info["speedup"] if info["valid"] else 1.0 / INVALID)

@@ -16,7 +16,9 @@ import yaml
 from graphopt.configs import CONFIG_DIR
 
 CONFIG_VERSION = 1
-TASKS = ("placement", "scheduling", "fusion", "joint")
+TASKS = ("placement", "scheduling", "fusion", "joint", "placement-edit")
+DECIDES = {"placement-edit": "placement"}
+"""The decision a task produces, where it differs from the task's name (baselines compare on it)."""
 POLICIES = ("go", "mlp")
 
 
@@ -27,7 +29,8 @@ class TrainConfig:
     version: int = CONFIG_VERSION
     """Config format version; a file with another version is refused."""
     task: str = "placement"
-    """placement, scheduling, fusion or joint."""
+    """placement, scheduling, fusion, joint (one-shot, GO policy) or placement-edit (one move at
+    a time from the best heuristic, envs.placement_edit, MovePolicy)."""
     graphs: str = "suite:default"
     """Training graphs: names, suite:NAME, graph files, pipedream:/torch: sources, comma-separated."""
     val_graphs: str = "suite:heldout-small"
@@ -41,7 +44,8 @@ class TrainConfig:
     name: str = "go"
     """Run name; the run directory is runs/<task>/<name>_<k>."""
     policy: str = "go"
-    """go (GO policy, graphopt's) or mlp (SB3's stock MultiInputPolicy, a compatibility baseline)."""
+    """go (graphopt's: the GO policy, or MovePolicy for placement-edit) or mlp (SB3's stock
+    MultiInputPolicy / MlpPolicy, a compatibility baseline)."""
     reward_mode: str = "speedup"
     """speedup, neg_sqrt_time or log_speedup (see envs.rewards)."""
     num_priorities: int = 8
@@ -56,7 +60,8 @@ class TrainConfig:
     batch_size: int = 64
     n_epochs: int = 4
     gamma: float = 1.0
-    """Irrelevant for one-step episodes; kept at 1."""
+    """Irrelevant for one-step episodes; kept at 1. For placement-edit, 0 credits each move with its
+    own simulated gain only."""
     gae_lambda: float = 1.0
     clip_range: float = 0.2
     ent_coef: float = 0.0
@@ -71,6 +76,10 @@ class TrainConfig:
     threads: int = 1
     """torch threads. 1 by default: the simulator and environments are single-threaded, and on a
     shared 2-core machine a second torch thread spin-waits and slows training many times over."""
+    candidates: int = 16
+    """placement-edit: candidate moves offered per step."""
+    horizon: int = 64
+    """placement-edit: steps (moves or passes) per episode."""
     policy_kwargs: dict[str, Any] = field(default_factory=dict)
     """Passed to the policy (e.g. hidden size, layers, segment length)."""
     cost_model: str = "simulator"
@@ -94,7 +103,8 @@ class TrainConfig:
                 f"policy {self.policy!r} is unknown; choose one of: {', '.join(POLICIES)}"
             )
         for key in ("total_timesteps", "n_envs", "n_steps", "batch_size", "n_epochs", "eval_every",
-                    "checkpoint_every", "threads", "num_priorities"):  # fmt: skip
+                    "checkpoint_every", "threads", "num_priorities", "candidates",
+                    "horizon"):  # fmt: skip
             if int(getattr(self, key)) < 1:
                 raise ValueError(f"{key} must be >= 1, got {getattr(self, key)}")
         if not isinstance(self.policy_kwargs, dict):
@@ -110,6 +120,18 @@ class TrainConfig:
                     f"cost-model run: {e}"
                 ) from None
         return self
+
+    @property
+    def decides(self) -> str:
+        """The decision the task produces: ``placement`` for placement-edit, else the task."""
+        return DECIDES.get(self.task, self.task)
+
+    @property
+    def env_extra(self) -> dict[str, Any]:
+        """Keyword arguments the task's environment takes beyond the common ones."""
+        if self.task == "placement-edit":
+            return {"candidates": self.candidates, "horizon": self.horizon}
+        return {}
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

@@ -1,6 +1,11 @@
 """Running a trained policy on graphs: greedy, best of K samples, after fine-tuning, or refined
 by search on the analytic estimate (placement).
 
+For the multi-step ``placement-edit`` task a decision is a whole episode of moves
+(:meth:`envs.placement_edit.PlacementEditEnv.rollout`, no cost-model call inside); greedy takes the
+most likely choice at every step, ``sample:K`` keeps the best of the greedy episode and ``K - 1``
+sampled ones.
+
 Used by validation during training and by ``graphopt eval``. The environment supplies the graph's
 encoding, the decoding of actions and the reference; the policy must have been trained for the
 same task, device count and ``max_ops`` (checked by :func:`check_compatible`).
@@ -14,8 +19,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from gymnasium import spaces
 
-from envs.base import GraphOptEnv
 from envs.rewards import INVALID
 from graphopt.typing import Decision, Measurement
 
@@ -68,9 +73,22 @@ def _rank(m: Measurement) -> tuple[bool, float]:
     return (not m.valid, m.step_time)
 
 
-def check_compatible(model: Any, env: GraphOptEnv) -> None:
+def check_compatible(model: Any, env: Any) -> None:
     """Raise ValueError if ``model`` was trained for another task, device count or size."""
     trained = getattr(model, "action_space", None)
+    if env.task == "placement-edit" or isinstance(trained, spaces.Discrete):
+        same = (
+            trained == env.action_space
+            and getattr(model, "observation_space", None) == env.observation_space
+        )
+        if not same:
+            raise ValueError(
+                f"the policy was trained for another environment (actions {trained}) than this "
+                f"{env.task} one needs (actions {env.action_space}, observations "
+                f"{env.observation_space}): evaluate a placement-edit run with the task and "
+                "number of candidates it was trained with"
+            )
+        return
     t_nvec = np.asarray(getattr(trained, "nvec", np.zeros(0, dtype=np.int64)))
     if tuple(t_nvec) != tuple(env.nvec):
         raise ValueError(
@@ -91,7 +109,7 @@ def _describe(nvec: np.ndarray) -> str:
 
 
 def run_policy(
-    model: Any, env: GraphOptEnv, index: int, mode: str = "greedy", seed: int = 0
+    model: Any, env: Any, index: int, mode: str = "greedy", seed: int = 0
 ) -> PolicyResult:
     """Decide for graph ``index`` of ``env`` with ``model`` in ``mode`` and measure the result."""
     kind, amount = parse_mode(mode, env.task)
@@ -99,6 +117,8 @@ def run_policy(
     tuned = 0
     if kind == "finetune":
         model, tuned = finetune(model, env, index, amount, seed)
+    if env.task == "placement-edit":
+        return _run_episodes(model, env, index, amount if kind == "sample" else 1, seed, tuned)
     obs, _ = env.reset(seed=seed, options={"graph": index})
     best: tuple[Decision, Measurement] | None = None
     draws = 1 if kind != "sample" else amount
@@ -123,6 +143,28 @@ def run_policy(
     ref = env.reference(index).measurement.step_time
     samples = draws + tuned
     return PolicyResult(graph.name, best[0], best[1], ref, samples)
+
+
+def _run_episodes(
+    model: Any, env: Any, index: int, draws: int, seed: int, tuned: int
+) -> PolicyResult:
+    """The best of ``draws`` placement-edit episodes on graph ``index``: the greedy one (seed
+    ``seed``), then sampled ones (seeds ``seed + k``); each final placement measured once."""
+    graph = env.graphs[index]
+    best: tuple[Decision, Measurement] | None = None
+    for k in range(draws):
+        greedy = k == 0
+
+        def act(obs: np.ndarray, greedy: bool = greedy) -> int:
+            return int(model.predict(obs, deterministic=greedy)[0])
+
+        decision = env.rollout(act, index, seed + k)
+        m = env.cost_model.evaluate(graph, env.cluster, decision)
+        if best is None or _rank(m) < _rank(best[1]):
+            best = (decision, m)
+    assert best is not None
+    ref = env.reference(index).measurement.step_time
+    return PolicyResult(graph.name, best[0], best[1], ref, draws + tuned)
 
 
 def placement_probabilities(model: Any, obs: dict[str, Any], num_ops: int) -> np.ndarray:
@@ -161,7 +203,7 @@ def plan_placement(
     return result.placement
 
 
-def finetune(model: Any, env: GraphOptEnv, index: int, steps: int, seed: int) -> tuple[Any, int]:
+def finetune(model: Any, env: Any, index: int, steps: int, seed: int) -> tuple[Any, int]:
     """A copy of ``model`` trained ``steps`` more decisions on graph ``index`` alone (GO's
     fine-tuning mode), and the decisions it actually used (PPO collects whole rollouts, so at least
     one rollout of the model's ``n_steps``). The original model is left untouched."""
@@ -171,10 +213,15 @@ def finetune(model: Any, env: GraphOptEnv, index: int, steps: int, seed: int) ->
     from stable_baselines3 import PPO
     from stable_baselines3.common.vec_env import DummyVecEnv
 
+    extra = (
+        {"candidates": env.candidates, "horizon": env.horizon}
+        if env.task == "placement-edit"
+        else {}
+    )
     single = type(env)(
         graphs=[env.graphs[index]], cluster=env.cluster, cost_model=env.cost_model,
         reward_mode=env.reward_mode, max_ops=env.max_ops, max_edges=env.max_edges,
-        num_priorities=env.num_priorities, reference=env.reference_name, seed=seed,
+        num_priorities=env.num_priorities, reference=env.reference_name, seed=seed, **extra,
     )  # fmt: skip
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "model.zip"

@@ -20,6 +20,7 @@ from envs.base import GraphOptEnv, resolve_graph_list
 from envs.fusion import FusionEnv
 from envs.joint import JointEnv
 from envs.placement import PlacementEnv
+from envs.placement_edit import PlacementEditEnv
 from envs.scheduling import SchedulingEnv
 from graphopt.sim import Simulator
 from graphopt.train import rundir
@@ -27,15 +28,16 @@ from graphopt.train.callbacks import RunCallback
 from graphopt.train.config import TrainConfig, load_config
 from graphopt.typing import CostModel
 
-ENV_CLASSES: dict[str, type[GraphOptEnv]] = {
+ENV_CLASSES: dict[str, type[GraphOptEnv] | type[PlacementEditEnv]] = {
     "placement": PlacementEnv,
     "scheduling": SchedulingEnv,
     "fusion": FusionEnv,
     "joint": JointEnv,
+    "placement-edit": PlacementEditEnv,
 }
 
 
-def _constant(env: GraphOptEnv) -> Callable[[], GraphOptEnv]:
+def _constant(env: Any) -> Callable[[], Any]:
     """An environment factory for ``DummyVecEnv`` that returns an existing environment."""
     return lambda: env
 
@@ -48,9 +50,7 @@ class TrainingInterrupted(Exception):
         self.run = run
 
 
-def make_envs(
-    config: TrainConfig, sim: Simulator | None = None
-) -> tuple[list[GraphOptEnv], GraphOptEnv | None]:
+def make_envs(config: TrainConfig, sim: Simulator | None = None) -> tuple[list[Any], Any | None]:
     """``n_envs`` training environments and one validation environment, sharing one simulator
     (and so its cache of prepared graphs and reference decisions) and one ``max_ops``.
 
@@ -72,6 +72,7 @@ def make_envs(
     common: dict[str, Any] = {
         "cluster": config.cluster, "reward_mode": config.reward_mode,
         "max_ops": max_ops, "max_edges": max_edges, "num_priorities": config.num_priorities,
+        **config.env_extra,
     }  # fmt: skip
     envs = [
         cls(graphs=train_graphs, seed=config.seed + i, cost_model=train_cost, **common)
@@ -81,10 +82,15 @@ def make_envs(
     return envs, val
 
 
-def _policy(config: TrainConfig, env: GraphOptEnv) -> tuple[Any, dict[str, Any]]:
+def _policy(config: TrainConfig) -> tuple[Any, dict[str, Any]]:
     kwargs = dict(config.policy_kwargs)
+    edit = config.task == "placement-edit"
     if config.policy == "mlp":
-        return "MultiInputPolicy", kwargs
+        return ("MlpPolicy" if edit else "MultiInputPolicy"), kwargs
+    if edit:
+        from policies import MovePolicy
+
+        return MovePolicy, kwargs
     from policies import GOPolicy
 
     kwargs.setdefault("task", config.task)
@@ -95,7 +101,7 @@ def _learn(
     model: Any,
     run: Path,
     config: TrainConfig,
-    val_env: GraphOptEnv | None,
+    val_env: Any | None,
     steps: int,
     show_progress: bool,
     reset: bool,
@@ -149,7 +155,7 @@ def train(config: TrainConfig, runs_root: str | Path = "runs", show_progress: bo
         config = dataclasses.replace(config, cost_model=str(Path(config.cost_model).resolve()))
     torch.set_num_threads(config.threads)
     envs, val_env = make_envs(config)  # resolve everything before creating the run directory
-    policy, policy_kwargs = _policy(config, envs[0])
+    policy, policy_kwargs = _policy(config)
     model = PPO(
         policy, DummyVecEnv([_constant(e) for e in envs]),
         learning_rate=config.learning_rate, n_steps=config.n_steps, batch_size=config.batch_size,

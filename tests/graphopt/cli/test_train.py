@@ -37,6 +37,14 @@ def write_config(tmp_path: Path, total: int) -> Path:
     return path
 
 
+def edited_copy(run: Path, dst: Path, old: str, new: str) -> Path:
+    """A copy of run directory ``run`` at ``dst`` whose config.yaml has ``old`` replaced by ``new``."""
+    shutil.copytree(run, dst)
+    config = dst / "config.yaml"
+    config.write_text(config.read_text().replace(old, new))
+    return dst
+
+
 def test_train_then_eval(run_cli, tmp_path):
     runs = tmp_path / "runs"
     out = run_cli("train", "--config", str(write_config(tmp_path, 64)), "--runs-dir", str(runs),
@@ -94,12 +102,52 @@ def test_train_then_eval(run_cli, tmp_path):
     assert proc.returncode == 2 and "supports at most" in proc.stderr
     proc = run_cli("eval", str(run), "--graphs", "txl-tiny", "--mode", "best", check=False)
     assert proc.returncode == 2 and "unknown mode 'best'" in proc.stderr
-    other = tmp_path / "scheduling_run"
-    shutil.copytree(run, other)
-    config = (other / "config.yaml").read_text().replace("task: placement", "task: scheduling")
-    (other / "config.yaml").write_text(config)
+    other = edited_copy(run, tmp_path / "scheduling_run", "task: placement", "task: scheduling")
     proc = run_cli("eval", str(other), "--graphs", "txl-tiny", "--mode", "plan:8", check=False)
     assert proc.returncode == 2 and "refines placements" in proc.stderr
+
+
+EDIT = """\
+task: placement-edit
+graphs: txl-tiny,random-layered-100-s0
+val_graphs: random-sp-100-s0
+cluster: v100-nvlink-2
+total_timesteps: 64
+candidates: 4
+horizon: 8
+n_envs: 2
+n_steps: 16
+batch_size: 16
+n_epochs: 1
+gamma: 0.0
+eval_every: 32
+checkpoint_every: 32
+policy_kwargs: {hidden: 16}
+"""
+
+
+def test_placement_edit_train_then_eval(run_cli, tmp_path):
+    config = tmp_path / "edit.yaml"
+    config.write_text(EDIT)
+    runs = tmp_path / "runs"
+    run_cli(
+        "train", "--config", str(config), "--runs-dir", str(runs), "--name", "e", "--no-progress"
+    )
+    run = runs / "placement-edit" / "e_1"
+    assert (run / "best_model.zip").exists() and "val," in (run / "metrics.csv").read_text()
+    train_rows = [r for r in (run / "metrics.csv").read_text().splitlines() if ",train," in r]
+    assert train_rows  # episodes of 8 moves ended and were recorded
+    # any graph size: the policy never sees it (gnmt-tiny is larger than every training graph)
+    text = run_cli("eval", str(run), "--graphs", "gnmt-tiny", "--mode", "sample:2").stdout
+    assert "policy (sample:2)" in text and "m-etf" in text
+    results = json.loads((run / "eval" / "sample-2" / "results.json").read_text())
+    row = [r for r in results["graphs"][0]["results"] if r["kind"] == "policy"][0]
+    assert row["valid"] and row["evaluations"] == 2
+    proc = run_cli("eval", str(run), "--graphs", "txl-tiny", "--mode", "plan:8", check=False)
+    assert proc.returncode == 2 and "refines placements" in proc.stderr
+    other = edited_copy(run, tmp_path / "other", "candidates: 4", "candidates: 6")
+    proc = run_cli("eval", str(other), "--graphs", "txl-tiny", check=False)
+    assert proc.returncode == 2 and "number of candidates it was trained with" in proc.stderr
 
 
 def test_bad_runs_and_configs(run_cli, tmp_path):

@@ -1,0 +1,318 @@
+"""``graphopt/PlacementEdit-v0``: placement improved one move at a time, each move seen in the
+analytic estimate before it is made."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+from gymnasium import spaces
+
+from envs.base import GraphSpec, resolve_graph_list
+from envs.reference import Reference, reference_decision
+from envs.rewards import check_reward_mode, reward
+from graphopt.baselines.estimate_search import PlacementEstimate
+from graphopt.graph import CompGraph
+from graphopt.hardware import DEFAULT_CLUSTER, Cluster, get_cluster
+from graphopt.sim import Simulator
+from graphopt.typing import CostModel, Decision, FloatArray, IntArray
+
+FEATURES = (
+    "gain",  # symlog of the move's estimated gain, % of the current estimate (pass: 0)
+    "gain_rank",  # rank of that gain among the C + 1 rows: 0 best, 1 worst
+    "gain_gap",  # symlog of (gain minus the best gain of the rows), <= 0
+    "is_pass",  # 1 for the pass row
+    "op_old",  # symlog of the op's time on its current device, % of the current estimate
+    "op_new",  # symlog of its time on the candidate device, %
+    "load_old",  # busy time of the current device / current estimate
+    "load_new",  # busy time of the candidate device / current estimate
+    "gained",  # symlog of the estimated gain since the start of the episode, %
+    "progress",  # moves made so far / horizon
+)
+"""Per-row features of the observation, in column order. Percentages go through
+:func:`symlog`: gains that matter are 0.01-1%, losses reach 100%, and a tanh network needs both
+in range."""
+CLIP = 100.0
+"""Percentages are clipped to +-CLIP before the symlog (an unplaceable candidate: -CLIP)."""
+
+
+def symlog(x: FloatArray) -> FloatArray:
+    """``sign(x) * log(1 + 10 |x|)``: 0.1 -> 0.69, 1 -> 2.4, 100 -> 6.9."""
+    return np.sign(x) * np.log1p(10.0 * np.abs(x))
+
+
+def move_features(
+    gains: FloatArray,
+    op_old: FloatArray,
+    op_new: FloatArray,
+    load_old: FloatArray,
+    load_new: FloatArray,
+    gained: float,
+    progress: float,
+) -> np.ndarray:
+    """The ``(C + 1, len(FEATURES))`` float32 observation from per-candidate figures (each
+    ``(C,)``, percentages or shares as in :data:`FEATURES`); row 0 is the pass row.
+
+    Pure and vectorised; infinite or NaN gains (a placement whose parameters do not fit) become
+    ``-CLIP``.
+    """
+    c = len(gains)
+    g = np.concatenate([[0.0], np.nan_to_num(np.asarray(gains, float), nan=-CLIP, neginf=-CLIP)])
+    g = np.clip(g, -CLIP, CLIP)
+    out = np.zeros((c + 1, len(FEATURES)), dtype=np.float32)
+    out[:, 0] = symlog(g)
+    order = np.argsort(-g, kind="stable")
+    rank = np.empty(c + 1)
+    rank[order] = np.arange(c + 1)
+    out[:, 1] = rank / max(c, 1)
+    out[:, 2] = symlog(g - g.max())
+    out[0, 3] = 1.0
+    out[1:, 4] = symlog(np.minimum(op_old, CLIP))
+    out[1:, 5] = symlog(np.minimum(op_new, CLIP))
+    out[1:, 6] = np.minimum(load_old, CLIP)
+    out[1:, 7] = np.minimum(load_new, CLIP)
+    out[:, 8] = symlog(np.clip(gained, -CLIP, CLIP))
+    out[:, 9] = progress
+    return out
+
+
+class PlacementEditEnv(gym.Env[np.ndarray, np.int64]):
+    """Placement improved one move at a time, each candidate move seen in the analytic estimate.
+
+    ## Description
+
+    An episode starts from the reference placement (the best heuristic of the graph) and makes
+    ``horizon`` steps. At each step the environment draws ``candidates`` single-op moves (an op,
+    uniformly, to another device, uniformly) from ``self.np_random`` and prices every moved
+    placement with the analytic insertion-schedule estimate
+    (:class:`graphopt.baselines.estimate_search.PlacementEstimate`, no simulation); the agent
+    picks one move or passes. The observation describes each candidate by what is true of any
+    graph (estimated gain, its rank, the op's share of the step, device loads), so a policy can
+    transfer to graph families it never saw. The policy needs no simulator call at all to act:
+    :meth:`rollout` runs a policy on a graph without one.
+
+    ## Action Space
+
+    ``Discrete(C + 1)``: 0 passes (the placement stays), ``i`` in ``1..C`` makes candidate ``i``.
+
+    ## Observation Space
+
+    ``Box(-100, 100, (C + 1, 10), float32)``: a row per choice, row 0 the pass; columns
+    :data:`FEATURES` (percentages of the current estimated step time, shares, progress).
+
+    ## Rewards
+
+    The difference, times ``reward_scale``, between the task reward (:mod:`envs.rewards`,
+    ``reward_mode``) of the placement after the step and before it, both priced by the cost
+    model (the simulator by default; a pass costs no call): the return of an episode telescopes
+    to ``reward_scale * (reward(final) - reward(start))``, with the start the reference, so in
+    ``speedup`` mode ``100 * (1 - sqrt(t_final / t_ref))``. ``info`` carries ``step_time``,
+    ``valid``, ``reference_time``, ``speedup`` (of the final placement) and ``episode_return``
+    at the last step, ``graph`` and ``moves`` (made so far) at every step.
+
+    ## Starting State
+
+    ``reset`` draws a graph uniformly with ``self.np_random`` (``options={"graph": i}`` picks
+    graph ``i``), starts from its reference placement and draws the first candidates.
+
+    ## Episode End
+
+    ``terminated`` after ``horizon`` steps (the progress column makes the state Markov);
+    ``truncated`` is always False.
+
+    ## Arguments
+
+    - ``graphs``, ``cluster``, ``cost_model``, ``reward_mode``, ``reference``, ``seed``: as for
+      ``graphopt/Placement-v0``. The cluster needs at least 2 devices.
+    - ``candidates``: moves offered per step ``C`` (default 16).
+    - ``horizon``: steps per episode (default 64).
+    - ``reward_scale``: multiplies the reward (default 100: percent).
+    - ``max_ops``, ``max_edges``, ``num_priorities``: accepted for a common interface and unused
+      (the observation does not grow with the graph).
+
+    ## Version History
+
+    - v0: initial version.
+    """
+
+    task = "placement-edit"
+    decides = "placement"
+    """The decision this task produces (baselines and references are placement's)."""
+    metadata = {"render_modes": []}  # noqa: RUF012 (Gymnasium's convention)
+
+    def __init__(
+        self,
+        graphs: GraphSpec = "suite:tiny",
+        cluster: str | Path | Cluster = DEFAULT_CLUSTER,
+        cost_model: CostModel | None = None,
+        reward_mode: str = "speedup",
+        max_ops: int | None = None,
+        max_edges: int | None = None,
+        num_priorities: int = 8,
+        reference: str = "best",
+        candidates: int = 16,
+        horizon: int = 64,
+        reward_scale: float = 100.0,
+        seed: int | None = None,
+    ) -> None:
+        del max_ops, max_edges, num_priorities  # the observation does not depend on graph size
+        self.graphs: list[CompGraph] = resolve_graph_list(graphs)
+        self.cluster = get_cluster(cluster)
+        if self.cluster.num_devices < 2:
+            raise ValueError(
+                f"cluster {self.cluster.name} has one device: nothing to move; use a cluster "
+                "with at least 2 devices"
+            )
+        self.cost_model: CostModel = cost_model if cost_model is not None else Simulator()
+        self.reward_mode = check_reward_mode(reward_mode)
+        self.reference_name = reference
+        if candidates < 1 or horizon < 1:
+            raise ValueError(f"candidates and horizon must be >= 1, got {candidates} and {horizon}")
+        self.candidates = int(candidates)
+        self.horizon = int(horizon)
+        self.reward_scale = float(reward_scale)
+        self.max_ops = max(g.num_ops for g in self.graphs)
+        self.max_edges = max(g.num_edges for g in self.graphs)
+        self.num_priorities = 8
+        self.action_space = spaces.Discrete(self.candidates + 1)
+        self.observation_space = spaces.Box(
+            -CLIP, CLIP, (self.candidates + 1, len(FEATURES)), np.float32
+        )
+        self._references: dict[int, Reference] = {}
+        self._estimates: dict[int, PlacementEstimate] = {}
+        self._seed = seed
+        self._current = 0
+        if seed is not None:
+            self.reset(seed=seed)
+
+    # ------------------------------------------------------------------ per graph
+    def reference(self, index: int) -> Reference:
+        """The reference placement of graph ``index`` (computed once, then cached)."""
+        ref = self._references.get(index)
+        if ref is None:
+            ref = reference_decision(
+                self.graphs[index], self.cluster, "placement", self.cost_model, self.reference_name
+            )
+            self._references[index] = ref
+        return ref
+
+    def _estimate(self, index: int) -> PlacementEstimate:
+        est = self._estimates.get(index)
+        if est is None:
+            est = self._estimates[index] = PlacementEstimate(self.graphs[index], self.cluster)
+        return est
+
+    # ------------------------------------------------------------------ moves
+    def _start(self, index: int) -> None:
+        self._current = index
+        graph = self.graphs[index]
+        ref = self.reference(index)
+        assert ref.decision.placement is not None
+        self.placement: IntArray = np.array(ref.decision.placement, dtype=np.int64)
+        est = self._estimate(index)
+        self._op_time = est.op_time  # (N, D) seconds
+        self._load = np.zeros(self.cluster.num_devices)
+        np.add.at(
+            self._load, self.placement, self._op_time[np.arange(graph.num_ops), self.placement]
+        )
+        self._est = self._start_est = float(est(self.placement[None])[0])
+        self._steps = 0
+        self._ref_time = ref.measurement.step_time
+        self._reward = reward(self.reward_mode, self._ref_time, True, self._ref_time)
+        self.moves = 0
+        """Moves made in this episode (passes not counted)."""
+        self._last = (self._ref_time, True)  # step time and validity of the current placement
+        self._return = 0.0
+
+    def _draw(self) -> np.ndarray:
+        """Draw the next candidates, estimate them, and return the observation."""
+        n, d, c = self.graphs[self._current].num_ops, self.cluster.num_devices, self.candidates
+        ops = self.np_random.integers(0, n, c)
+        old = self.placement[ops]
+        new = (old + self.np_random.integers(1, d, c)) % d
+        moved = np.repeat(self.placement[None], c, axis=0)
+        moved[np.arange(c), ops] = new
+        times = self._estimate(self._current)(moved)
+        self._cand = (ops, new, times)
+        scale = 100.0 / self._est if self._est > 0 else 0.0
+        with np.errstate(invalid="ignore"):
+            gains = (self._est - times) * scale
+        return move_features(
+            gains,
+            self._op_time[ops, old] * scale,
+            self._op_time[ops, new] * scale,
+            self._load[old] * scale / 100.0,
+            self._load[new] * scale / 100.0,
+            (self._start_est - self._est) * 100.0 / self._start_est if self._start_est > 0 else 0.0,
+            self._steps / self.horizon,
+        )
+
+    def _apply(self, action: int) -> bool:
+        """Make candidate ``action`` (0: pass); True if the placement changed."""
+        if not 0 <= action <= self.candidates:
+            raise ValueError(f"action {action} is outside 0..{self.candidates} (0 passes)")
+        self._steps += 1
+        if action == 0:
+            return False
+        ops, new, times = self._cand
+        op, dev = int(ops[action - 1]), int(new[action - 1])
+        old = int(self.placement[op])
+        self._load[old] -= self._op_time[op, old]
+        self._load[dev] += self._op_time[op, dev]
+        self.placement[op] = dev
+        self._est = float(times[action - 1])
+        self.moves += 1
+        return True
+
+    # ------------------------------------------------------------------ gymnasium API
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[np.ndarray, dict[str, Any]]:
+        """Start from the reference placement of a drawn graph (or ``options["graph"]``)."""
+        super().reset(seed=seed)
+        if seed is not None:
+            self._seed = seed
+        if options and "graph" in options:
+            index = int(options["graph"])
+            if not 0 <= index < len(self.graphs):
+                raise ValueError(f"options['graph'] = {index} is outside [0, {len(self.graphs)})")
+        else:
+            index = int(self.np_random.integers(len(self.graphs)))
+        self._start(index)
+        graph = self.graphs[index]
+        return self._draw(), {"graph": graph.name, "num_ops": graph.num_ops}
+
+    def step(self, action: Any) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
+        """Make the chosen move (or pass), price the placement, draw the next candidates."""
+        graph = self.graphs[self._current]
+        if self._apply(int(action)):
+            m = self.cost_model.evaluate(graph, self.cluster, Decision(placement=self.placement))
+            self._last = (m.step_time, m.valid)
+            new_reward = reward(self.reward_mode, m.step_time, m.valid, self._ref_time)
+            r = self.reward_scale * (new_reward - self._reward)
+            self._reward = new_reward
+        else:
+            r = 0.0
+        self._return += r
+        done = self._steps >= self.horizon
+        info: dict[str, Any] = {"graph": graph.name, "moves": self.moves}
+        if done:
+            step_time, valid = self._last
+            info.update(
+                step_time=step_time, valid=valid, reference_time=self._ref_time,
+                speedup=self._ref_time / step_time if valid and step_time > 0 else 0.0,
+                episode_return=self._return,
+            )  # fmt: skip
+        return self._draw(), r, done, False, info
+
+    # ------------------------------------------------------------------ acting without rewards
+    def rollout(self, act: Any, index: int, seed: int = 0) -> Decision:
+        """The placement a policy reaches on graph ``index`` in one episode, with no cost-model
+        call: ``act(obs) -> action``. Deterministic for a deterministic ``act`` and ``seed``."""
+        obs, _ = self.reset(seed=seed, options={"graph": index})
+        for _ in range(self.horizon):
+            self._apply(int(act(obs)))
+            obs = self._draw()
+        return Decision(placement=self.placement.copy())

@@ -1,0 +1,116 @@
+"""graphopt/PlacementEdit-v0: one move at a time from the best heuristic."""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import numpy as np
+import pytest
+from gymnasium.utils.env_checker import check_env as gym_check_env
+from stable_baselines3.common.env_checker import check_env as sb3_check_env
+
+import envs  # noqa: F401  (registers the ids)
+from envs.placement_edit import CLIP, FEATURES, PlacementEditEnv, move_features, symlog
+from envs.rewards import reward
+from graphopt.baselines.estimate_search import PlacementEstimate
+from graphopt.hardware import Cluster, get_cluster
+from graphopt.sim import Simulator
+from graphopt.typing import Decision
+
+GRAPHS = ["txl-tiny", "random-sp-100-s0"]
+
+
+def make(**kwargs):
+    kwargs.setdefault("cluster", "v100-nvlink-4")
+    return PlacementEditEnv(GRAPHS, candidates=8, horizon=12, **kwargs)
+
+
+def best_gain(obs: np.ndarray) -> int:
+    """The rule: the row of the highest estimated gain, the pass (row 0) on ties."""
+    return int(np.argmax(obs[:, FEATURES.index("gain")]))
+
+
+def test_registered_and_passes_both_env_checkers():
+    env = gym.make("graphopt/PlacementEdit-v0", graphs=GRAPHS, candidates=4, horizon=3)
+    gym_check_env(env.unwrapped, skip_render_check=True)
+    sb3_check_env(make(), warn=True)
+
+
+def test_episode_starts_at_the_reference_and_lasts_horizon_steps():
+    env = make(seed=1)
+    obs, info = env.reset(seed=1, options={"graph": 0})
+    ref = env.reference(0)
+    assert np.array_equal(env.placement, ref.decision.placement)
+    assert obs.shape == (9, len(FEATURES)) and env.observation_space.contains(obs)
+    assert obs[0, FEATURES.index("is_pass")] == 1 and obs[1:, FEATURES.index("is_pass")].sum() == 0
+    assert obs[0, FEATURES.index("gain")] == 0
+    for t in range(12):
+        obs, r, terminated, truncated, info = env.step(0)
+        assert r == 0.0 and not truncated
+        assert terminated == (t == 11)
+    assert info["speedup"] == pytest.approx(1.0) and info["moves"] == 0
+    assert np.array_equal(env.placement, ref.decision.placement)  # passes change nothing
+
+
+def test_a_move_changes_one_op_and_rewards_telescope_to_the_final_speedup():
+    env, sim = make(seed=3), Simulator()
+    env.reset(seed=3, options={"graph": 1})
+    ref_time = env.reference(1).measurement.step_time
+    total, rng = 0.0, np.random.default_rng(0)
+    for _ in range(12):
+        before = env.placement.copy()
+        action = int(rng.integers(1, 9))
+        _, r, done, _, info = env.step(action)
+        assert (env.placement != before).sum() == 1
+        total += r
+    m = sim.evaluate(env.graphs[1], env.cluster, Decision(placement=env.placement))
+    assert info["step_time"] == pytest.approx(m.step_time)
+    assert info["episode_return"] == pytest.approx(total)
+    expected = 100 * (reward("speedup", m.step_time, m.valid, ref_time) - 0.0)
+    assert total == pytest.approx(expected, abs=1e-9)
+
+
+def test_rollout_is_deterministic_needs_no_cost_model_and_the_rule_only_lowers_the_estimate():
+    class Refuses:
+        def evaluate(self, graph, cluster, decision):
+            raise AssertionError("rollout must not call the cost model")
+
+    env = make()
+    start = env.reference(1).decision.placement  # references are computed with the simulator
+    env.cost_model = Refuses()  # type: ignore[assignment]
+    a = env.rollout(best_gain, 1, seed=5).placement
+    b = env.rollout(best_gain, 1, seed=5).placement
+    assert np.array_equal(a, b)
+    est = PlacementEstimate(env.graphs[1], env.cluster)
+    assert est(a[None])[0] < est(np.asarray(start)[None])[0]  # the rule found a better estimate
+
+
+def test_bad_input():
+    four = get_cluster("v100-nvlink-4")
+    one = Cluster("one", four.devices[:1], np.ones((1, 1)), np.zeros((1, 1)))
+    with pytest.raises(ValueError, match="one device"):
+        PlacementEditEnv(GRAPHS, cluster=one)
+    with pytest.raises(ValueError, match="must be >= 1"):
+        PlacementEditEnv(GRAPHS, candidates=0)
+    env = make(seed=0)
+    with pytest.raises(ValueError, match=r"outside 0..8"):
+        env.step(9)
+    with pytest.raises(ValueError, match="outside"):
+        env.reset(options={"graph": 5})
+
+
+def test_move_features():
+    gains = np.array([0.5, -2.0, np.inf * -1, np.nan, 0.5])
+    ones = np.ones(5)
+    out = move_features(gains, ones, ones * 2, ones * 0.3, ones * 0.7, 1.0, 0.25)
+    g = FEATURES.index("gain")
+    assert out.shape == (6, len(FEATURES)) and out.dtype == np.float32
+    assert out[0, g] == 0 and out[1, g] == pytest.approx(symlog(np.array(0.5)))
+    assert out[3, g] == out[4, g] == pytest.approx(symlog(np.array(-CLIP)))  # unplaceable
+    rank = out[:, FEATURES.index("gain_rank")]
+    assert rank[1] == 0 and rank[5] == pytest.approx(0.2) and rank[0] == pytest.approx(0.4)
+    assert out[:, FEATURES.index("gain_gap")].max() == 0
+    assert (out[:, FEATURES.index("progress")] == 0.25).all()
+    assert out[0, FEATURES.index("op_old")] == 0 and out[
+        1, FEATURES.index("load_new")
+    ] == pytest.approx(0.7)
+    assert symlog(np.array([0.1, -1.0])) == pytest.approx([np.log(2), -np.log(11)])
