@@ -11,6 +11,9 @@
    the greedy placement refined by ``--plan`` analytic estimates (``RUN/eval/plan-K/``, beside
    ``estimate-search@K``, the same search from the best heuristic).
 3. Draws a Gantt chart of the policy's schedule on the first evaluation graph.
+4. Trains the placement-edit policy (``graphopt/configs/edit.yaml``, about a minute: placement
+   improved one move at a time from the best heuristic, each candidate move seen in the analytic
+   estimate; ``runs/placement-edit/demo-edit_<k>/``) and evaluates it greedily on the same graphs.
 
 Run it as ``python -m graphopt.demo [--config FILE] [--eval-graphs SPEC] [--total-timesteps N]``.
 """
@@ -50,6 +53,11 @@ def main(argv: list[str] | None = None) -> int:
         default=4096,
         help="analytic estimates of the plan:K evaluation (0: skip)",
     )
+    parser.add_argument(
+        "--edit-config",
+        default=str(CONFIG_DIR / "edit.yaml"),
+        help="configuration of the placement-edit stage ('' to skip it)",
+    )
     args = parser.parse_args(argv)
 
     import torch
@@ -81,6 +89,16 @@ def main(argv: list[str] | None = None) -> int:
 
     console.rule("[bold]3. the policy's schedule")
     _gantt(run, comparisons[0].graph, eval_graphs, config, load_run_model(run), console)
+
+    if args.edit_config:
+        edit = load_config(args.edit_config, name="demo-edit")
+        console.rule(
+            f"[bold]4. one move at a time: {edit.task} on {edit.graphs}, {edit.total_timesteps:,} "
+            "steps, then zero-shot on the same graphs"
+        )
+        edit_run = train(edit, runs_root=args.runs_dir)
+        console.print(f"run directory: {edit_run}")
+        evaluate_run(edit_run, eval_graphs, mode="greedy", budget=args.budget, console=console)
     return 0
 
 
