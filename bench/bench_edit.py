@@ -1,13 +1,13 @@
 """The placement-edit policy zero-shot on graphs it never saw, against the rule it starts from.
 
-Usage: python bench/bench_edit.py --run RUN [--graphs GRAPHS] [--seeds 3]
+Usage: python bench/bench_edit.py --run RUN [--graphs GRAPHS] [--seeds 3] [--final]
 
 For each graph (the run's cluster; every figure a speed-up over the graph's best heuristic measured
 by the simulator, geometric mean over ``--seeds`` seeds of the candidate draws):
 
 - ``rule``: the untrained :class:`policies.MovePolicy` (take the candidate move with the highest
   analytic estimated gain, pass when none is estimated to help): what the policy starts from;
-- ``policy``: the run's best model, greedy (``graphopt eval RUN --mode greedy`` with seed 0 is one
+- ``policy``: the run's best model (``--final``: its final one), greedy (``graphopt eval RUN --mode greedy`` with seed 0 is one
   of these seeds);
 - ``moves``: moves the policy made (mean over seeds), out of the run's horizon.
 
@@ -48,6 +48,7 @@ def main() -> None:
     parser.add_argument("--run", required=True)
     parser.add_argument("--graphs", default=DEFAULT_GRAPHS)
     parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument("--final", action="store_true", help="the final model, not the best")
     args = parser.parse_args()
     torch.set_num_threads(1)
 
@@ -55,7 +56,7 @@ def main() -> None:
     config = load_config(run / rundir.CONFIG_FILE)
     if config.task != "placement-edit":
         raise SystemExit(f"{run} is a {config.task} run; this bench takes placement-edit runs")
-    model: PPO = load_run_model(run)
+    model: PPO = PPO.load(run / rundir.FINAL, device="cpu") if args.final else load_run_model(run)
     sim = Simulator()
     env = PlacementEditEnv(args.graphs.split(","), config.cluster, cost_model=sim,
                            **config.env_extra)  # fmt: skip
