@@ -18,7 +18,7 @@ import numpy as np
 from gymnasium import spaces
 
 from envs import encoding
-from envs.reference import Reference, filled, reference_decision
+from envs.reference import Reference, check_reference, filled, reference_decision
 from envs.rewards import check_reward_mode, reward
 from graphopt.graph import CompGraph
 from graphopt.hardware import DEFAULT_CLUSTER, Cluster, get_cluster
@@ -119,6 +119,17 @@ def resolve_graph_list(graphs: GraphSpec) -> list[CompGraph]:
     return out
 
 
+def pick_graph(options: dict[str, Any] | None, num_graphs: int, rng: np.random.Generator) -> int:
+    """The graph of the next episode: ``options["graph"]`` when given (checked to be in
+    ``[0, num_graphs)``), else one drawn uniformly with ``rng``."""
+    if options and "graph" in options:
+        index = int(options["graph"])
+        if not 0 <= index < num_graphs:
+            raise ValueError(f"options['graph'] = {index} is outside [0, {num_graphs})")
+        return index
+    return int(rng.integers(num_graphs))
+
+
 @dataclass(frozen=True)
 class Episode:
     """The last finished episode: enough to replay it with ``graphopt simulate --decision``."""
@@ -178,13 +189,7 @@ class GraphOptEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
         if num_priorities < 1:
             raise ValueError(f"num_priorities must be >= 1, got {num_priorities}")
         self.num_priorities = int(num_priorities)
-        from graphopt.baselines.placement import PLACERS
-
-        if reference != "best" and reference not in PLACERS:
-            raise ValueError(
-                f"unknown reference {reference!r}; choose 'best' or a placer: {', '.join(PLACERS)}"
-            )
-        self.reference_name = reference
+        self.reference_name = check_reference(reference)
         largest = max(g.num_ops for g in self.graphs)
         self.max_ops = int(max_ops) if max_ops is not None else largest
         most_edges = max(g.num_edges for g in self.graphs)
@@ -221,6 +226,9 @@ class GraphOptEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
         self.last_episode: Episode | None = None
         if seed is not None:
             self.reset(seed=seed)
+
+    task_kwargs: ClassVar[dict[str, Any]] = {}
+    """Constructor arguments beyond the common ones that recreate this environment (none here)."""
 
     # ------------------------------------------------------------------ graphs
     def encoded_graphs(self) -> list[dict[str, np.ndarray]]:
@@ -289,13 +297,7 @@ class GraphOptEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
         super().reset(seed=seed)
         if seed is not None:
             self._seed = seed
-        if options and "graph" in options:
-            index = int(options["graph"])
-            if not 0 <= index < len(self.graphs):
-                raise ValueError(f"options['graph'] = {index} is outside [0, {len(self.graphs)})")
-            self._current = index
-        else:
-            self._current = int(self.np_random.integers(len(self.graphs)))
+        self._current = pick_graph(options, len(self.graphs), self.np_random)
         graph = self.graphs[self._current]
         return self._observation(), {"graph": graph.name, "num_ops": graph.num_ops}
 

@@ -10,8 +10,8 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-from envs.base import GraphSpec, resolve_graph_list
-from envs.reference import Reference, reference_decision
+from envs.base import GraphSpec, pick_graph, resolve_graph_list
+from envs.reference import Reference, check_reference, reference_decision
 from envs.rewards import check_reward_mode, reward
 from graphopt.baselines.estimate_search import PlacementEstimate
 from graphopt.graph import CompGraph
@@ -157,7 +157,7 @@ class PlacementEditEnv(gym.Env[np.ndarray, np.int64]):
         reward_scale: float = 100.0,
         seed: int | None = None,
     ) -> None:
-        del max_ops, max_edges, num_priorities  # the observation does not depend on graph size
+        del max_ops, max_edges  # the observation does not depend on graph size
         self.graphs: list[CompGraph] = resolve_graph_list(graphs)
         self.cluster = get_cluster(cluster)
         if self.cluster.num_devices < 2:
@@ -167,7 +167,7 @@ class PlacementEditEnv(gym.Env[np.ndarray, np.int64]):
             )
         self.cost_model: CostModel = cost_model if cost_model is not None else Simulator()
         self.reward_mode = check_reward_mode(reward_mode)
-        self.reference_name = reference
+        self.reference_name = check_reference(reference)
         if candidates < 1 or horizon < 1:
             raise ValueError(f"candidates and horizon must be >= 1, got {candidates} and {horizon}")
         self.candidates = int(candidates)
@@ -175,7 +175,7 @@ class PlacementEditEnv(gym.Env[np.ndarray, np.int64]):
         self.reward_scale = float(reward_scale)
         self.max_ops = max(g.num_ops for g in self.graphs)
         self.max_edges = max(g.num_edges for g in self.graphs)
-        self.num_priorities = 8
+        self.num_priorities = int(num_priorities)  # unused; kept for a common interface
         self.action_space = spaces.Discrete(self.candidates + 1)
         self.observation_space = spaces.Box(
             -CLIP, CLIP, (self.candidates + 1, len(FEATURES)), np.float32
@@ -186,6 +186,11 @@ class PlacementEditEnv(gym.Env[np.ndarray, np.int64]):
         self._current = 0
         if seed is not None:
             self.reset(seed=seed)
+
+    @property
+    def task_kwargs(self) -> dict[str, Any]:
+        """Constructor arguments beyond the common ones that recreate this environment."""
+        return {"candidates": self.candidates, "horizon": self.horizon}
 
     # ------------------------------------------------------------------ per graph
     def reference(self, index: int) -> Reference:
@@ -274,12 +279,7 @@ class PlacementEditEnv(gym.Env[np.ndarray, np.int64]):
         super().reset(seed=seed)
         if seed is not None:
             self._seed = seed
-        if options and "graph" in options:
-            index = int(options["graph"])
-            if not 0 <= index < len(self.graphs):
-                raise ValueError(f"options['graph'] = {index} is outside [0, {len(self.graphs)})")
-        else:
-            index = int(self.np_random.integers(len(self.graphs)))
+        index = pick_graph(options, len(self.graphs), self.np_random)
         self._start(index)
         graph = self.graphs[index]
         return self._draw(), {"graph": graph.name, "num_ops": graph.num_ops}

@@ -44,6 +44,15 @@ class Reference:
 _CACHE: dict[tuple[str, str, str, str, int], Reference] = {}
 
 
+def check_reference(reference: str) -> str:
+    """``reference`` if it is ``"best"`` or a placer name; else a ValueError naming the choices."""
+    if reference != "best" and reference not in PLACERS:
+        raise ValueError(
+            f"unknown reference {reference!r}; choose 'best' or a placer: {', '.join(PLACERS)}"
+        )
+    return reference
+
+
 def reference_decision(
     graph: CompGraph, cluster: Cluster, task: str, cost_model: CostModel, reference: str = "best"
 ) -> Reference:
@@ -55,10 +64,7 @@ def reference_decision(
     """
     if task not in TASKS:
         raise ValueError(f"unknown task {task!r}; choose one of: {', '.join(TASKS)}")
-    if reference != "best" and reference not in PLACERS:
-        raise ValueError(
-            f"unknown reference {reference!r}; choose 'best' or a placer: {', '.join(PLACERS)}"
-        )
+    check_reference(reference)
     key = (graph.fingerprint, cluster.fingerprint, task, reference, id(cost_model))
     cached = _CACHE.get(key)
     if cached is not None:

@@ -213,15 +213,10 @@ def finetune(model: Any, env: Any, index: int, steps: int, seed: int) -> tuple[A
     from stable_baselines3 import PPO
     from stable_baselines3.common.vec_env import DummyVecEnv
 
-    extra = (
-        {"candidates": env.candidates, "horizon": env.horizon}
-        if env.task == "placement-edit"
-        else {}
-    )
     single = type(env)(
         graphs=[env.graphs[index]], cluster=env.cluster, cost_model=env.cost_model,
         reward_mode=env.reward_mode, max_ops=env.max_ops, max_edges=env.max_edges,
-        num_priorities=env.num_priorities, reference=env.reference_name, seed=seed, **extra,
+        num_priorities=env.num_priorities, reference=env.reference_name, seed=seed, **env.task_kwargs,
     )  # fmt: skip
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "model.zip"
