@@ -16,6 +16,7 @@ import numpy as np
 from graphopt.graph import CompGraph
 from graphopt.hardware import Cluster
 from graphopt.sim import engine
+from graphopt.sim.arrays import GraphArrays, Workspace, succ_to_pred
 from graphopt.typing import (
     Decision,
     FloatArray,
@@ -86,7 +87,7 @@ class PreparedGraph:
         n, num_dev = graph.num_ops, cluster.num_devices
         self.succ_ptr, self.succ_dst = graph.successors_csr
         self.pred_ptr, self.pred_src, pred_edge_ids = graph.predecessors_csr
-        self.succ_to_pred = engine.succ_to_pred(pred_edge_ids)
+        self.succ_to_pred = succ_to_pred(pred_edge_ids)
         self.peak = np.ascontiguousarray(cluster.peak_flops, dtype=np.float64)
         self.bw = np.ascontiguousarray(cluster.mem_bandwidth, dtype=np.float64)
         self.launch = np.ascontiguousarray(cluster.launch_overhead, dtype=np.float64)
@@ -119,7 +120,7 @@ class PreparedGraph:
         self.class_time = np.ascontiguousarray(self.op_time[:, columns])
         self.class_meas = np.ascontiguousarray(self.op_meas[:, columns])
         int32 = np.int32  # the engine's indices: half the cache footprint in its scattered reads
-        self.engine_arrays = engine.GraphArrays(
+        self.engine_arrays = GraphArrays(
             succ_ptr=self.succ_ptr.astype(int32), succ_dst=self.succ_dst.astype(int32),
             edge_bytes=graph.edge_bytes, pred_ptr=self.pred_ptr.astype(int32),
             succ_to_pred=self.succ_to_pred, flops=graph.flops, nbytes=graph.bytes_accessed,
@@ -130,12 +131,12 @@ class PreparedGraph:
         )  # fmt: skip
         self._engine_graph = tuple(self.engine_arrays)  # plain: see engine.simulate_core
         self._zeros = np.zeros(n, dtype=np.int64)
-        self._workspace: engine.Workspace | None = None
+        self._workspace: Workspace | None = None
 
-    def workspace(self) -> engine.Workspace:
-        """The engine's scratch arrays, allocated on first use and reused (see engine.Workspace)."""
+    def workspace(self) -> Workspace:
+        """The engine's scratch arrays, allocated on first use and reused (see arrays.Workspace)."""
         if self._workspace is None:
-            self._workspace = engine.Workspace.allocate(self.graph.num_ops, self.graph.num_edges)
+            self._workspace = Workspace.allocate(self.graph.num_ops, self.graph.num_edges)
         return self._workspace
 
     @property
