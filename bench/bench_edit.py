@@ -5,8 +5,11 @@ Usage: python bench/bench_edit.py --run RUN [--graphs GRAPHS] [--seeds 3] [--fin
 For each graph (the run's cluster; every figure a speed-up over the graph's best heuristic measured
 by the simulator, geometric mean over ``--seeds`` seeds of the candidate draws):
 
+- ``insert``: the rule on the insertion schedule alone (the highest gain in the ``gain_insert``
+  column, pass when none helps), for comparison;
 - ``rule``: the untrained :class:`policies.MovePolicy` (take the candidate move with the highest
-  analytic estimated gain, pass when none is estimated to help): what the policy starts from;
+  vetted estimated gain, :func:`envs.placement_edit.vetted_gain`, pass when none is estimated to
+  help): what the policy starts from;
 - ``policy``: the run's best model (``--final``: its final one), greedy (``graphopt eval RUN --mode greedy`` with seed 0 is one
   of these seeds);
 - ``moves``: moves the policy made (mean over seeds), out of the run's horizon.
@@ -34,13 +37,18 @@ from graphopt.typing import Decision
 
 DEFAULT_GRAPHS = (
     "suite:heldout-small,pipedream:resnet50,pipedream:inception_v3,pipedream:gnmt,"
-    "torch:resnet,torch:inception,torch:transformer"
+    "torch:resnet,torch:inception,torch:transformer,torch:lstm"
 )
 
 
 def rule(obs: np.ndarray) -> int:
     """The untrained MovePolicy's greedy choice: the highest estimated gain, the pass on ties."""
     return int(np.argmax(obs[:, FEATURES.index("gain")]))
+
+
+def insert_rule(obs: np.ndarray) -> int:
+    """The same rule on the insertion schedule's gain alone."""
+    return int(np.argmax(obs[:, FEATURES.index("gain_insert")]))
 
 
 def main() -> None:
@@ -65,28 +73,27 @@ def main() -> None:
         return int(model.predict(obs, deterministic=True)[0])
 
     print(f"run {run} ({config.graphs}), cluster {config.cluster}, {args.seeds} seeds")
-    print(f"{'graph':34s} {'ops':>6s} {'rule':>7s} {'policy':>7s} {'moves':>6s}")
+    names = ("insert", "rule", "policy")
+    print(f"{'graph':34s} {'ops':>6s} " + " ".join(f"{n:>7s}" for n in names) + f" {'moves':>6s}")
     rows = []
     for i, graph in enumerate(env.graphs):
         ref = env.reference(i).measurement.step_time
-        got: dict[str, list[float]] = {"rule": [], "policy": []}
+        got: dict[str, list[float]] = {name: [] for name in names}
         moves = []
         for seed in range(args.seeds):
-            for name, act in (("rule", rule), ("policy", greedy)):
+            for name, act in (("insert", insert_rule), ("rule", rule), ("policy", greedy)):
                 placement = env.rollout(act, i, seed).placement
                 m = sim.evaluate(graph, env.cluster, Decision(placement=placement))
                 got[name].append(ref / m.step_time if m.valid else 0.0)
             moves.append(env.moves)
-        row = (geomean(got["rule"]), geomean(got["policy"]))
+        row = [geomean(got[name]) for name in names]
         rows.append(row)
-        print(f"{graph.name:34s} {graph.num_ops:6d} {row[0]:7.3f} {row[1]:7.3f} "
-              f"{np.mean(moves):6.1f}")  # fmt: skip
-    print(f"{'geometric mean':34s} {'':6s} {geomean([r[0] for r in rows]):7.3f} "
-          f"{geomean([r[1] for r in rows]):7.3f}")  # fmt: skip
-    print(
-        f"graphs above the best heuristic: rule {sum(r[0] > 1 for r in rows)} of {len(rows)}, "
-        f"policy {sum(r[1] > 1 for r in rows)} of {len(rows)}"
-    )
+        print(f"{graph.name:34s} {graph.num_ops:6d} " + " ".join(f"{v:7.3f}" for v in row)
+              + f" {np.mean(moves):6.1f}")  # fmt: skip
+    columns = [list(c) for c in zip(*rows, strict=True)]
+    print(f"{'geometric mean':34s} {'':6s} " + " ".join(f"{geomean(c):7.3f}" for c in columns))
+    above = ", ".join(f"{n} {sum(v > 1 for v in c)}" for n, c in zip(names, columns, strict=True))
+    print(f"graphs above the best heuristic (of {len(rows)}): {above}")
 
 
 if __name__ == "__main__":

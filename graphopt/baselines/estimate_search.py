@@ -110,10 +110,19 @@ class PlacementEstimate:
     """``(B, N)`` placements -> ``(B,)`` estimated step times (s): the insertion schedule of
     :func:`graphopt.costmodel.features.contention_schedule` (the same as
     ``DecisionFeaturizer.insertion_schedule``, without its device limit), ``inf`` where a device's
-    parameter bytes exceed its memory."""
+    parameter bytes exceed its memory.
 
-    def __init__(self, graph: CompGraph, cluster: Cluster) -> None:
-        from graphopt.costmodel.features import link_arrays
+    ``window`` is the schedule's gap search depth (default
+    :data:`graphopt.costmodel.features.INSERTION_WINDOW`); ``window=0`` gives the append-only
+    schedule, each op after the last one booked on its device, in topological order.
+    """
+
+    def __init__(self, graph: CompGraph, cluster: Cluster, window: int | None = None) -> None:
+        from graphopt.costmodel.features import INSERTION_WINDOW, link_arrays
+
+        if window is not None and window < 0:
+            raise ValueError(f"window must be >= 0, got {window}")
+        self.window = INSERTION_WINDOW if window is None else int(window)
 
         self.op_time = np.ascontiguousarray(PreparedGraph(graph, cluster).op_time)
         self.succ_ptr, self.succ_dst = graph.successors_csr
@@ -124,17 +133,13 @@ class PlacementEstimate:
         self.num_devices = cluster.num_devices
 
     def __call__(self, placements: IntArray) -> FloatArray:
-        from graphopt.costmodel.features import (
-            INSERTION_WINDOW,
-            contention_schedule,
-            device_param_bytes,
-        )
+        from graphopt.costmodel.features import contention_schedule, device_param_bytes
 
         place = np.ascontiguousarray(placements, dtype=np.int64)
         params = device_param_bytes(place, self.param_bytes, self.num_devices)
         fits = (params <= self.memory[None, :]).all(axis=1)
         times = contention_schedule(place, self.op_time, self.succ_ptr, self.succ_dst,
-                                    self.nbytes, self.latency, self.inv_bw, INSERTION_WINDOW)  # fmt: skip
+                                    self.nbytes, self.latency, self.inv_bw, self.window)  # fmt: skip
         return np.where(fits, times, np.inf)
 
 

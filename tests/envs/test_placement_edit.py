@@ -9,7 +9,14 @@ from gymnasium.utils.env_checker import check_env as gym_check_env
 from stable_baselines3.common.env_checker import check_env as sb3_check_env
 
 import envs  # noqa: F401  (registers the ids)
-from envs.placement_edit import CLIP, FEATURES, PlacementEditEnv, move_features, symlog
+from envs.placement_edit import (
+    CLIP,
+    FEATURES,
+    PlacementEditEnv,
+    move_features,
+    symlog,
+    vetted_gain,
+)
 from envs.rewards import reward
 from graphopt.baselines.estimate_search import PlacementEstimate
 from graphopt.hardware import Cluster, get_cluster
@@ -81,7 +88,10 @@ def test_rollout_is_deterministic_needs_no_cost_model_and_the_rule_only_lowers_t
     b = env.rollout(best_gain, 1, seed=5).placement
     assert np.array_equal(a, b)
     est = PlacementEstimate(env.graphs[1], env.cluster)
-    assert est(a[None])[0] < est(np.asarray(start)[None])[0]  # the rule found a better estimate
+    append = PlacementEstimate(env.graphs[1], env.cluster, window=0)
+    start = np.asarray(start)[None]
+    assert est(a[None])[0] < est(start)[0]  # the rule found a better estimate
+    assert append(a[None])[0] <= append(start)[0]  # and never a worse append-only one
 
 
 def test_bad_input():
@@ -101,7 +111,8 @@ def test_bad_input():
 def test_move_features():
     gains = np.array([0.5, -2.0, np.inf * -1, np.nan, 0.5])
     ones = np.ones(5)
-    out = move_features(gains, ones, ones * 2, ones * 0.3, ones * 0.7, 1.0, 0.25)
+    insert, append = gains * 2, -ones
+    out = move_features(gains, ones, ones * 2, ones * 0.3, ones * 0.7, 1.0, 0.25, insert, append)
     g = FEATURES.index("gain")
     assert out.shape == (6, len(FEATURES)) and out.dtype == np.float32
     assert out[0, g] == 0 and out[1, g] == pytest.approx(symlog(np.array(0.5)))
@@ -113,4 +124,16 @@ def test_move_features():
     assert out[0, FEATURES.index("op_old")] == 0 and out[
         1, FEATURES.index("load_new")
     ] == pytest.approx(0.7)
+    assert out[1, FEATURES.index("gain_insert")] == pytest.approx(symlog(np.array(1.0)))
+    assert out[1:, FEATURES.index("gain_append")] == pytest.approx(
+        np.full(5, symlog(np.array(-1.0)))
+    )
+    assert out[0, FEATURES.index("gain_insert")] == out[0, FEATURES.index("gain_append")] == 0
     assert symlog(np.array([0.1, -1.0])) == pytest.approx([np.log(2), -np.log(11)])
+
+
+def test_vetted_gain_keeps_the_insertion_gain_only_where_the_append_schedule_does_not_worsen():
+    insert = np.array([0.5, 0.5, -0.2, 0.3, -1.0])
+    append = np.array([0.1, -0.1, 0.4, 0.0, -0.5])
+    assert vetted_gain(insert, append) == pytest.approx([0.5, -0.1, -0.2, 0.3, -1.0])
+    assert (vetted_gain(insert, append)[append < 0] < 0).all()  # never taken by the rule

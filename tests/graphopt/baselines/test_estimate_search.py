@@ -113,3 +113,17 @@ def test_bad_input(setting):
         uniform_moves(graph.num_ops, 1)
     with pytest.raises(ValueError, match="uniform_share"):
         weighted_moves(np.ones((3, 2)), 1.5)
+
+
+def test_window_zero_appends_where_the_insertion_schedule_fills_a_gap():
+    cluster = get_cluster("v100-nvlink-4")
+    ops = [Op("a", "matmul", flops=1e12), Op("b", "matmul", flops=1e9), Op("d", "add", flops=1e9)]
+    graph = CompGraph.build("gap", ops, [("a", "b", 1e3)])
+    place = np.array([[1, 0, 0]])  # b waits for a on device 0; d could run meanwhile
+    insert = PlacementEstimate(graph, cluster)(place)[0]
+    append = PlacementEstimate(graph, cluster, window=0)(place)[0]
+    alone = PlacementEstimate(graph, cluster)(np.array([[1, 0, 2]]))[0]
+    assert insert == pytest.approx(alone)  # d hides in the gap before b
+    assert append > insert  # appended after b instead
+    with pytest.raises(ValueError, match="window must be >= 0"):
+        PlacementEstimate(graph, cluster, window=-1)
