@@ -85,8 +85,10 @@ def check_compatible(model: Any, env: Any) -> None:
             raise ValueError(
                 f"the policy was trained for another environment (actions {trained}) than this "
                 f"{env.task} one needs (actions {env.action_space}, observations "
-                f"{env.observation_space}): evaluate a placement-edit run with the task and "
-                "number of candidates it was trained with"
+                f"{env.observation_space}; the policy's: "
+                f"{getattr(model, 'observation_space', None)}): evaluate a placement-edit run with "
+                "the task and number of candidates it was trained with; a run from before the "
+                "observation gained its gain_insert and gain_append columns must be retrained"
             )
         return
     t_nvec = np.asarray(getattr(trained, "nvec", np.zeros(0, dtype=np.int64)))
