@@ -8,10 +8,13 @@ Accepted JSON forms:
   may be ``null`` or left out (see :meth:`graphopt.typing.Decision.to_dict`); extra descriptive keys
   ``graph``, ``cluster``, ``seed`` and ``step_time`` are allowed and checked against the graph when
   present (``graph`` must name it).
+
+Every error names the file and the key or op at fault.
 """
 
 from __future__ import annotations
 
+import difflib
 import json
 from pathlib import Path
 from typing import Any
@@ -21,15 +24,48 @@ import numpy as np
 from graphopt.graph import CompGraph
 from graphopt.typing import Decision
 
-_DESCRIPTIVE = {"graph", "cluster", "seed", "step_time", "graph_fingerprint"}
+_ARRAYS = ("placement", "priority", "fusion")
+_DESCRIPTIVE = ("graph", "cluster", "seed", "step_time", "graph_fingerprint")
 
 
-def load_decision(path: str | Path, graph: CompGraph) -> Decision:
+def _unknown_key(path: Path, key: str) -> ValueError:
+    """The error for a top-level key that is neither a decision array nor descriptive."""
+    close = difflib.get_close_matches(key, _ARRAYS + _DESCRIPTIVE, n=1)
+    hint = f"; did you mean {close[0]!r}?" if close else ""
+    return ValueError(
+        f"{path}: unknown top-level key {key!r}{hint} (a decision object has "
+        f"{', '.join(_ARRAYS)} and optionally {', '.join(_DESCRIPTIVE)})"
+    )
+
+
+def _int_array(path: Path, key: str, value: Any, labels: list[str] | None = None) -> np.ndarray:
+    """``value`` (a JSON list) as int64, or a ValueError naming the file, the key and the first
+    entry that is not a non-negative integer (``labels`` name the entries, e.g. op names)."""
+    if not isinstance(value, list):
+        raise ValueError(
+            f"{path}: {key} must be a list of integers (or null), got {type(value).__name__}"
+        )
+    for i, v in enumerate(value):
+        if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+            where = f"op {labels[i]!r}" if labels else f"{key}[{i}]"
+            raise ValueError(
+                f"{path}: {where} is {json.dumps(v)}; {key} entries must be integers >= 0"
+            )
+    return np.asarray(value, dtype=np.int64)
+
+
+def load_decision(path: str | Path, graph: CompGraph, num_devices: int | None = None) -> Decision:
     """Read a decision for ``graph`` from a JSON file (forms in the module docstring).
 
+    Args:
+        path: the JSON file.
+        graph: the graph the decision is for (lengths and op names are checked against it).
+        num_devices: when given, device indices must be below it (the cluster's device count).
+
     Raises:
-        ValueError: missing or unparsable file, a decision for another graph, wrong lengths, or
-            op names that are not in the graph.
+        ValueError: missing or unparsable file, a decision for another graph, an unknown key,
+            entries that are not non-negative integers, wrong lengths, op names that are not in
+            the graph, or devices the cluster does not have; the message names the file.
     """
     path = Path(path)
     if not path.exists():
@@ -39,30 +75,55 @@ def load_decision(path: str | Path, graph: CompGraph) -> Decision:
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise ValueError(f"{path}: not valid JSON: {e}") from e
     if isinstance(data, list):
-        decision = Decision(placement=np.asarray(data))
-    elif isinstance(data, dict) and set(data) & {"placement", "priority", "fusion"}:
+        decision = Decision(placement=_int_array(path, "placement", data))
+    elif isinstance(data, dict) and set(data) & set(_ARRAYS):
+        unknown = [k for k in data if k not in _ARRAYS and k not in _DESCRIPTIVE]
+        if unknown:
+            raise _unknown_key(path, unknown[0])
         if "graph" in data and data["graph"] != graph.name:
             raise ValueError(
                 f"{path}: the decision is for graph {data['graph']!r}, not {graph.name!r}"
             )
-        decision = Decision.from_dict({k: v for k, v in data.items() if k not in _DESCRIPTIVE})
+        arrays = {k: None if data.get(k) is None else _int_array(path, k, data[k]) for k in _ARRAYS}
+        decision = Decision(**arrays)
     elif isinstance(data, dict):
-        missing = [name for name in graph.op_names if name not in data]
         unknown = [name for name in data if name not in graph.index]
+        if unknown and len(unknown) == len(data):  # no op named: a misspelt decision object?
+            typos = [
+                k for k in unknown
+                if k not in _DESCRIPTIVE and difflib.get_close_matches(k, _ARRAYS, n=1)
+            ]  # fmt: skip
+            if typos:
+                raise _unknown_key(path, typos[0])
         if unknown:
-            raise ValueError(f"{path}: op {unknown[0]!r} is not in graph {graph.name!r}")
+            raise ValueError(
+                f"{path}: op {unknown[0]!r} is not in graph {graph.name!r} (an op-name map must "
+                f"name ops of the graph; a decision object has keys {', '.join(_ARRAYS)})"
+            )
+        missing = [name for name in graph.op_names if name not in data]
         if missing:
             raise ValueError(
                 f"{path}: {len(missing)} ops of {graph.name!r} have no device, e.g. {missing[0]!r}"
             )
-        decision = Decision(placement=np.array([data[name] for name in graph.op_names]))
+        names = list(graph.op_names)
+        decision = Decision(
+            placement=_int_array(path, "placement", [data[n] for n in names], labels=names)
+        )
     else:
         raise ValueError(f"{path}: expected a JSON list or object, got {type(data).__name__}")
-    for name in ("placement", "priority", "fusion"):
+    for name in _ARRAYS:
         value = getattr(decision, name)
         if value is not None and len(value) != graph.num_ops:
             raise ValueError(
                 f"{path}: {name} has {len(value)} entries but graph {graph.name!r} has "
                 f"{graph.num_ops} ops"
+            )
+    placement = decision.placement
+    if num_devices is not None and placement is not None and len(placement):
+        i = int(placement.argmax())
+        if placement[i] >= num_devices:
+            raise ValueError(
+                f"{path}: placement of op {graph.op_names[i]!r} (entry {i}) is device "
+                f"{int(placement[i])}, but the cluster has {num_devices} devices (0..{num_devices - 1})"
             )
     return decision

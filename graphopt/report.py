@@ -12,12 +12,25 @@ from rich.table import Table
 
 from graphopt.compare import GraphComparison, geomean_speedups
 
+PIPE_WIDTH = 1000
+"""Console width when stdout is not a terminal (a pipe, a CI log): wide enough that no table
+column is ever cut; rich would otherwise assume 80 columns and truncate numbers (``1,297.…``)."""
+
+
+def make_console() -> Console:
+    """A rich console for command output: the terminal's width on a terminal, else
+    :data:`PIPE_WIDTH` (``COLUMNS``, when set wider, wins)."""
+    console = Console()
+    if console.is_terminal:
+        return console
+    return Console(width=max(PIPE_WIDTH, console.width))
+
 
 def print_comparisons(
     comparisons: list[GraphComparison], title: str, console: Console | None = None
 ) -> None:
     """One table per graph, then the geometric means."""
-    console = console or Console()
+    console = console or make_console()
     for c in comparisons:
         best = c.best_heuristic
         ref = c.optimum if c.optimum is not None else c.lower_bound
@@ -32,7 +45,8 @@ def print_comparisons(
             "valid",
             "wall (s)",
         ):
-            table.add_column(col, justify="left" if col in ("method", "valid") else "right")
+            numeric = col not in ("method", "valid")
+            table.add_column(col, justify="right" if numeric else "left", no_wrap=numeric)
         for r in c.results:
             ok = r.valid and math.isfinite(r.step_time)
             table.add_row(
@@ -51,21 +65,24 @@ def print_comparisons(
         title=f"geometric mean over {len(comparisons)} graphs: speed-up over the best heuristic"
     )
     summary.add_column("method")
-    summary.add_column("speed-up", justify="right")
+    summary.add_column("speed-up", justify="right", no_wrap=True)
     for method, value in means.items():
         summary.add_row(method, f"{value:.3f}x" if value > 0 else "invalid on some graph")
     console.print(summary)
 
 
-def write_comparisons(comparisons: list[GraphComparison], out_dir: Path) -> tuple[Path, Path]:
-    """``results.json`` (everything) and ``results.csv`` (one row per graph and method)."""
+def write_comparisons(
+    comparisons: list[GraphComparison], out_dir: Path, json_name: str = "results.json"
+) -> tuple[Path, Path]:
+    """Write ``out_dir / json_name`` (everything) and the same path with the suffix ``.csv`` (one
+    row per graph and method); return both paths."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    json_path = out_dir / "results.json"
+    json_path = out_dir / json_name
     json_path.write_text(json.dumps(
         {"graphs": [c.to_dict() for c in comparisons], "geomean_speedup_over_best_heuristic": geomean_speedups(comparisons)},
         indent=2, default=float,
     ))  # fmt: skip
-    csv_path = out_dir / "results.csv"
+    csv_path = json_path.with_suffix(".csv")
     with csv_path.open("w", newline="") as f:
         w = csv.writer(f)
         w.writerow(["graph", "ops", "method", "kind", "step_time", "valid", "speedup_over_best_heuristic",

@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from graphopt.compare import TASKS, compare_on_graph
+from graphopt.compare import TASKS, GraphComparison, compare_on_graph
 from graphopt.hardware import DEFAULT_CLUSTER, get_cluster
 from graphopt.report import plot_comparisons, print_comparisons, write_comparisons
 from graphopt.sim import Simulator
@@ -18,8 +18,9 @@ def register(sub: Any) -> None:
         "baselines",
         help="compare heuristics, search and exact optima on graphs",
         description="For each graph: step time of every baseline for the task, speed-up over one "
-        "device, gap to the lower bound (or the CP-SAT optimum on small graphs), validity and the "
-        "method's wall time; geometric means at the end.",
+        "device, gap to the task's lower bound (for placement and scheduling, to the CP-SAT optimum on "
+        "small graphs; with fusion the CP-SAT row is the best decision without fusion), validity and "
+        "the method's wall time; geometric means at the end.",
     )
     p.add_argument("graphs", metavar="GRAPHS", help="name, suite:NAME, graph file, or a comma list")
     p.add_argument(
@@ -47,13 +48,39 @@ def register(sub: Any) -> None:
         "--exact-time-limit", type=float, default=10.0, help="seconds for CP-SAT per small graph"
     )
     p.add_argument(
-        "--json", metavar="FILE", help="also write results.json and results.csv next to FILE"
+        "--json",
+        metavar="FILE",
+        help="also write FILE (everything, JSON) and FILE with the suffix .csv (one row per graph "
+        "and method); nothing else is written",
     )
     p.add_argument("--plot", metavar="PNG", help="write a grouped bar chart")
     p.set_defaults(func=cmd_baselines)
 
 
+def csv_path_for(json_path: Path) -> Path:
+    """The CSV written beside ``--json FILE``: ``FILE`` with the suffix ``.csv``.
+
+    Raises:
+        ValueError: ``FILE`` already ends in ``.csv`` (both would be the same file).
+    """
+    csv_path = json_path.with_suffix(".csv")
+    if csv_path == json_path:
+        raise ValueError(
+            f"--json {json_path}: the table's CSV goes to FILE with the suffix .csv, which is FILE "
+            "itself; name the JSON file e.g. results.json"
+        )
+    return csv_path
+
+
+def write_json_and_csv(comparisons: list[GraphComparison], json_path: Path) -> tuple[Path, Path]:
+    """Write ``json_path`` and :func:`csv_path_for` of it (and nothing else); returns both."""
+    csv_path_for(json_path)  # refuses a JSON name whose CSV would overwrite it
+    return write_comparisons(comparisons, json_path.parent, json_path.name)
+
+
 def cmd_baselines(args: argparse.Namespace) -> int:
+    if args.json:
+        csv_path_for(Path(args.json))  # a bad name fails before the (slow) comparison
     for flag, value in (("--budget", args.budget), ("--estimate-budget", args.estimate_budget)):
         if value < 0:
             raise ValueError(f"{flag} must be >= 0, got {value}")
@@ -78,10 +105,8 @@ def cmd_baselines(args: argparse.Namespace) -> int:
     title = f"{args.task} on {cluster.name}"
     print_comparisons(comparisons, title)
     if args.json:
-        json_path, csv_path = write_comparisons(comparisons, Path(args.json).parent)
-        if Path(args.json).name != "results.json":
-            Path(args.json).write_text(json_path.read_text())
-        print(f"wrote {args.json} and {csv_path}")
+        json_path, csv_path = write_json_and_csv(comparisons, Path(args.json))
+        print(f"wrote {json_path} and {csv_path}")
     if args.plot:
         print(f"wrote {plot_comparisons(comparisons, Path(args.plot), title)}")
     return 0

@@ -43,7 +43,7 @@ def register(sub: Any) -> None:
         "--task", default="placement", choices=("placement", "joint"),
         help="placement only, or placement + priorities + fusion (default placement)",
     )  # fmt: skip
-    ds.add_argument("--seed", type=int, default=0)
+    ds.add_argument("--seed", type=int, default=0, help="seed of the sampled decisions")
     ds.add_argument("--out", required=True, help="dataset directory to write")
     ds.add_argument("--no-progress", action="store_true", help="no progress bar")
     ds.set_defaults(func=cmd_dataset)
@@ -73,12 +73,12 @@ def register(sub: Any) -> None:
     tr.add_argument(
         "--loss", default="listmle", help="mse, hinge, logistic or listmle (default listmle)"
     )
-    tr.add_argument("--epochs", type=int, default=10)
+    tr.add_argument("--epochs", type=int, default=10, help="passes over the training data")
     tr.add_argument("--batch-size", type=int, default=32, help="configurations per batch")
-    tr.add_argument("--lr", type=float, default=1e-3)
+    tr.add_argument("--lr", type=float, default=1e-3, help="learning rate")
     tr.add_argument("--hidden", type=int, default=64, help="node embedding width")
     tr.add_argument("--layers", type=int, default=3, help="GraphSAGE layers")
-    tr.add_argument("--seed", type=int, default=0)
+    tr.add_argument("--seed", type=int, default=0, help="seed of the data split and the model")
     tr.add_argument(
         "--time-budget", type=float, metavar="SECONDS",
         help="stop after the epoch during which this many seconds have passed",
@@ -103,6 +103,21 @@ def register(sub: Any) -> None:
     ev.add_argument("--batch-size", type=int, default=256, help="configurations per forward pass")
     ev.add_argument("--json", metavar="FILE", help="also write the results as JSON")
     ev.set_defaults(func=cmd_eval)
+
+
+def check_data(source: str | None, flag: str) -> None:
+    """Refuse a file that cannot be a dataset (not an .npz archive) with a hint at what is expected;
+    directories and missing paths are left to the loader, whose messages say what is wrong."""
+    import zipfile
+
+    if source is None:
+        return
+    path = Path(source)
+    if path.is_file() and not zipfile.is_zipfile(path):
+        raise ValueError(
+            f"{flag} {source}: not a dataset; expected a dataset directory or a .npz written by "
+            "`graphopt costmodel dataset --out DIR` (or a TpuGraphs layout .npz)"
+        )
 
 
 # ---------------------------------------------------------------------- dataset
@@ -153,6 +168,9 @@ def cmd_train(args: argparse.Namespace) -> int:
 
     from graphopt.costmodel.runs import CostModelInterrupted, train_run
 
+    for source, flag in ((args.data, "--data"), (args.val_data, "--val-data"),
+                         (args.test_data, "--test-data")):  # fmt: skip
+        check_data(source, flag)
     torch.set_num_threads(1)  # see TrainConfig.threads: one thread is fastest on shared cores
     try:
         run = train_run(
@@ -178,13 +196,14 @@ def cmd_train(args: argparse.Namespace) -> int:
 # ---------------------------------------------------------------------- eval
 def cmd_eval(args: argparse.Namespace) -> int:
     import torch
-    from rich.console import Console
     from rich.table import Table
 
     from graphopt.costmodel.runs import evaluate_run
+    from graphopt.report import make_console
 
     if args.batch_size < 1:
         raise ValueError(f"--batch-size must be >= 1, got {args.batch_size}")
+    check_data(args.data, "--data")
     torch.set_num_threads(1)
     result = evaluate_run(args.run, args.data, batch_size=args.batch_size)
     table = Table(
@@ -208,7 +227,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     if "prior" in result:
         prior = result["prior"]
         table.add_row("analytic prior alone", "", *(f"{prior[k]:.3f}" for k in METRIC_KEYS))
-    console = Console()
+    console = make_console()
     console.print(table)
     t = result["throughput"]
     console.print(

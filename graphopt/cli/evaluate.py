@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +14,9 @@ def register(sub: Any) -> None:
         help="evaluate a trained run on graphs against the baselines",
         description="Per graph: the policy's step time (greedy, best of K samples, after "
         "fine-tuning, or refined by K analytic estimates) next to every baseline, the lower bound or optimum, and the speed-up over the "
-        "best heuristic; geometric means. Writes results.json, results.csv and plots to RUN/eval/.",
+        "best heuristic; geometric means. Writes results.json, results.csv and plots to RUN/eval/. "
+        "The model is the run's best by validation, else its final one, else the last checkpoint "
+        "of an unfinished run.",
     )
     p.add_argument("run", metavar="RUN", help="run directory, e.g. runs/placement/go_1")
     p.add_argument(
@@ -31,14 +34,40 @@ def register(sub: Any) -> None:
     p.add_argument(
         "--budget", type=int, default=0, help="evaluations for random search / annealing (0: skip)"
     )
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0, help="seed of sampling, fine-tuning and search")
     p.add_argument("--out", help="output directory (default RUN/eval/<mode>)")
     p.set_defaults(func=cmd_eval)
 
 
+def describe_model(run: Path) -> str:
+    """Which of the run's models ``graphopt eval`` loads, and what it is."""
+    from graphopt.train import rundir
+
+    path = rundir.best_model_path(run)
+    state = rundir.read_state(run)
+    if path.name == rundir.BEST:
+        best = state.get("best_val_speedup")
+        shown = f"{best:.3f}x" if isinstance(best, (int, float)) and math.isfinite(best) else "-"
+        return f"model: {path} (best by validation, speed-up {shown})"
+    if path.name == rundir.FINAL:
+        return f"model: {path} (final model, {int(state.get('timesteps', 0)):,} timesteps)"
+    return (
+        f"model: {path} (last checkpoint of a run that is {state.get('status', 'unfinished')}, "
+        f"{int(state.get('timesteps', 0)):,} timesteps)"
+    )
+
+
 def cmd_eval(args: argparse.Namespace) -> int:
     from graphopt.evaluate import evaluate_run
+    from graphopt.report import make_console
+    from graphopt.train import rundir
+    from graphopt.train.rollout import parse_mode
 
+    if args.budget < 0:
+        raise ValueError(f"--budget must be >= 0, got {args.budget}")
+    parse_mode(args.mode)  # an unknown mode fails before anything is read
+    console = make_console()
+    console.print(describe_model(rundir.check_run_dir(args.run)), markup=False, highlight=False)
     out = Path(args.out) if args.out else None
     evaluate_run(
         args.run,
@@ -48,5 +77,6 @@ def cmd_eval(args: argparse.Namespace) -> int:
         budget=args.budget,
         seed=args.seed,
         out_dir=out,
+        console=console,
     )
     return 0

@@ -7,10 +7,11 @@ import json
 from pathlib import Path
 from typing import Any
 
-from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from graphopt.graph import CompGraph
+from graphopt.report import make_console
 from graphopt.workloads import SUITES, list_graphs, resolve_graphs
 
 
@@ -68,24 +69,24 @@ def cmd_list(args: argparse.Namespace) -> int:
         suites = {k: list(v) for k, v in SUITES.items()}
         print(json.dumps({"graphs": graphs, "imported": imported, "suites": suites}, indent=2))
         return 0
-    console = Console()
+    console = make_console()
     table = Table(title="built-in graphs")
     table.add_column("name")
     table.add_column("description")
     for name, desc in graphs.items():
-        table.add_row(name, desc)
+        table.add_row(escape(name), escape(desc))
     console.print(table)
     table = Table(title="imported graphs (training graphs; add ?mode=forward for forward only)")
     table.add_column("source")
     table.add_column("description")
     for name, desc in imported.items():
-        table.add_row(name, desc)
+        table.add_row(escape(name), escape(desc))
     console.print(table)
     suite_table = Table(title="suites (use as suite:NAME)")
     suite_table.add_column("suite")
     suite_table.add_column("graphs")
     for name, members in SUITES.items():
-        suite_table.add_row(name, ", ".join(members))
+        suite_table.add_row(escape(name), escape(", ".join(members)))
     console.print(suite_table)
     return 0
 
@@ -112,26 +113,31 @@ def cmd_show(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(reports, indent=2))
         return 0
-    console = Console()
+    console = make_console()
     for r in reports:
         console.print(
-            f"[bold]{r['name']}[/bold]: {r['ops']:,} ops, {r['edges']:,} edges, "
+            f"[bold]{escape(r['name'])}[/bold]: {r['ops']:,} ops, {r['edges']:,} edges, "
             f"{r['total_flops'] / 1e9:,.2f} GFLOPs, {r['total_bytes_accessed'] / 1e9:,.3f} GB accessed, "
             f"{r['total_param_bytes'] / 1e6:,.1f} MB parameters"
-            + (f", measured on {', '.join(r['measured_kinds'])}" if r["measured_kinds"] else "")
+            + (
+                f", measured on {escape(', '.join(r['measured_kinds']))}"
+                if r["measured_kinds"]
+                else ""
+            )
         )
         types = Table(title="op types")
         types.add_column("type")
         types.add_column("count", justify="right")
         for t, c in list(r["op_types"].items())[:15]:
-            types.add_row(t, f"{c:,}")
+            types.add_row(escape(t), f"{c:,}")
         console.print(types)
         big = Table(title=f"largest {len(r['largest_ops'])} ops by FLOPs")
         for col in ("op", "type", "GFLOPs", "MB accessed", "MB params"):
-            big.add_column(col, justify="left" if col in ("op", "type") else "right")
+            numeric = col not in ("op", "type")
+            big.add_column(col, justify="right" if numeric else "left", no_wrap=numeric)
         for op in r["largest_ops"]:
             big.add_row(
-                op["name"], op["type"], f"{op['flops'] / 1e9:,.3f}",
+                escape(op["name"]), escape(op["type"]), f"{op['flops'] / 1e9:,.3f}",
                 f"{op['bytes'] / 1e6:,.2f}", f"{op['param_bytes'] / 1e6:,.2f}",
             )  # fmt: skip
         console.print(big)
@@ -173,7 +179,9 @@ def cmd_import(args: argparse.Namespace) -> int:
     with Progress(
         SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), transient=True
     ) as progress:
-        progress.add_task(f"importing {source} (export, decomposition, costing)", total=None)
+        progress.add_task(
+            f"importing {escape(source)} (export, decomposition, costing)", total=None
+        )
         graph = load_source(source)
     graph.save(out)
     print(

@@ -8,13 +8,15 @@ import time
 from pathlib import Path
 from typing import Any
 
-from rich.console import Console
+import numpy as np
+from rich.markup import escape
 from rich.table import Table
 
 from graphopt.baselines.placement import PLACERS
 from graphopt.decision_io import load_decision
-from graphopt.graph import CompGraph
+from graphopt.graph import CompGraph, Op
 from graphopt.hardware import DEFAULT_CLUSTER, Cluster, get_cluster, list_presets
+from graphopt.report import make_console
 from graphopt.sim import Simulator, lower_bounds
 from graphopt.typing import Decision
 from graphopt.workloads import resolve_graphs
@@ -36,7 +38,8 @@ def register(sub: Any) -> None:
     )  # fmt: skip
     p.add_argument(
         "--placement", default="single",
-        help="'single', 'round-robin', or a JSON decision file (see graphopt.decision_io)",
+        help=f"a baseline placer ({', '.join(PLACERS)}) or a JSON decision file (see "
+        "graphopt.decision_io)",
     )  # fmt: skip
     p.add_argument(
         "--decision", metavar="FILE",
@@ -56,10 +59,32 @@ def decision_for(graph: CompGraph, cluster: Cluster, placement: str) -> Decision
     if placement in PLACERS:
         return Decision(placement=PLACERS[placement](graph, cluster))
     if placement.endswith(".json"):
-        return load_decision(placement, graph)
+        return load_decision(placement, graph, num_devices=cluster.num_devices)
     raise ValueError(
         f"unknown placement {placement!r}; choose one of: {', '.join(PLACERS)}, or a .json decision file"
     )
+
+
+def warm_up(cluster: Cluster, schedule: bool) -> None:
+    """Simulate a two-op graph once, so that loading the compiled simulator (numba, about a second
+    on the first call of a process) is not counted in the first graph's ``simulation_seconds``."""
+    graph = CompGraph.build("warm-up", [Op("a", "X", flops=1.0), Op("b", "X", flops=1.0)],
+                            [("a", "b", 1.0)])  # fmt: skip
+    Simulator().evaluate(
+        graph, cluster, Decision(placement=np.arange(2) % cluster.num_devices), schedule=schedule
+    )
+    lower_bounds(graph, cluster)
+
+
+def check_gantt_path(out: Path) -> None:
+    """Refuse an output path whose folder cannot exist before spending time on simulation."""
+    for parent in out.parents:
+        if parent.exists():
+            if not parent.is_dir():
+                raise ValueError(
+                    f"cannot write Gantt chart {str(out)!r}: {parent} is not a directory"
+                )
+            return
 
 
 def simulate_one(
@@ -89,11 +114,14 @@ def simulate_one(
 def cmd_simulate(args: argparse.Namespace) -> int:
     cluster = get_cluster(args.cluster)
     graphs = resolve_graphs(args.graphs)
+    if args.gantt:
+        check_gantt_path(Path(args.gantt))
     sim = Simulator()
+    warm_up(cluster, schedule=bool(args.gantt))  # a throwaway simulator: `sim` caches per graph
     results = []
     for graph in graphs:
         decision = (
-            load_decision(args.decision, graph)
+            load_decision(args.decision, graph, num_devices=cluster.num_devices)
             if args.decision
             else decision_for(graph, cluster, args.placement)
         )
@@ -105,15 +133,12 @@ def cmd_simulate(args: argparse.Namespace) -> int:
             out = Path(args.gantt)
             if len(graphs) > 1:
                 out = out.with_name(f"{out.stem}-{graph.name}{out.suffix or '.png'}")
-            result["gantt"] = str(
-                plot_gantt(
-                    graph,
-                    cluster,
-                    m.schedule,
-                    out,
-                    title=f"{graph.name} on {cluster.name}, {args.placement} placement",
-                )
-            )
+            title = f"{graph.name} on {cluster.name}, {args.decision or args.placement} placement"
+            try:
+                written = plot_gantt(graph, cluster, m.schedule, out, title=title)
+            except OSError as e:
+                raise ValueError(f"cannot write Gantt chart {str(out)!r}: {e.strerror or e}") from e
+            result["gantt"] = str(written)
     if args.json:
         print(json.dumps(results, indent=2))
         return 0
@@ -122,7 +147,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
 
 
 def print_results(results: list[dict[str, Any]], title: str) -> None:
-    table = Table(title=title)
+    table = Table(title=escape(title))
     for col in (
         "graph",
         "ops",
@@ -133,14 +158,17 @@ def print_results(results: list[dict[str, Any]], title: str) -> None:
         "valid",
         "sim (ms)",
     ):
-        table.add_column(col, justify="left" if col in ("graph", "valid") else "right")
+        numeric = col not in ("graph", "valid")
+        table.add_column(col, justify="right" if numeric else "left", no_wrap=numeric)
     for r in results:
         table.add_row(
-            r["graph"], f"{r['ops']:,}", f"{r['step_time'] * 1e3:,.3f}",
+            escape(r["graph"]), f"{r['ops']:,}", f"{r['step_time'] * 1e3:,.3f}",
             f"{max(r['lower_bound_critical_path'], r['lower_bound_work']) * 1e3:,.3f}",
             f"{max(r['peak_memory'], default=0) / 1e9:,.2f}", f"{r['bytes_moved'] / 1e6:,.1f}",
-            "yes" if r["valid"] else f"no: {r['reason']}", f"{r['simulation_seconds'] * 1e3:,.1f}",
+            "yes" if r["valid"] else escape(f"no: {r['reason']}"),
+            f"{r['simulation_seconds'] * 1e3:,.1f}",
         )  # fmt: skip
-        if "gantt" in r:
-            table.caption = (table.caption or "") + f" gantt: {r['gantt']}"
-    Console().print(table)
+    captions = ["sim (ms): simulator wall time, set-up of the graph included"]
+    captions += [f"gantt: {escape(r['gantt'])}" for r in results if "gantt" in r]
+    table.caption = "; ".join(captions)
+    make_console().print(table)

@@ -3,9 +3,18 @@
 from __future__ import annotations
 
 import argparse
+import math
+from pathlib import Path
 from typing import Any
 
 from graphopt.train.config import POLICIES, TASKS
+
+RUN_FLAGS = {
+    "task": "--task", "graphs": "--graphs", "val_graphs": "--val-graphs", "cluster": "--cluster",
+    "config": "--config", "seed": "--seed", "name": "--name", "policy": "--policy",
+    "cost_model": "--cost-model", "max_ops": "--max-ops", "runs_dir": "--runs-dir",
+}  # fmt: skip
+"""Flags that define a run (argument name -> flag); --resume keeps the run's own and refuses them."""
 
 
 def register(sub: Any) -> None:
@@ -13,22 +22,34 @@ def register(sub: Any) -> None:
         "train",
         help="train a policy with PPO (writes runs/<task>/<name>_<k>/)",
         description="Train a GO policy with PPO. Defaults come from graphopt/configs/ppo_default.yaml; "
-        "--config FILE.yaml overrides them and flags override both. Ctrl-C leaves a resumable run.",
+        "--config FILE.yaml overrides them and flags override both. Ctrl-C leaves a resumable run: "
+        "--resume RUN continues it with its own configuration, and --resume RUN --total-timesteps N "
+        "extends a run (a finished one too) to N timesteps in all.",
     )
-    p.add_argument("--task", choices=TASKS)
+    p.add_argument("--task", choices=TASKS, help="what the policy decides (default: the config's)")
     p.add_argument(
         "--graphs",
         help="training graphs (name, suite:NAME, file, pipedream:/torch: source; comma list)",
     )
     p.add_argument("--val-graphs", help="validation graphs (best model by these)")
     p.add_argument("--cluster", help="cluster preset or file")
-    p.add_argument("--total-timesteps", type=int)
+    p.add_argument(
+        "--total-timesteps", type=int,
+        help="decisions to train for (default: the config's); with --resume, the run's new total",
+    )  # fmt: skip
     p.add_argument(
         "--config", metavar="FILE.yaml", help="configuration file (all hyper-parameters)"
     )
-    p.add_argument("--seed", type=int)
+    p.add_argument(
+        "--seed", type=int, help="seeds environments, PPO and torch (default: the config's)"
+    )
     p.add_argument("--name", help="run name (directory runs/<task>/<name>_<k>)")
-    p.add_argument("--policy", choices=POLICIES)
+    p.add_argument("--policy", choices=POLICIES, help="policy network (default: the config's)")
+    p.add_argument(
+        "--max-ops", type=int,
+        help="largest graph (ops) the policy takes, config key max_ops; evaluation on larger graphs "
+        "needs a larger value (default: the largest training or validation graph)",
+    )  # fmt: skip
     p.add_argument(
         "--cost-model", metavar="RUN",
         help="training reward from a learned cost model (runs/costmodel/<name>_<k> or model.pt) "
@@ -36,28 +57,74 @@ def register(sub: Any) -> None:
         "'graphopt costmodel train --loss mse': ranking losses order runtimes but exaggerate "
         "their ratios, which the speedup reward uses",
     )  # fmt: skip
-    p.add_argument("--runs-dir", default="runs", help="where runs are written (default runs/)")
-    p.add_argument("--resume", metavar="RUN", help="continue an interrupted run directory")
+    p.add_argument("--runs-dir", help="where runs are written (default runs/)")
+    p.add_argument(
+        "--resume", metavar="RUN",
+        help="continue a run directory (interrupted, crashed, or finished with --total-timesteps)",
+    )  # fmt: skip
     p.add_argument("--no-progress", action="store_true", help="no progress bar (e.g. in CI logs)")
     p.set_defaults(func=cmd_train)
 
 
+def summary(run: Path) -> str:
+    """One line from the run's ``state.json``: timesteps, wall time, validation speed-ups."""
+    from graphopt.train import rundir
+
+    state = rundir.read_state(run)
+    line = f"{state.get('status', 'unknown')}: {int(state.get('timesteps', 0)):,} timesteps"
+    if state.get("wall_seconds") is not None:
+        line += f" in {float(state['wall_seconds']):,.1f} s"
+    best, last = state.get("best_val_speedup"), state.get("last_val_speedup")
+    if last is None or best is None or not math.isfinite(best):
+        return line + "; no validation yet"
+    return f"{line}; validation speed-up (geomean): best {best:.3f}x, last {last:.3f}x"
+
+
 def cmd_train(args: argparse.Namespace) -> int:
+    from graphopt.train import rundir
     from graphopt.train.config import load_config
-    from graphopt.train.trainer import TrainingInterrupted, resume, train
+    from graphopt.train.trainer import RunAlreadyFinished, TrainingInterrupted, resume, train
 
     try:
         if args.resume:
-            run = resume(args.resume, show_progress=not args.no_progress)
+            given = [flag for key, flag in RUN_FLAGS.items() if getattr(args, key) is not None]
+            if given:
+                raise ValueError(
+                    f"--resume continues {args.resume} with its own configuration; "
+                    f"{', '.join(given)} would change the run: start a new run instead "
+                    "(only --total-timesteps and --no-progress go with --resume)"
+                )
+
+            def resuming(run: Path) -> None:
+                done = int(rundir.read_state(run).get("timesteps", 0))
+                total = load_config(run / rundir.CONFIG_FILE).total_timesteps
+                print(f"resuming {run} at {done:,} of {total:,} timesteps", flush=True)
+
+            run = resume(
+                args.resume, total_timesteps=args.total_timesteps,
+                show_progress=not args.no_progress, on_start=resuming,
+            )  # fmt: skip
         else:
             config = load_config(
                 args.config, task=args.task, graphs=args.graphs, val_graphs=args.val_graphs,
                 cluster=args.cluster, total_timesteps=args.total_timesteps, seed=args.seed,
                 name=args.name, policy=args.policy, cost_model=args.cost_model,
+                max_ops=args.max_ops,
             )  # fmt: skip
-            run = train(config, runs_root=args.runs_dir, show_progress=not args.no_progress)
+            run = train(
+                config, runs_root=args.runs_dir or "runs", show_progress=not args.no_progress,
+                on_start=lambda path: print(
+                    f"run: {path} (training {config.total_timesteps:,} timesteps)", flush=True
+                ),
+            )  # fmt: skip
+    except RunAlreadyFinished as e:
+        print(f"graphopt: {e}")
+        print(summary(e.run))
+        return 0
     except TrainingInterrupted as e:
         print(f"graphopt: {e}")
+        print(summary(e.run))
         return 130
+    print(summary(run))
     print(f"run: {run}")
     return 0

@@ -52,6 +52,8 @@ class RunCallback(BaseCallback):
         state = rundir.read_state(run)
         self.best = float(state.get("best_val_speedup", -math.inf))
         self.last_val = state.get("last_val_speedup")
+        wall = state.get("wall_seconds")  # earlier sessions of a resumed run
+        self._wall_before = float(wall) if wall is not None else self.metrics.last_wall_seconds()
         self._rewards: list[float] = []
         self._speedups: list[float] = []
         self._valid: list[bool] = []
@@ -113,7 +115,7 @@ class RunCallback(BaseCallback):
         elapsed = time.perf_counter() - self._rollout_start
         row = {
             "timesteps": self.num_timesteps,
-            "wall_seconds": round(time.perf_counter() - self._start, 2),
+            "wall_seconds": round(self.elapsed(), 2),
             "kind": "train",
             "reward_mean": float(np.mean(self._rewards)),
             "speedup_geomean": geomean(self._speedups),
@@ -132,6 +134,11 @@ class RunCallback(BaseCallback):
             self._progress = None
 
     # ------------------------------------------------------------------ actions
+    def elapsed(self) -> float:
+        """Wall seconds of training in this run: this session's plus every earlier session's (a
+        resumed run continues the clock of ``metrics.csv``)."""
+        return self._wall_before + time.perf_counter() - self._start
+
     def _status(self) -> str:
         if self.last_val is None:
             return "val speed-up: -"
@@ -139,7 +146,9 @@ class RunCallback(BaseCallback):
 
     def checkpoint(self) -> None:
         rundir.save_model_atomic(self.model, self.run / rundir.LAST)
-        rundir.write_state(self.run, timesteps=int(self.num_timesteps))
+        rundir.write_state(
+            self.run, timesteps=int(self.num_timesteps), wall_seconds=round(self.elapsed(), 2)
+        )
 
     def validate(self) -> float:
         """Greedy decisions on every validation graph; saves the best model; returns the geomean."""
@@ -149,8 +158,7 @@ class RunCallback(BaseCallback):
         valid = float(np.mean([r.measurement.valid for r in results]))
         self.last_val = speedup
         self.metrics.write(
-            timesteps=self.num_timesteps, wall_seconds=round(time.perf_counter() - self._start, 2),
-            kind="val", speedup_geomean=speedup, valid_fraction=valid,
+            timesteps=self.num_timesteps, wall_seconds=round(self.elapsed(), 2), kind="val", speedup_geomean=speedup, valid_fraction=valid,
             step_time_mean=float(np.mean([r.measurement.step_time for r in results])),
         )  # fmt: skip
         self.logger.record("val/speedup_geomean", speedup)

@@ -7,6 +7,8 @@ subset of the keys below, and CLI flags override both. Unknown keys are errors t
 from __future__ import annotations
 
 import dataclasses
+import typing
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -90,7 +92,9 @@ class TrainConfig:
     compare on the same graphs). A new key with a default: older config files stay valid."""
 
     def validate(self) -> TrainConfig:
-        """Check values; returns self. Raises ValueError naming the bad key."""
+        """Check types and values; returns self. Raises ValueError naming the bad key."""
+        for key, value in check_types(self.to_dict()).items():
+            setattr(self, key, value)
         if self.version != CONFIG_VERSION:
             raise ValueError(
                 f"config version {self.version} is not supported; this graphopt reads version "
@@ -107,8 +111,8 @@ class TrainConfig:
                     "horizon"):  # fmt: skip
             if int(getattr(self, key)) < 1:
                 raise ValueError(f"{key} must be >= 1, got {getattr(self, key)}")
-        if not isinstance(self.policy_kwargs, dict):
-            raise ValueError(f"policy_kwargs must be a mapping, got {self.policy_kwargs!r}")
+        if self.max_ops is not None and self.max_ops < 1:
+            raise ValueError(f"max_ops must be >= 1 (or left out), got {self.max_ops}")
         if self.cost_model != "simulator":
             from graphopt.costmodel.runs import resolve_model
 
@@ -141,6 +145,49 @@ class TrainConfig:
 
 
 FIELDS = {f.name for f in dataclasses.fields(TrainConfig)}
+_TYPES: dict[str, Any] = typing.get_type_hints(TrainConfig)
+
+
+def _coerce(key: str, value: Any) -> Any:
+    """``value`` as the type of config key ``key``, or ValueError naming the key, the expected type
+    and the value. A float key takes any number, and a numeric string, which YAML 1.1 makes of
+    exponent forms such as ``3e-4``; nothing else is converted (a bool is not a number here)."""
+    expected = _TYPES[key]
+    if expected is float:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+        if isinstance(value, str):
+            try:
+                return float(value)
+            except ValueError:
+                pass
+        wanted = "a number"
+    elif expected is int or expected == int | None:
+        optional = expected is not int
+        if (isinstance(value, int) and not isinstance(value, bool)) or (optional and value is None):
+            return value
+        wanted = "an integer or null" if optional else "an integer"
+    elif expected is str:
+        if isinstance(value, str):
+            return value
+        wanted = "a string"
+    elif typing.get_origin(expected) is dict:
+        if isinstance(value, dict):
+            return value
+        wanted = "a mapping"
+    else:  # pragma: no cover - a field of a new type needs a case above
+        raise AssertionError(f"no type check for config key {key!r} ({expected})")
+    raise ValueError(f"config key {key!r} must be {wanted}, got {value!r} ({type(value).__name__})")
+
+
+def check_types(values: Mapping[str, Any]) -> dict[str, Any]:
+    """``values`` (config keys to values) with each value checked against, and converted to, the
+    key's type (see :func:`_coerce`).
+
+    Raises:
+        ValueError: a value of the wrong type; the message names the key, the type and the value.
+    """
+    return {key: _coerce(key, value) for key, value in values.items()}
 
 
 def _read_yaml(path: Path) -> dict[str, Any]:
@@ -166,16 +213,21 @@ def load_config(path: str | Path | None = None, **overrides: Any) -> TrainConfig
     """Defaults, then the YAML file at ``path`` (if any), then ``overrides`` (None values skipped).
 
     Raises:
-        ValueError: a missing or malformed file, an unknown key (named), or a bad value.
+        ValueError: a missing or malformed file, an unknown key (named), a value of the wrong type
+            (key, type and value named), or a bad value.
     """
-    data = _read_yaml(CONFIG_DIR / "ppo_default.yaml")
+    data = check_types(_read_yaml(CONFIG_DIR / "ppo_default.yaml"))
     if path is not None:
-        data.update(_read_yaml(Path(path)))
+        from_file = _read_yaml(Path(path))
+        try:
+            data.update(check_types(from_file))
+        except ValueError as e:
+            raise ValueError(f"{path}: {e}") from None
     for key, value in overrides.items():
         if key not in FIELDS:
             raise ValueError(f"unknown config key {key!r}; valid keys: {', '.join(sorted(FIELDS))}")
         if value is not None:
-            data[key] = value
+            data[key] = _coerce(key, value)
     try:
         config = TrainConfig(**data)
     except TypeError as e:  # pragma: no cover - guarded by the key checks above

@@ -2,8 +2,9 @@
 
 ==========================  ============================================================
 ``config.yaml``             the resolved :class:`~graphopt.train.config.TrainConfig`
-``state.json``              status (running, interrupted, crashed, finished), timesteps done,
-                            best validation speed-up, error message of a crash
+``state.json``              status (running, interrupted, crashed, finished), timesteps done
+                            and the target, wall seconds of training (over every session),
+                            best and last validation speed-up, error message of a crash
 ``checkpoints/last.zip``    the latest PPO model (resume point), replaced atomically
 ``best_model.zip``          the model with the best validation speed-up so far
 ``final_model.zip``         the model at the end of training
@@ -228,6 +229,13 @@ class MetricsLog:
         if not self.path.exists():
             with self.path.open("w", newline="") as f:
                 csv.writer(f).writerow(METRIC_COLUMNS)
+
+    def last_wall_seconds(self) -> float:
+        """``wall_seconds`` of the last row (0 without rows): where a resumed run's clock goes on
+        when its ``state.json`` does not record it (runs of older versions)."""
+        with self.path.open(newline="") as f:
+            walls = [row["wall_seconds"] for row in csv.DictReader(f) if row.get("wall_seconds")]
+        return float(walls[-1]) if walls else 0.0
 
     def write(self, **row: Any) -> None:
         with self.path.open("a", newline="") as f:

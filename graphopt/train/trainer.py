@@ -2,7 +2,8 @@
 
 Reads top to bottom: resolve graphs -> environments -> PPO -> learn with :class:`RunCallback` ->
 final model. Ctrl-C or a crash leaves ``checkpoints/last.zip`` and a ``state.json`` that says so;
-:func:`resume` continues from there with the same configuration.
+:func:`resume` continues from there with the same configuration (a larger ``total_timesteps`` may
+extend a run, a finished one included).
 """
 
 from __future__ import annotations
@@ -40,6 +41,18 @@ ENV_CLASSES: dict[str, type[GraphOptEnv] | type[PlacementEditEnv]] = {
 def _constant(env: Any) -> Callable[[], Any]:
     """An environment factory for ``DummyVecEnv`` that returns an existing environment."""
     return lambda: env
+
+
+class RunAlreadyFinished(Exception):
+    """Raised by :func:`resume` for a finished run that is not given more timesteps; carries the
+    run directory (nothing was trained or written)."""
+
+    def __init__(self, run: Path, timesteps: int) -> None:
+        super().__init__(
+            f"run {run} already finished ({timesteps:,} timesteps); to train it further, give a "
+            f"larger total: graphopt train --resume {run} --total-timesteps N"
+        )
+        self.run = run
 
 
 class TrainingInterrupted(Exception):
@@ -129,6 +142,7 @@ def _learn(
             finally:
                 rundir.write_state(
                     run, status="crashed", timesteps=int(model.num_timesteps),
+                    wall_seconds=round(callback.elapsed(), 2),
                     error=f"{type(e).__name__}: {e}", traceback=traceback.format_exc(limit=8),
                 )  # fmt: skip
             raise
@@ -136,17 +150,25 @@ def _learn(
     if interrupted:
         callback._on_training_end()
         rundir.save_model_atomic(model, run / rundir.LAST)
-        rundir.write_state(run, status="interrupted", timesteps=int(model.num_timesteps))
+        rundir.write_state(run, status="interrupted", timesteps=int(model.num_timesteps),
+                           wall_seconds=round(callback.elapsed(), 2))  # fmt: skip
         raise TrainingInterrupted(run) from None
     if val_env is not None:
         callback.validate()
     rundir.save_model_atomic(model, run / rundir.FINAL)
     rundir.save_model_atomic(model, run / rundir.LAST)
-    rundir.write_state(run, status="finished", timesteps=int(model.num_timesteps))
+    rundir.write_state(run, status="finished", timesteps=int(model.num_timesteps),
+                       wall_seconds=round(callback.elapsed(), 2))  # fmt: skip
 
 
-def train(config: TrainConfig, runs_root: str | Path = "runs", show_progress: bool = True) -> Path:
-    """Train a new run; returns its directory (``runs_root/<task>/<name>_<k>``)."""
+def train(
+    config: TrainConfig,
+    runs_root: str | Path = "runs",
+    show_progress: bool = True,
+    on_start: Callable[[Path], None] | None = None,
+) -> Path:
+    """Train a new run; returns its directory (``runs_root/<task>/<name>_<k>``). ``on_start`` is
+    called with the directory once it exists, before training begins."""
     from stable_baselines3 import PPO
     from stable_baselines3.common.vec_env import DummyVecEnv
 
@@ -167,16 +189,33 @@ def train(config: TrainConfig, runs_root: str | Path = "runs", show_progress: bo
     run = rundir.new_run_dir(runs_root, config.task, config.name)  # only once all of that worked
     config.save(run / rundir.CONFIG_FILE)
     rundir.write_state(run, status="starting", timesteps=0, total_timesteps=config.total_timesteps)
+    if on_start is not None:
+        on_start(run)
     _learn(model, run, config, val_env, config.total_timesteps, show_progress, reset=True)
     return run
 
 
-def resume(run: str | Path, show_progress: bool = True) -> Path:
-    """Continue an interrupted or crashed run from ``checkpoints/last.zip`` up to its
-    ``total_timesteps``; a finished run is left as it is.
+def resume(
+    run: str | Path,
+    total_timesteps: int | None = None,
+    show_progress: bool = True,
+    on_start: Callable[[Path], None] | None = None,
+) -> Path:
+    """Continue a run from ``checkpoints/last.zip`` up to its ``total_timesteps``, with the
+    configuration it was started with.
+
+    Args:
+        run: the run directory.
+        total_timesteps: a new total for the run (more than it has done), recorded in its
+            ``config.yaml`` and ``state.json``; this also extends a finished run. Default: the
+            run's own total.
+        show_progress: draw a progress bar.
+        on_start: called with the run directory before training goes on.
 
     Raises:
-        ValueError: not a run directory, or no checkpoint to resume from.
+        ValueError: not a run directory, no checkpoint to resume from, or a ``total_timesteps``
+            below what the run has done.
+        RunAlreadyFinished: a finished run and no larger ``total_timesteps``.
     """
     from stable_baselines3 import PPO
     from stable_baselines3.common.vec_env import DummyVecEnv
@@ -186,14 +225,27 @@ def resume(run: str | Path, show_progress: bool = True) -> Path:
     state = rundir.read_state(path)
     if not (path / rundir.LAST).exists():
         raise ValueError(f"run {path} has no checkpoint to resume from ({rundir.LAST})")
-    if state.get("status") == "finished":
-        return path
+    done = int(state.get("timesteps", 0))
+    if total_timesteps is not None:
+        if total_timesteps < done:
+            raise ValueError(
+                f"--total-timesteps {total_timesteps:,} is below the {done:,} timesteps run {path} "
+                "has done; with --resume it is the run's new total"
+            )
+        if total_timesteps != config.total_timesteps:
+            config = dataclasses.replace(config, total_timesteps=total_timesteps).validate()
+            config.save(path / rundir.CONFIG_FILE)
+            rundir.write_state(path, total_timesteps=total_timesteps)
+    if state.get("status") == "finished" and config.total_timesteps <= done:
+        raise RunAlreadyFinished(path, done)
     torch.set_num_threads(config.threads)
     envs, val_env = make_envs(config)
     model = PPO.load(
         path / rundir.LAST, env=DummyVecEnv([_constant(e) for e in envs]), device="cpu"
     )
     remaining = config.total_timesteps - int(model.num_timesteps)
+    if on_start is not None:
+        on_start(path)
     if remaining > 0:
         _learn(model, path, config, val_env, remaining, show_progress, reset=False)
     else:

@@ -44,14 +44,34 @@ def test_forms(tmp_path, graph):
         ({"a": 0, "b": 0}, "1 ops of 'g' have no device, e.g. 'c'"),
         ({"a": 0, "b": 0, "c": 0, "zz": 1}, "op 'zz' is not in graph 'g'"),
         ({"graph": "other", "placement": [0, 0, 0]}, "for graph 'other', not 'g'"),
-        ({"placement": [0, 0, 0], "bogus": 1}, "unknown decision keys"),
+        ({"placement": [0, 0, 0], "bogus": 1}, "unknown top-level key 'bogus'"),
+        ({"placement": [0, 0, 0], "sed": 1}, "unknown top-level key 'sed'; did you mean 'seed'"),
+        ({"placemnt": [0, 0, 0]}, "unknown top-level key 'placemnt'; did you mean 'placement'"),
+        ({"priority": ["a", "b", "c"]}, r'priority\[0\] is "a"; priority entries must be integers'),
+        (
+            {"placement": [0, -1, 0]},
+            r"placement\[1\] is -1; placement entries must be integers >= 0",
+        ),
+        ({"placement": 3}, "placement must be a list of integers"),
+        ({"a": 0, "b": "gpu1", "c": 0}, "op 'b' is \"gpu1\""),
+        ([0, 1.5, 0], r"placement\[1\] is 1.5"),
         ("{not json", "not valid JSON"),
         ("3", "expected a JSON list or object"),
     ],
 )
 def test_bad_files(tmp_path, graph, data, match):
-    with pytest.raises(ValueError, match=match):
-        load_decision(write(tmp_path, data), graph)
+    path = write(tmp_path, data)
+    with pytest.raises(ValueError, match=match) as info:
+        load_decision(path, graph)
+    assert str(info.value).startswith(path)  # every error names the file
+
+
+def test_devices_are_checked_against_the_cluster(tmp_path, graph):
+    path = write(tmp_path, {"placement": [0, 4, 1]})
+    assert load_decision(path, graph).placement.tolist() == [0, 4, 1]  # no cluster: unchecked
+    with pytest.raises(ValueError, match="op 'b' .* is device 4, but the cluster has 4 devices"):
+        load_decision(path, graph, num_devices=4)
+    assert load_decision(path, graph, num_devices=5).placement.tolist() == [0, 4, 1]
 
 
 def test_missing_file(tmp_path, graph):

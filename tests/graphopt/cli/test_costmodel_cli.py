@@ -85,6 +85,13 @@ def test_bad_inputs(capsys, tmp_path):
     err = _error(capsys, "costmodel", "train", "--data", missing, "--runs-root", str(tmp_path))
     assert "x.npz: no such file or directory" in err
     assert "no .npz files" in _error(capsys, "costmodel", "train", "--data", str(tmp_path))
+    graph_file = tmp_path / "graph.json"
+    graph_file.write_text("{}")
+    for argv in (["train", "--data", str(graph_file)],
+                 ["eval", str(tmp_path), "--data", str(graph_file)]):  # fmt: skip
+        err = _error(capsys, "costmodel", *argv)
+        assert "not a dataset" in err and "graphopt costmodel dataset" in err
+        assert "pickled" not in err
     (tmp_path / "old.npz").write_bytes(b"")
     err = _error(capsys, "costmodel", "dataset", "--graphs", "rnnlm-tiny", "--out", str(tmp_path))
     assert "already holds a dataset" in err

@@ -21,7 +21,9 @@ def test_help(run_cli):
 def test_list(run_cli):
     data = json.loads(run_cli("graphs", "list", "--json").stdout)
     assert "gnmt-4" in data["graphs"] and "tiny" in data["suites"]
-    assert "gnmt-4" in run_cli("graphs", "list").stdout
+    text = run_cli("graphs", "list").stdout
+    assert "gnmt-4" in text
+    assert 'pip install "graphopt[transformers]"' in text  # not eaten as rich markup
 
 
 def test_show_and_export_round_trip(run_cli, tmp_path):
@@ -58,3 +60,16 @@ def test_import_pipedream_profile(run_cli, tmp_path):
     assert "41 ops" in text and CompGraph.load(out).num_ops == 41
     proc = run_cli("graphs", "import", "resnet", "-o", str(out), check=False)
     assert proc.returncode == 2 and "cannot import 'resnet'" in proc.stderr
+
+
+def test_import_without_an_optional_dependency_is_one_line(run_cli, tmp_path):
+    import importlib.util
+
+    import pytest
+
+    if importlib.util.find_spec("transformers") is not None:
+        pytest.skip("transformers is installed")
+    proc = run_cli("graphs", "import", "torch:gpt2?n_layer=1&seq=16", "-o", str(tmp_path / "g.json"),
+                   check=False)  # fmt: skip
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+    assert 'pip install "graphopt[transformers]"' in proc.stderr

@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 
 import numpy as np
+from conftest import ROOT
 
+from graphopt.baselines.placement import PLACERS
 from graphopt.hardware import get_cluster
 from graphopt.sim import simulate
 from graphopt.typing import Decision
@@ -52,6 +57,28 @@ def test_simulate_table_gantt_and_decision_file(run_cli, tmp_path):
     assert gantt.read_bytes()[:4] == b"\x89PNG"
 
 
+def test_numbers_are_not_cut_when_piped():
+    # a pipe without COLUMNS: rich would assume 80 columns and cut '1,297.372' to '1,297.…'
+    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
+
+    def simulate(*extra: str) -> str:
+        cmd = [sys.executable, "-m", "graphopt", "simulate", "gnmt-2", "--placement", "split"]
+        proc = subprocess.run(
+            [*cmd, *extra], capture_output=True, text=True, cwd=ROOT, timeout=300, env=env
+        )
+        assert proc.returncode == 0, proc.stderr
+        return proc.stdout
+
+    step_ms = json.loads(simulate("--json"))[0]["step_time"] * 1e3
+    table = simulate()
+    assert f"{step_ms:,.3f}" in table and "…" not in table
+
+
+def test_help_lists_every_placer_and_defaults(run_cli):
+    text = " ".join(run_cli("simulate", "--help").stdout.split())
+    assert all(name in text for name in PLACERS) and "(default: single)" in text
+
+
 def test_bad_inputs(run_cli):
     proc = run_cli("simulate", "suite:tiny", "--cluster", "v100x3", check=False)
     assert proc.returncode == 2 and "unknown cluster preset 'v100x3'" in proc.stderr
@@ -60,6 +87,12 @@ def test_bad_inputs(run_cli):
     assert proc.returncode == 2 and "unknown placement 'magic'" in proc.stderr
     proc = run_cli("simulate", "suite:nope", check=False)
     assert proc.returncode == 2 and "nope" in proc.stderr
+    for gantt in ("/proc/nope.png", "/etc/hostname/g.png"):
+        proc = run_cli("simulate", "txl-tiny", "--gantt", gantt, check=False)
+        assert proc.returncode == 2 and "Traceback" not in proc.stderr
+        assert f"cannot write Gantt chart '{gantt}'" in proc.stderr
+    proc = run_cli("simulate", "txl-tiny", "--placement", "/nope/d.json", check=False)
+    assert proc.returncode == 2 and "does not exist" in proc.stderr
 
 
 def test_baselines_command(run_cli, tmp_path):

@@ -50,7 +50,9 @@ def test_train_then_eval(run_cli, tmp_path):
     out = run_cli("train", "--config", str(write_config(tmp_path, 64)), "--runs-dir", str(runs),
                   "--name", "t", "--no-progress").stdout  # fmt: skip
     run = runs / "placement" / "t_1"
-    assert f"run: {run}" in out
+    assert out.startswith(f"run: {run} (training 64 timesteps)")  # the directory comes first
+    assert "finished: 64 timesteps" in out and "validation speed-up" in out  # then a summary
+    assert out.rstrip().endswith(f"run: {run}")
     for name in (
         "config.yaml",
         "state.json",
@@ -69,6 +71,7 @@ def test_train_then_eval(run_cli, tmp_path):
         "eval", str(run), "--graphs", "txl-tiny,random-sp-100-s0", "--mode", "sample:2"
     ).stdout
     assert "policy (sample:2)" in text and "geometric mean" in text
+    assert text.startswith(f"model: {run / 'best_model.zip'} (best by validation")
     results = json.loads((run / "eval" / "sample-2" / "results.json").read_text())
     assert [g["graph"] for g in results["graphs"]] == ["txl-tiny", "random-sp-100-s0"]
     assert (run / "eval" / "sample-2" / "comparison.png").exists()
@@ -102,9 +105,33 @@ def test_train_then_eval(run_cli, tmp_path):
     assert proc.returncode == 2 and "supports at most" in proc.stderr
     proc = run_cli("eval", str(run), "--graphs", "txl-tiny", "--mode", "best", check=False)
     assert proc.returncode == 2 and "unknown mode 'best'" in proc.stderr
+    proc = run_cli("eval", str(run), "--graphs", "txl-tiny", "--budget", "-3", check=False)
+    assert proc.returncode == 2 and "--budget must be >= 0, got -3" in proc.stderr
     other = edited_copy(run, tmp_path / "scheduling_run", "task: placement", "task: scheduling")
     proc = run_cli("eval", str(other), "--graphs", "txl-tiny", "--mode", "plan:8", check=False)
     assert proc.returncode == 2 and "refines placements" in proc.stderr
+
+    # resume: a finished run says so; flags that would change the run are refused by name;
+    # --total-timesteps extends the run, recorded in its config and state, its clock going on
+    metrics = (run / "metrics.csv").read_text()
+    proc = run_cli("train", "--resume", str(run), "--no-progress")
+    assert "already finished (64 timesteps)" in proc.stdout and "--total-timesteps N" in proc.stdout
+    assert (run / "metrics.csv").read_text() == metrics
+    proc = run_cli("train", "--resume", str(run), "--seed", "3", "--graphs", "x", check=False)
+    assert proc.returncode == 2 and "--graphs, --seed would change the run" in proc.stderr
+    proc = run_cli("train", "--resume", str(run), "--total-timesteps", "32", check=False)
+    assert proc.returncode == 2 and "below the 64 timesteps" in proc.stderr
+    out = run_cli("train", "--resume", str(run), "--total-timesteps", "96", "--no-progress").stdout
+    assert out.startswith(f"resuming {run} at 64 of 96 timesteps") and "finished: 96" in out
+    state = json.loads((run / "state.json").read_text())
+    assert state["status"] == "finished" and state["timesteps"] >= 96
+    assert (
+        state["total_timesteps"] == 96
+        and "total_timesteps: 96" in (run / "config.yaml").read_text()
+    )
+    walls = [float(r.split(",")[1]) for r in (run / "metrics.csv").read_text().splitlines()[1:]]
+    assert len(walls) > metrics.count("\n") - 1 and walls == sorted(walls)  # no restart from 0
+    assert state["wall_seconds"] >= walls[-1]
 
 
 EDIT = """\
@@ -170,6 +197,11 @@ def test_bad_runs_and_configs(run_cli, tmp_path):
     )
     proc = run_cli("train", "--resume", str(tmp_path / "nope"), check=False)
     assert proc.returncode == 2 and "does not exist" in proc.stderr
+    typed = tmp_path / "typed.yaml"
+    typed.write_text("learning_rate: fast\n")
+    proc = run_cli("train", "--config", str(typed), "--runs-dir", str(tmp_path), check=False)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert "config key 'learning_rate' must be a number, got 'fast'" in proc.stderr
 
 
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
@@ -195,21 +227,20 @@ def test_ctrl_c_or_sigterm_leaves_a_resumable_run(tmp_path, signum):
     assert f"graphopt train --resume {run}" in out
     state = json.loads((run / "state.json").read_text())
     assert state["status"] == "interrupted" and 0 < state["timesteps"] < 4096
-    # resume with a smaller target so the test stays short: edit the run's config
-    config = (
-        (run / "config.yaml")
-        .read_text()
-        .replace("total_timesteps: 4096", f"total_timesteps: {state['timesteps'] + 32}")
-    )
-    (run / "config.yaml").write_text(config)
-    done = subprocess.run([sys.executable, "-m", "graphopt", "train", "--resume", str(run), "--no-progress"],
+    wall = state["wall_seconds"]
+    # resume with a smaller target so the test stays short
+    target = state["timesteps"] + 32
+    done = subprocess.run([sys.executable, "-m", "graphopt", "train", "--resume", str(run), "--no-progress",
+                           "--total-timesteps", str(target)],
                           cwd=ROOT, capture_output=True, text=True, timeout=300, env={**os.environ})  # fmt: skip
     assert done.returncode == 0, done.stderr
     state = json.loads((run / "state.json").read_text())
-    assert state["status"] == "finished" and state["timesteps"] >= state.get("timesteps", 0)
+    assert state["status"] == "finished" and state["timesteps"] >= target
     assert (run / "final_model.zip").exists()
     rows = (run / "metrics.csv").read_text().splitlines()
     assert rows[0].startswith("timesteps") and len(rows) > 2  # appended across the two sessions
+    walls = [float(r.split(",")[1]) for r in rows[1:]]
+    assert walls == sorted(walls) and state["wall_seconds"] >= wall  # one clock over both sessions
 
 
 @pytest.mark.parametrize("bad", ["--total-timesteps=0"])

@@ -29,13 +29,35 @@ def test_file_and_overrides(tmp_path):
         ("n_envs: 0\n", "n_envs must be >= 1"),
         ("- a\n- b\n", "expected a mapping"),
         ("a: [\n", "not valid YAML"),
+        ("learning_rate: fast\n", "config key 'learning_rate' must be a number, got 'fast'"),
+        ("n_envs: 2.5\n", "config key 'n_envs' must be an integer, got 2.5"),
+        ("seed: true\n", "config key 'seed' must be an integer, got True"),
+        ("max_ops: many\n", "config key 'max_ops' must be an integer or null, got 'many'"),
+        ("max_ops: 0\n", "max_ops must be >= 1"),
+        ("task: 3\n", "config key 'task' must be a string, got 3"),
+        ("policy_kwargs: [1]\n", "config key 'policy_kwargs' must be a mapping"),
     ],
 )
 def test_bad_configs_name_the_problem(tmp_path, text, match):
     path = tmp_path / "bad.yaml"
     path.write_text(text)
-    with pytest.raises(ValueError, match=match):
+    with pytest.raises(ValueError, match=match) as info:
         load_config(path)
+    if match.startswith("config key"):  # a type error names the file the value came from
+        assert str(info.value).startswith(f"{path}: ")
+
+
+def test_numbers_are_converted_to_their_key_type(tmp_path):
+    path = tmp_path / "c.yaml"
+    # YAML 1.1 reads 3e-4 (no dot) as a string
+    path.write_text("learning_rate: 3e-4\nclip_range: 1\nmax_ops: null\n")
+    config = load_config(path)
+    assert config.learning_rate == 3e-4 and isinstance(config.clip_range, float)
+    assert config.max_ops is None
+    with pytest.raises(ValueError, match="config key 'seed' must be an integer, got 'x'"):
+        load_config(None, seed="x")
+    with pytest.raises(ValueError, match="config key 'gamma' must be a number"):
+        TrainConfig(gamma="high").validate()  # type: ignore[arg-type]
 
 
 def test_missing_file_and_bad_override(tmp_path):

@@ -29,6 +29,10 @@ def test_state_and_metrics_append(tmp_path):
     rundir.MetricsLog(tmp_path).write(timesteps=2, kind="val")  # reopening appends
     lines = (tmp_path / rundir.METRICS).read_text().splitlines()
     assert len(lines) == 3 and lines[0].startswith("timesteps,") and lines[2].startswith("2,")
+    assert log.last_wall_seconds() == 0.0  # no row has a wall time
+    log.write(timesteps=3, kind="train", wall_seconds=1.5)
+    log.write(timesteps=3, kind="val", wall_seconds=2.25)
+    assert rundir.MetricsLog(tmp_path).last_wall_seconds() == 2.25
 
 
 def test_uninterrupted_holds_ctrl_c_until_the_block_is_done(tmp_path):
