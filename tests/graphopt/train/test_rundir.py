@@ -5,6 +5,23 @@ import pytest
 from graphopt.train import rundir
 
 
+@pytest.fixture(autouse=True)
+def python_handles_ctrl_c():
+    """Ctrl-C as in an interactive process, however the suite was launched: a background job
+    (``cmd &``, ``nohup``) starts with SIGINT ignored, and Python then leaves it ignored."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, before)
+
+
 def test_run_dirs_are_numbered_and_checked(tmp_path):
     a = rundir.new_run_dir(tmp_path, "placement", "go")
     b = rundir.new_run_dir(tmp_path, "placement", "go")
@@ -174,3 +191,16 @@ def test_a_sigterm_handler_of_the_application_is_left_alone():
         assert seen == [signal.SIGTERM] and not stop.requested
     finally:
         signal.signal(signal.SIGTERM, before)
+
+
+def test_an_ignored_ctrl_c_stays_ignored():
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        pytest.skip("signals are only handled in the main thread")
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # as under nohup; the fixture restores it
+    with rundir.graceful_stop() as stop:
+        assert signal.getsignal(signal.SIGINT) == signal.SIG_IGN
+        signal.raise_signal(signal.SIGINT)
+    assert not stop.requested
