@@ -158,7 +158,8 @@ class RunCallback(BaseCallback):
         valid = float(np.mean([r.measurement.valid for r in results]))
         self.last_val = speedup
         self.metrics.write(
-            timesteps=self.num_timesteps, wall_seconds=round(self.elapsed(), 2), kind="val", speedup_geomean=speedup, valid_fraction=valid,
+            timesteps=self.num_timesteps, wall_seconds=round(self.elapsed(), 2), kind="val",
+            speedup_geomean=speedup, valid_fraction=valid,
             step_time_mean=float(np.mean([r.measurement.step_time for r in results])),
         )  # fmt: skip
         self.logger.record("val/speedup_geomean", speedup)

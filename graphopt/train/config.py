@@ -216,18 +216,19 @@ def load_config(path: str | Path | None = None, **overrides: Any) -> TrainConfig
         ValueError: a missing or malformed file, an unknown key (named), a value of the wrong type
             (key, type and value named), or a bad value.
     """
-    data = check_types(_read_yaml(CONFIG_DIR / "ppo_default.yaml"))
+    data = _read_yaml(CONFIG_DIR / "ppo_default.yaml")
     if path is not None:
         from_file = _read_yaml(Path(path))
-        try:
-            data.update(check_types(from_file))
+        try:  # checked here only to name the file; validate() checks every value's type
+            check_types(from_file)
         except ValueError as e:
             raise ValueError(f"{path}: {e}") from None
+        data.update(from_file)
     for key, value in overrides.items():
         if key not in FIELDS:
             raise ValueError(f"unknown config key {key!r}; valid keys: {', '.join(sorted(FIELDS))}")
         if value is not None:
-            data[key] = _coerce(key, value)
+            data[key] = value
     try:
         config = TrainConfig(**data)
     except TypeError as e:  # pragma: no cover - guarded by the key checks above
