@@ -22,9 +22,8 @@ from __future__ import annotations
 
 import argparse
 
-from rich.console import Console
-
 from graphopt.configs import CONFIG_DIR
+from graphopt.report import make_console
 
 HELDOUT = "suite:heldout-small"
 REAL = "pipedream:resnet50,pipedream:inception_v3,pipedream:gnmt"
@@ -66,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
     from graphopt.train.config import load_config
     from graphopt.train.trainer import train
 
-    console = Console()
+    console = make_console()
     config = load_config(args.config, total_timesteps=args.total_timesteps, name="demo")
     torch.set_num_threads(config.threads)
     console.rule(

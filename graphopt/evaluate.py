@@ -19,6 +19,7 @@ from rich.console import Console
 from graphopt.compare import GraphComparison, compare_on_graph
 from graphopt.hardware import get_cluster
 from graphopt.report import (
+    make_console,
     plot_comparisons,
     plot_training_curve,
     print_comparisons,
@@ -124,7 +125,7 @@ def evaluate_run(
     curve = plot_training_curve(
         path / rundir.METRICS, out / "training_curve.png", f"training of {path.name}"
     )
-    (console or Console()).print(
+    (console or make_console()).print(
         f"wrote {json_path}, {csv_path}, {bars}" + (f", {curve}" if curve else "")
     )
     return comparisons
