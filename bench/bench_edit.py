@@ -28,12 +28,12 @@ import torch
 from stable_baselines3 import PPO
 
 from envs.placement_edit import FEATURES, PlacementEditEnv
-from graphopt.evaluate import load_run_model
+from graphopt import rundir
+from graphopt.eval.evaluate import load_run_model
 from graphopt.sim import Simulator
-from graphopt.train import rundir
 from graphopt.train.config import load_config
-from graphopt.train.rollout import geomean
 from graphopt.typing import Decision
+from policies.rollout import geomean
 
 DEFAULT_GRAPHS = (
     "suite:heldout-small,pipedream:resnet50,pipedream:inception_v3,pipedream:gnmt,"

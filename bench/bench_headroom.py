@@ -28,7 +28,7 @@ import numpy as np
 from placement_moves import HELD_OUT, best_single_moves, move_times, step_times
 
 from graphopt.baselines.search import simulated_annealing
-from graphopt.compare import best_heuristic
+from graphopt.baselines.staged import best_heuristic
 from graphopt.hardware import get_cluster
 from graphopt.sim import PreparedGraph, Simulator, lower_bounds
 from graphopt.typing import Decision

@@ -36,8 +36,8 @@ from placement_moves import (
 
 from graphopt.baselines.search import simulated_annealing
 from graphopt.sim import PreparedGraph
-from graphopt.train.rollout import geomean, run_policy
 from graphopt.typing import Decision
+from policies.rollout import geomean, run_policy
 
 
 def pruned_search(graph, cluster, hint: np.ndarray, budget: int, seed: int) -> np.ndarray:

@@ -38,13 +38,13 @@ from graphopt.costmodel import data
 from graphopt.costmodel.learned import LearnedCostModel
 from graphopt.costmodel.metrics import kendall_tau
 from graphopt.costmodel.runs import TEST_METRICS, train_run
-from graphopt.evaluate import load_run_model
+from graphopt.eval.evaluate import load_run_model
 from graphopt.hardware import get_cluster
 from graphopt.sim import Simulator
 from graphopt.train.config import load_config
-from graphopt.train.rollout import geomean
 from graphopt.train.trainer import make_envs, train
 from graphopt.workloads.registry import resolve_graphs
+from policies.rollout import geomean
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -17,7 +17,7 @@ graphs (training) and on the held-out graphs; then, per graph, the move ranked f
   over that window), all divided by the step time;
 - ``earliest finish``: one of those features alone (how much earlier the op could finish there);
 - ``analytic estimate``: the contention-aware insertion schedule of the whole moved placement
-  (:class:`graphopt.baselines.estimate_search.PlacementEstimate`), no learning;
+  (:class:`graphopt.sim.estimate.PlacementEstimate`), no learning;
 
 is priced by the simulator: the count of graphs where it improves on the hint, and the geometric
 mean speed-up, beside the oracle (best move, or none). No torch.
@@ -33,15 +33,14 @@ import lightgbm as lgb
 import numpy as np
 from placement_moves import HELD_OUT, move_times, random_graph_names
 
-from graphopt.baselines.estimate_search import PlacementEstimate
-from graphopt.compare import best_heuristic
-from graphopt.costmodel.features import link_arrays
+from graphopt.baselines.staged import best_heuristic
 from graphopt.graph import CompGraph
 from graphopt.hardware import Cluster, get_cluster
 from graphopt.sim import PreparedGraph, Simulator
-from graphopt.train.rollout import geomean
+from graphopt.sim.estimate import PlacementEstimate, link_arrays
 from graphopt.typing import Decision
 from graphopt.workloads.registry import resolve_graphs
+from policies.rollout import geomean
 
 EARLIEST_FINISH = 3  # column of move_features: (finish now - earliest finish there) / step time
 

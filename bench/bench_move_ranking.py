@@ -43,7 +43,7 @@ from placement_moves import (
 )
 
 from graphopt.sim import PreparedGraph
-from graphopt.train.rollout import geomean
+from policies.rollout import geomean
 
 
 def apply_top(hint: np.ndarray, scores: np.ndarray, k: int) -> np.ndarray:

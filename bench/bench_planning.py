@@ -26,21 +26,22 @@ import numpy as np
 import torch
 from placement_moves import HELD_OUT, step_times
 
-from graphopt.baselines.estimate_search import PlacementEstimate, estimate_search, weighted_moves
+from graphopt.baselines.estimate_search import estimate_search, weighted_moves
 from graphopt.baselines.search import simulated_annealing
-from graphopt.compare import best_heuristic
+from graphopt.baselines.staged import best_heuristic
 from graphopt.hardware import get_cluster
 from graphopt.sim import PreparedGraph, Simulator
-from graphopt.train.rollout import geomean
+from graphopt.sim.estimate import PlacementEstimate
 from graphopt.typing import Decision
 from graphopt.workloads.registry import resolve_graphs
+from policies.rollout import geomean
 
 
 def policy_setup(run: str, graphs: list, cluster: str) -> tuple:
     """``(model, env)`` for the run's best model on ``graphs``."""
     from pathlib import Path
 
-    from graphopt.evaluate import load_run_model, model_sizes
+    from graphopt.eval.evaluate import load_run_model, model_sizes
     from graphopt.train.trainer import ENV_CLASSES
 
     model = load_run_model(Path(run))
@@ -69,7 +70,7 @@ def main() -> None:
     graphs = resolve_graphs(args.graphs.split(","))
     model = env = None
     if args.run:
-        from graphopt.train.rollout import placement_probabilities
+        from policies.rollout import placement_probabilities
 
         model, env = policy_setup(args.run, graphs, args.cluster)
     columns = [f"{kind}@{b}" for b in budgets for kind in ("estimate", "believes", "annealing")]

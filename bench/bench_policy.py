@@ -37,10 +37,10 @@ import numpy as np
 import torch
 from gymnasium import spaces
 
-from envs.encoding import encode, observation_space
+from graphopt.encoding import encode, observation_space
 from graphopt.hardware import get_cluster
+from graphopt.nn.batching import graph_batch, obs_to_tensors, pack, to_padded
 from graphopt.workloads import get_graph
-from policies.batching import graph_batch, obs_to_tensors, pack, to_padded
 from policies.sb3_policy import GOPolicy
 from policies.segment_attention import SegmentAttentionLayer, extend
 

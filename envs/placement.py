@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from envs.base import COMMON_SECTIONS, GraphOptEnv
+from envs.one_shot import COMMON_SECTIONS, GraphOptEnv
 
 
 class PlacementEnv(GraphOptEnv):

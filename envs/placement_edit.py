@@ -6,17 +6,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-from envs.base import GraphSpec, pick_graph, resolve_graph_list
-from envs.reference import Reference, check_reference, reference_decision
-from envs.rewards import check_reward_mode, reward
-from graphopt.baselines.estimate_search import PlacementEstimate
-from graphopt.graph import CompGraph
-from graphopt.hardware import DEFAULT_CLUSTER, Cluster, get_cluster
-from graphopt.sim import Simulator
+from envs.base import GraphEnv, GraphSpec, pick_graph
+from envs.rewards import reward
+from graphopt.hardware import DEFAULT_CLUSTER, Cluster
+from graphopt.sim.estimate import PlacementEstimate
 from graphopt.typing import CostModel, Decision, FloatArray, IntArray
 
 FEATURES = (
@@ -104,7 +100,7 @@ def move_features(
     return out
 
 
-class PlacementEditEnv(gym.Env[np.ndarray, np.int64]):
+class PlacementEditEnv(GraphEnv):
     """Placement improved one move at a time, each candidate move seen in the analytic estimate.
 
     ## Description
@@ -113,7 +109,7 @@ class PlacementEditEnv(gym.Env[np.ndarray, np.int64]):
     ``horizon`` steps. At each step the environment draws ``candidates`` single-op moves (an op,
     uniformly, to another device, uniformly) from ``self.np_random`` and prices every moved
     placement with two analytic schedules, the insertion schedule and the append-only one
-    (:class:`graphopt.baselines.estimate_search.PlacementEstimate`, no simulation; their
+    (:class:`graphopt.sim.estimate.PlacementEstimate`, no simulation; their
     gains are combined by :func:`vetted_gain`); the agent picks one move or passes. The observation describes each candidate by what is true of any
     graph (estimated gain, its rank, the op's share of the step, device loads), so a policy can
     transfer to graph families it never saw. The policy needs no simulator call at all to act:
@@ -155,8 +151,6 @@ class PlacementEditEnv(gym.Env[np.ndarray, np.int64]):
     - ``candidates``: moves offered per step ``C`` (default 16).
     - ``horizon``: steps per episode (default 64).
     - ``reward_scale``: multiplies the reward (default 100: percent).
-    - ``max_ops``, ``max_edges``, ``num_priorities``: accepted for a common interface and unused
-      (the observation does not grow with the graph).
 
     ## Version History
 
@@ -164,9 +158,6 @@ class PlacementEditEnv(gym.Env[np.ndarray, np.int64]):
     """
 
     task = "placement-edit"
-    decides = "placement"
-    """The decision this task produces (baselines and references are placement's)."""
-    metadata = {"render_modes": []}  # noqa: RUF012 (Gymnasium's convention)
 
     def __init__(
         self,
@@ -174,60 +165,43 @@ class PlacementEditEnv(gym.Env[np.ndarray, np.int64]):
         cluster: str | Path | Cluster = DEFAULT_CLUSTER,
         cost_model: CostModel | None = None,
         reward_mode: str = "speedup",
-        max_ops: int | None = None,
-        max_edges: int | None = None,
-        num_priorities: int = 8,
         reference: str = "best",
         candidates: int = 16,
         horizon: int = 64,
         reward_scale: float = 100.0,
         seed: int | None = None,
     ) -> None:
-        del max_ops, max_edges  # the observation does not depend on graph size
-        self.graphs: list[CompGraph] = resolve_graph_list(graphs)
-        self.cluster = get_cluster(cluster)
+        super().__init__(graphs, cluster, cost_model, reward_mode, reference)
         if self.cluster.num_devices < 2:
             raise ValueError(
                 f"cluster {self.cluster.name} has one device: nothing to move; use a cluster "
                 "with at least 2 devices"
             )
-        self.cost_model: CostModel = cost_model if cost_model is not None else Simulator()
-        self.reward_mode = check_reward_mode(reward_mode)
-        self.reference_name = check_reference(reference)
         if candidates < 1 or horizon < 1:
             raise ValueError(f"candidates and horizon must be >= 1, got {candidates} and {horizon}")
         self.candidates = int(candidates)
         self.horizon = int(horizon)
         self.reward_scale = float(reward_scale)
-        self.max_ops = max(g.num_ops for g in self.graphs)
-        self.max_edges = max(g.num_edges for g in self.graphs)
-        self.num_priorities = int(num_priorities)  # unused; kept for a common interface
         self.action_space = spaces.Discrete(self.candidates + 1)
         self.observation_space = spaces.Box(
             -CLIP, CLIP, (self.candidates + 1, len(FEATURES)), np.float32
         )
-        self._references: dict[int, Reference] = {}
         self._estimates: dict[int, tuple[PlacementEstimate, PlacementEstimate]] = {}
         self._seed = seed
-        self._current = 0
         if seed is not None:
             self.reset(seed=seed)
 
-    @property
-    def task_kwargs(self) -> dict[str, Any]:
-        """Constructor arguments beyond the common ones that recreate this environment."""
-        return {"candidates": self.candidates, "horizon": self.horizon}
+    def settings(self) -> dict[str, Any]:
+        """Keyword arguments of :func:`envs.make_env` that recreate this environment (with its
+        graphs, cluster, cost model and seed)."""
+        return {
+            **super().settings(),
+            "candidates": self.candidates,
+            "horizon": self.horizon,
+            "reward_scale": self.reward_scale,
+        }
 
     # ------------------------------------------------------------------ per graph
-    def reference(self, index: int) -> Reference:
-        """The reference placement of graph ``index`` (computed once, then cached)."""
-        ref = self._references.get(index)
-        if ref is None:
-            ref = reference_decision(
-                self.graphs[index], self.cluster, "placement", self.cost_model, self.reference_name
-            )
-            self._references[index] = ref
-        return ref
 
     def _estimate(self, index: int) -> tuple[PlacementEstimate, PlacementEstimate]:
         """The insertion and the append-only estimate of graph ``index`` (cached)."""

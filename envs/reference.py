@@ -4,13 +4,9 @@ The reference serves two purposes: it is the yardstick of the ``speedup`` and ``
 rewards, and for the scheduling and fusion tasks it supplies the decisions the agent does not make
 (the placement, and for fusion also the priorities).
 
-``"best"`` (the default) tries every heuristic registered for the task at call time and keeps the
-valid one with the lowest step time (an invalid one only if none is valid):
-
-- placement: every placer in :data:`graphopt.baselines.placement.PLACERS`;
-- scheduling: the best placement, with every scheduler of ``graphopt.baselines.scheduling``;
-- fusion: the best placement and schedule, with every fuser of ``graphopt.baselines.fusion``;
-- joint: the best fusion reference (it already combines the best of each part).
+``"best"`` (the default) is the task's best-heuristic chain, :mod:`graphopt.baselines.staged`
+(the same as the heuristic rows of ``graphopt baselines``): the valid decision with the lowest
+step time (an invalid one only if none is valid).
 
 A placer name (e.g. ``"single"``) uses that placer instead, with topological order and no fusion.
 Results are cached in-process, keyed by the graph's and cluster's fingerprints and the cost model.
@@ -20,15 +16,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
-
 from graphopt.baselines.placement import PLACERS
-from graphopt.compare import best_heuristic
+from graphopt.baselines.staged import best_heuristic
 from graphopt.graph import CompGraph
 from graphopt.hardware import Cluster
+from graphopt.tasks import ONE_SHOT_TASKS, get_task
 from graphopt.typing import CostModel, Decision, Measurement
-
-TASKS = ("placement", "scheduling", "fusion", "joint")
 
 
 @dataclass(frozen=True)
@@ -57,13 +50,12 @@ def reference_decision(
     graph: CompGraph, cluster: Cluster, task: str, cost_model: CostModel, reference: str = "best"
 ) -> Reference:
     """The reference decision for ``task`` (see the module docstring); ``"best"`` is
-    :func:`graphopt.compare.best_heuristic`, the same staging as ``graphopt baselines``.
+    :func:`graphopt.baselines.staged.best_heuristic`.
 
     Raises:
         ValueError: an unknown task or reference name.
     """
-    if task not in TASKS:
-        raise ValueError(f"unknown task {task!r}; choose one of: {', '.join(TASKS)}")
+    get_task(task, ONE_SHOT_TASKS)
     check_reference(reference)
     key = (graph.fingerprint, cluster.fingerprint, task, reference, id(cost_model))
     cached = _CACHE.get(key)
@@ -77,13 +69,3 @@ def reference_decision(
     result = Reference(decision=decision, measurement=measurement, name=name)
     _CACHE[key] = result
     return result
-
-
-def filled(decision: Decision, num_ops: int) -> Decision:
-    """``decision`` with every missing array replaced by its default (zeros)."""
-    zeros = np.zeros(num_ops, dtype=np.int64)
-    return Decision(
-        placement=zeros if decision.placement is None else decision.placement,
-        priority=zeros if decision.priority is None else decision.priority,
-        fusion=zeros if decision.fusion is None else decision.fusion,
-    )

@@ -22,16 +22,25 @@ from __future__ import annotations
 
 import argparse
 
+import torch
+
+from envs import make_env
+from envs.base import resolve_graph_list
 from graphopt.configs import CONFIG_DIR
-from graphopt.report import make_console
+from graphopt.eval.evaluate import evaluate_run, load_run_model, model_sizes
+from graphopt.eval.gantt import plot_gantt
+from graphopt.eval.report import make_console
+from graphopt.importers.pipedream import list_profiles
+from graphopt.sim import simulate
+from graphopt.train.config import load_config
+from graphopt.train.trainer import train
+from policies.rollout import run_policy
 
 HELDOUT = "suite:heldout-small"
 REAL = "pipedream:resnet50,pipedream:inception_v3,pipedream:gnmt"
 
 
 def default_eval_graphs() -> str:
-    from graphopt.importers.pipedream import list_profiles
-
     return f"{HELDOUT},{REAL}" if list_profiles() else HELDOUT
 
 
@@ -58,12 +67,6 @@ def main(argv: list[str] | None = None) -> int:
         help="configuration of the placement-edit stage ('' to skip it)",
     )
     args = parser.parse_args(argv)
-
-    import torch
-
-    from graphopt.evaluate import evaluate_run, load_run_model
-    from graphopt.train.config import load_config
-    from graphopt.train.trainer import train
 
     console = make_console()
     config = load_config(args.config, total_timesteps=args.total_timesteps, name="demo")
@@ -102,17 +105,9 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _gantt(run, graph_name, eval_graphs, config, model, console) -> None:
-    from envs.base import resolve_graph_list
-    from graphopt.evaluate import model_sizes
-    from graphopt.sim import simulate
-    from graphopt.train.rollout import run_policy
-    from graphopt.train.trainer import ENV_CLASSES
-    from graphopt.viz.gantt import plot_gantt
-
     graphs = [g for g in resolve_graph_list(eval_graphs) if g.name == graph_name][:1]
     max_ops, max_edges = model_sizes(model, config.task)
-    env = ENV_CLASSES[config.task](graphs=graphs, cluster=config.cluster, max_ops=max_ops, max_edges=max_edges,
-                                   num_priorities=config.num_priorities)  # fmt: skip
+    env = make_env(config.task, graphs, config.cluster, **config.env_settings(max_ops, max_edges))
     result = run_policy(model, env, 0)
     m = simulate(graphs[0], env.cluster, result.decision, schedule=True)
     assert m.schedule is not None

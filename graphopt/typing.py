@@ -36,6 +36,17 @@ class Decision:
     priority: IntArray | None = None
     fusion: IntArray | None = None
 
+    def filled(self, num_ops: int) -> Decision:
+        """This decision with every array given as ``int64`` and each missing one replaced by its
+        default (zeros: device 0, priority 0, no fusion) for a graph of ``num_ops`` ops."""
+
+        def arr(value: IntArray | None) -> IntArray:
+            if value is None:
+                return np.zeros(num_ops, dtype=np.int64)
+            return np.asarray(value, dtype=np.int64)
+
+        return Decision(arr(self.placement), arr(self.priority), arr(self.fusion))
+
     def to_dict(self) -> dict[str, list[int] | None]:
         """JSON-ready form (lists of ints, ``None`` for arrays left out)."""
         return {

@@ -8,8 +8,8 @@ features of the observation:
         \\,\\|\\, \\mathbf{g}_b \\,\\|\\, \\mathrm{mean}_{k} \\mathbf{u}_{b,k} \\,\\|\\,
         \\max_{k} \\mathbf{u}_{b,k}\\big] \\in \\mathbb{R}^{2d + 8 + 10}
 
-over real ops ``i`` and real devices ``k`` (``g``: :data:`envs.encoding.GRAPH_FEATURES`,
-``u``: :data:`envs.encoding.DEVICE_FEATURES`). A graph without ops pools to zeros.
+over real ops ``i`` and real devices ``k`` (``g``: :data:`graphopt.encoding.GRAPH_FEATURES`,
+``u``: :data:`graphopt.encoding.DEVICE_FEATURES`). A graph without ops pools to zeros.
 
 FiLM (Perez et al., 2018) maps the context to one scale and shift per modulated layer ``l``,
 
@@ -28,7 +28,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from envs.encoding import DEVICE_FEATURES, GRAPH_FEATURES
+from graphopt.encoding import DEVICE_FEATURES, GRAPH_FEATURES
 from policies.segment_attention import FilmParams
 
 

@@ -25,9 +25,9 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from policies.batching import GraphBatch, graph_batch, pack, to_padded
+from graphopt.nn.batching import GraphBatch, graph_batch, pack, to_padded
+from graphopt.nn.graph_encoder import GraphEncoder
 from policies.film import FiLM, context_dim, graph_context
-from policies.graph_encoder import GraphEncoder
 from policies.heads import TaskHeads, ValueHead
 from policies.segment_attention import SegmentAttention
 
@@ -60,7 +60,7 @@ class GONetwork(nn.Module):
 
     Shapes:
         - input: a mapping of observation tensors with a batch dimension (any dtype; see
-          :func:`policies.batching.graph_batch`) or a :class:`~policies.batching.GraphBatch`.
+          :func:`graphopt.nn.batching.graph_batch`) or a :class:`~graphopt.nn.batching.GraphBatch`.
         - output: ``(logits, value, mask)``: logits a dict block -> ``(B, M, K_block)`` (padding
           slots hold zeros), value ``(B,)``, mask ``(B, M)`` bool of real op slots.
     """

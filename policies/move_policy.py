@@ -36,6 +36,7 @@ from stable_baselines3.common.policies import ActorCriticPolicy
 from stable_baselines3.common.type_aliases import PyTorchObs, Schedule
 from torch import Tensor, nn
 
+from envs.placement_edit import FEATURES
 from policies.sb3_policy import _IGNORED_SB3_KWARGS, own_parameters
 
 
@@ -120,7 +121,6 @@ class MovePolicy(ActorCriticPolicy):
         super().__init__(observation_space, action_space, lr_schedule, ortho_init=False, **kwargs)
 
     def _build(self, lr_schedule: Schedule) -> None:
-        from envs.placement_edit import FEATURES
 
         self.scorer = MoveScorer(
             self.num_features, self.hidden, FEATURES.index("gain"), self.gain_prior

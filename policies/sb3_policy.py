@@ -37,7 +37,7 @@ from stable_baselines3.common.torch_layers import BaseFeaturesExtractor
 from stable_baselines3.common.type_aliases import PyTorchObs, Schedule
 from torch import Tensor
 
-from policies.batching import GraphBatch, graph_batch
+from graphopt.nn.batching import GraphBatch, graph_batch
 from policies.dedup import observation_keys, unique_rows
 from policies.distributions import GOActionDistribution
 from policies.go_network import GONetwork

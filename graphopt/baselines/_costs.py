@@ -21,13 +21,12 @@ from numba import njit
 
 from graphopt.graph import CompGraph
 from graphopt.hardware import Cluster
+from graphopt.sim import PreparedGraph
 from graphopt.typing import FloatArray, IntArray
 
 
 def op_times(graph: CompGraph, cluster: Cluster) -> FloatArray:
     """``(N, D)`` seconds of every op on every device, exactly as the simulator computes them."""
-    from graphopt.sim import PreparedGraph
-
     return np.ascontiguousarray(PreparedGraph(graph, cluster).op_time, dtype=np.float64)
 
 

@@ -60,8 +60,9 @@ from graphopt.baselines._costs import (
 )
 from graphopt.graph import CompGraph
 from graphopt.hardware import Cluster
+from graphopt.sim import PreparedGraph
 from graphopt.sim.heaps import fheap_pop, fheap_push, iheap_pop, iheap_push
-from graphopt.typing import FloatArray, IntArray
+from graphopt.typing import Decision, FloatArray, IntArray
 
 MAX_REPAIRS = 8
 """Simulator checks after relaxing ``alpha`` before the placers give up."""
@@ -357,8 +358,6 @@ def _place_within_memory(
         dev, failed, short = core(inputs, alpha)
     if failed >= 0:
         raise ValueError(_no_fit_error(name, inputs, 1.0, *first_failure))
-    from graphopt.sim import PreparedGraph
-    from graphopt.typing import Decision
 
     prepared = PreparedGraph(g, c)
     for _ in range(MAX_REPAIRS + 1):

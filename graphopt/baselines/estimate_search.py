@@ -28,7 +28,7 @@ import numpy as np
 
 from graphopt.graph import CompGraph
 from graphopt.hardware import Cluster
-from graphopt.sim import PreparedGraph
+from graphopt.sim.estimate import PlacementEstimate
 from graphopt.typing import FloatArray, IntArray
 
 Proposer = Callable[[np.random.Generator, IntArray, int], tuple[IntArray, IntArray]]
@@ -104,43 +104,6 @@ def weighted_moves(probs: FloatArray, uniform_share: float = 0.5) -> Proposer:
         return ops, devices
 
     return propose
-
-
-class PlacementEstimate:
-    """``(B, N)`` placements -> ``(B,)`` estimated step times (s): the insertion schedule of
-    :func:`graphopt.costmodel.features.contention_schedule` (the same as
-    ``DecisionFeaturizer.insertion_schedule``, without its device limit), ``inf`` where a device's
-    parameter bytes exceed its memory.
-
-    ``window`` is the schedule's gap search depth (default
-    :data:`graphopt.costmodel.features.INSERTION_WINDOW`); ``window=0`` gives the append-only
-    schedule, each op after the last one booked on its device, in topological order.
-    """
-
-    def __init__(self, graph: CompGraph, cluster: Cluster, window: int | None = None) -> None:
-        from graphopt.costmodel.features import INSERTION_WINDOW, link_arrays
-
-        if window is not None and window < 0:
-            raise ValueError(f"window must be >= 0, got {window}")
-        self.window = INSERTION_WINDOW if window is None else int(window)
-
-        self.op_time = np.ascontiguousarray(PreparedGraph(graph, cluster).op_time)
-        self.succ_ptr, self.succ_dst = graph.successors_csr
-        self.nbytes = np.asarray(graph.edge_bytes, dtype=np.float64)
-        self.latency, self.inv_bw = link_arrays(cluster)
-        self.param_bytes = np.asarray(graph.param_bytes, dtype=np.float64)
-        self.memory = np.asarray(cluster.memory, dtype=np.float64)
-        self.num_devices = cluster.num_devices
-
-    def __call__(self, placements: IntArray) -> FloatArray:
-        from graphopt.costmodel.features import contention_schedule, device_param_bytes
-
-        place = np.ascontiguousarray(placements, dtype=np.int64)
-        params = device_param_bytes(place, self.param_bytes, self.num_devices)
-        fits = (params <= self.memory[None, :]).all(axis=1)
-        times = contention_schedule(place, self.op_time, self.succ_ptr, self.succ_dst,
-                                    self.nbytes, self.latency, self.inv_bw, self.window)  # fmt: skip
-        return np.where(fits, times, np.inf)
 
 
 def estimate_search(

@@ -73,6 +73,7 @@ from typing import Any
 
 import numpy as np
 
+from graphopt.baselines.placement import PLACERS
 from graphopt.graph import CompGraph
 from graphopt.hardware import Cluster
 from graphopt.sim import PreparedGraph
@@ -208,8 +209,6 @@ def solve_exact(
 def _best_placer(graph: CompGraph, cluster: Cluster, prepared: PreparedGraph) -> Decision:
     """The fastest valid placement of :data:`~graphopt.baselines.placement.PLACERS` (topological
     order), to hint the solver with; all on device 0 when none is valid."""
-    from graphopt.baselines.placement import PLACERS
-
     best, best_key = Decision(placement=np.zeros(graph.num_ops, dtype=np.int64)), (True, np.inf)
     for placer in PLACERS.values():
         try:

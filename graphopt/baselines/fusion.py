@@ -15,7 +15,12 @@ import numpy as np
 
 from graphopt.graph import CompGraph
 from graphopt.hardware import Cluster
+from graphopt.sim import PreparedGraph
 from graphopt.typing import Decision, IntArray
+
+Fuser = Callable[[CompGraph, Cluster, Decision], IntArray]
+"""A fusion heuristic: ``(graph, cluster, decision) -> fusion bits`` for the decision's placement
+and priorities."""
 
 _UNARY = (
     # TensorFlow
@@ -187,8 +192,6 @@ def greedy_fusion(
     Raises:
         ValueError: a bad ``budget``, ``start`` or ``batch_size``.
     """
-    from graphopt.sim import PreparedGraph
-
     if budget < 1 or batch_size < 1:
         raise ValueError(f"budget and batch_size must be >= 1, got {budget} and {batch_size}")
     if start not in ("xla", "none"):
@@ -234,7 +237,7 @@ def greedy_fusion(
     return bits
 
 
-FUSERS: dict[str, Callable[[CompGraph, Cluster, Decision], IntArray]] = {
+FUSERS: dict[str, Fuser] = {
     "none": no_fusion,
     "xla": xla_fusion,
     "greedy": greedy_fusion,

@@ -20,6 +20,7 @@ from graphopt.baselines.heft import heft, heft_contention
 from graphopt.baselines.metis import metis
 from graphopt.graph import CompGraph
 from graphopt.hardware import Cluster
+from graphopt.sim import PreparedGraph
 from graphopt.typing import IntArray
 
 
@@ -48,8 +49,6 @@ def contiguous_split(graph: CompGraph, cluster: Cluster) -> IntArray:
     ``m_g`` is the weight of the groups before it plus half its own and ``W`` the total, so each
     stage gets about ``W / D``.
     """
-    from graphopt.sim import PreparedGraph
-
     n, num_dev = graph.num_ops, cluster.num_devices
     if n == 0:
         return np.zeros(0, dtype=np.int64)

@@ -16,13 +16,10 @@ fusion         fusion bits
 joint          all three
 =============  =================================================================================
 
-Start (``start=None``): the best heuristic decision, chosen as :mod:`envs.reference` does: every
-placer of :data:`~graphopt.baselines.placement.PLACERS` registered at call time (topological order,
-no fusion), then for every task but placement every scheduler of
-``graphopt.baselines.scheduling.SCHEDULERS`` (if registered) with the best placement, then for
-fusion and joint the "xla" fusion (:mod:`graphopt.baselines.fusion`) of the best so far. Each
-heuristic decision costs one evaluation, counted against the budget; the best by
-``(invalid, step time)`` is the start. Random search needs a start only for the scheduling and
+Start (``start=None``): the best heuristic decision of the task's chain
+(:mod:`graphopt.baselines.staged`, as for the environments' reference), with the fusers that
+decide without simulating (:data:`SEARCH_FUSERS`: none and xla). Each heuristic decision costs one
+evaluation, counted against the budget; the best by ``(invalid, penalised cost)`` is the start. Random search needs a start only for the scheduling and
 fusion tasks (to fix the placement); for placement and joint it samples from scratch, unless a start
 is given, which is then evaluated first.
 
@@ -35,21 +32,20 @@ the one of least penalised cost (its measurement says why it is invalid).
 
 from __future__ import annotations
 
-import importlib
 import math
-from collections.abc import Callable
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
-from graphopt.baselines.fusion import xla_fusion
+from graphopt.baselines.fusion import FUSERS
+from graphopt.baselines.staged import Key, run_chain
 from graphopt.graph import CompGraph
 from graphopt.hardware import Cluster
 from graphopt.sim import PreparedGraph
+from graphopt.tasks import ONE_SHOT_TASKS, get_task
 from graphopt.typing import Decision, FloatArray, IntArray, Measurement
 
-TASKS = ("placement", "scheduling", "fusion", "joint")
 OOM_PENALTY = 2.0
 """Factor on the step time of an out-of-memory decision (times its worst memory overshoot)."""
 
@@ -131,20 +127,14 @@ class _Budget:
 
 
 def _filled(decision: Decision, n: int) -> tuple[IntArray, IntArray, IntArray]:
-    def arr(value: object) -> IntArray:
-        return np.zeros(n, np.int64) if value is None else np.array(value, dtype=np.int64)
-
-    return arr(decision.placement), arr(decision.priority), arr(decision.fusion)
-
-
-def _registry(module: str, attr: str) -> dict[str, Callable[..., Any]]:
-    try:
-        return dict(getattr(importlib.import_module(module), attr))
-    except (ImportError, AttributeError):
-        return {}
+    full = decision.filled(n)
+    assert full.placement is not None and full.priority is not None and full.fusion is not None
+    return full.placement, full.priority, full.fusion
 
 
-_Arrays = tuple[IntArray, IntArray, IntArray]
+SEARCH_FUSERS = {name: FUSERS[name] for name in ("none", "xla")}
+"""The fusers of the search's start: those that decide without simulating (greedy fusion
+simulates internally, evaluations the budget could not count)."""
 
 
 def heuristic_start(
@@ -154,55 +144,25 @@ def heuristic_start(
     candidate one evaluation of ``budget``; stops when the budget runs out (cost ``None`` when
     nothing could be evaluated: the decision is then the all-default one). ``fuse=False`` leaves
     out the fusion stage."""
-    from graphopt.baselines.placement import PLACERS
+    n = graph.num_ops
 
-    zeros = np.zeros(graph.num_ops, dtype=np.int64)
-    placements: list[_Arrays] = []
-    for placer in PLACERS.values():
-        try:
-            placements.append((np.asarray(placer(graph, cluster), np.int64), zeros, zeros))
-        except (ValueError, ImportError):  # a placer that finds no fit, or lacks its package
-            continue
-    best = _pick(placements, budget, None)
-    if best is not None and task != "placement":
-        p = best[0][0]
-        schedulers = _registry("graphopt.baselines.scheduling", "SCHEDULERS")
-        more = [
-            (p, np.asarray(fn(graph, cluster, p), np.int64), zeros) for fn in schedulers.values()
-        ]
-        best = _pick(more, budget, best)
-    if best is not None and fuse and task in ("fusion", "joint"):
-        p, q, _ = best[0]
-        fused = (p, q, xla_fusion(graph, cluster, Decision(placement=p, priority=q)))
-        best = _pick([fused], budget, best)
-    if best is None:
-        return Decision(placement=zeros, priority=zeros, fusion=zeros), None
-    (p, q, f), (_, cost) = best
-    return Decision(placement=p, priority=q, fusion=f), cost
+    def score(decisions: Sequence[Decision]) -> list[Key]:
+        todo = [_filled(d, n) for d in decisions[: budget.left]]
+        if not todo:
+            return []
+        cost, valid = budget.evaluate(*(np.stack([a[k] for a in todo]) for k in range(3)))
+        return [(not ok, x) for x, ok in zip(cost.tolist(), valid.tolist(), strict=True)]
 
-
-def _pick(
-    candidates: list[_Arrays],
-    budget: _Budget,
-    known: tuple[_Arrays, tuple[bool, float]] | None,
-) -> tuple[_Arrays, tuple[bool, float]] | None:
-    """Evaluate as many ``candidates`` as the budget allows; return the best by ``(invalid,
-    penalised cost)``, ``known`` (already evaluated, with its key) included."""
-    best = known
-    todo = candidates[: budget.left]
-    if todo:
-        cost, valid = budget.evaluate(*(np.stack([c[k] for c in todo]) for k in range(3)))
-        for c, x, ok in zip(todo, cost.tolist(), valid.tolist(), strict=True):
-            key = (not ok, x)
-            if best is None or key < best[1]:
-                best = (c, key)
-    return best
+    stages = "scheduling" if task == "joint" and not fuse else task
+    chain = run_chain(graph, cluster, stages, score, fusers=SEARCH_FUSERS)
+    if chain.best is None or chain.best.decision is None or chain.best.key is None:
+        return Decision().filled(n), None
+    return chain.best.decision.filled(n), chain.best.key[1]
 
 
 def _searched(task: str, budget: int, graph: CompGraph, search_fusion: bool) -> frozenset[str]:
     """Validate the arguments; return the arrays searched: "placement", "priority", "fusion"."""
-    if task not in TASKS:
-        raise ValueError(f"unknown task {task!r}; choose one of: {', '.join(TASKS)}")
+    get_task(task, ONE_SHOT_TASKS)
     if isinstance(budget, bool) or not isinstance(budget, int) or budget < 1:
         raise ValueError(f"budget must be a positive integer (evaluations), got {budget!r}")
     if graph.num_ops == 0:

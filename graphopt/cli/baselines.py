@@ -6,10 +6,11 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from graphopt.compare import TASKS, GraphComparison, compare_on_graph
+from graphopt.eval.compare import GraphComparison, compare_on_graph
+from graphopt.eval.report import plot_comparisons, print_comparisons, write_comparisons
 from graphopt.hardware import DEFAULT_CLUSTER, get_cluster
-from graphopt.report import plot_comparisons, print_comparisons, write_comparisons
 from graphopt.sim import Simulator
+from graphopt.tasks import ONE_SHOT_TASKS
 from graphopt.workloads import resolve_graphs
 
 
@@ -28,7 +29,7 @@ def register(sub: Any) -> None:
         default=DEFAULT_CLUSTER,
         help=f"preset or cluster file (default {DEFAULT_CLUSTER})",
     )
-    p.add_argument("--task", default="placement", choices=TASKS)
+    p.add_argument("--task", default="placement", choices=ONE_SHOT_TASKS)
     p.add_argument(
         "--budget",
         type=int,

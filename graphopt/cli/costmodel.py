@@ -199,7 +199,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     from rich.table import Table
 
     from graphopt.costmodel.runs import evaluate_run
-    from graphopt.report import make_console
+    from graphopt.eval.report import make_console
 
     if args.batch_size < 1:
         raise ValueError(f"--batch-size must be >= 1, got {args.batch_size}")

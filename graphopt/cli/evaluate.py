@@ -41,7 +41,7 @@ def register(sub: Any) -> None:
 
 def describe_model(run: Path) -> str:
     """Which of the run's models ``graphopt eval`` loads, and what it is."""
-    from graphopt.train import rundir
+    from graphopt import rundir
 
     path = rundir.best_model_path(run)
     state = rundir.read_state(run)
@@ -58,10 +58,10 @@ def describe_model(run: Path) -> str:
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
-    from graphopt.evaluate import evaluate_run
-    from graphopt.report import make_console
-    from graphopt.train import rundir
-    from graphopt.train.rollout import parse_mode
+    from graphopt import rundir
+    from graphopt.eval.evaluate import evaluate_run
+    from graphopt.eval.report import make_console
+    from policies.rollout import parse_mode
 
     if args.budget < 0:
         raise ValueError(f"--budget must be >= 0, got {args.budget}")

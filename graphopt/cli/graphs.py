@@ -10,8 +10,8 @@ from typing import Any
 from rich.markup import escape
 from rich.table import Table
 
+from graphopt.eval.report import make_console
 from graphopt.graph import CompGraph
-from graphopt.report import make_console
 from graphopt.workloads import SUITES, list_graphs, resolve_graphs
 
 

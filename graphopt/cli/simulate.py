@@ -14,9 +14,9 @@ from rich.table import Table
 
 from graphopt.baselines.placement import PLACERS
 from graphopt.decision_io import load_decision
+from graphopt.eval.report import make_console
 from graphopt.graph import CompGraph, Op
 from graphopt.hardware import DEFAULT_CLUSTER, Cluster, get_cluster, list_presets
-from graphopt.report import make_console
 from graphopt.sim import Simulator, lower_bounds
 from graphopt.typing import Decision
 from graphopt.workloads import resolve_graphs
@@ -128,7 +128,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         result, m = simulate_one(graph, cluster, decision, sim, schedule=bool(args.gantt))
         results.append(result)
         if args.gantt and m.schedule is not None:
-            from graphopt.viz.gantt import plot_gantt
+            from graphopt.eval.gantt import plot_gantt
 
             out = Path(args.gantt)
             if len(graphs) > 1:

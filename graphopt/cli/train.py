@@ -7,7 +7,8 @@ import math
 from pathlib import Path
 from typing import Any
 
-from graphopt.train.config import POLICIES, TASKS
+from graphopt.tasks import TASKS
+from graphopt.train.config import POLICIES
 
 RUN_FLAGS = {
     "task": "--task", "graphs": "--graphs", "val_graphs": "--val-graphs", "cluster": "--cluster",
@@ -26,7 +27,9 @@ def register(sub: Any) -> None:
         "--resume RUN continues it with its own configuration, and --resume RUN --total-timesteps N "
         "extends a run (a finished one too) to N timesteps in all.",
     )
-    p.add_argument("--task", choices=TASKS, help="what the policy decides (default: the config's)")
+    p.add_argument(
+        "--task", choices=tuple(TASKS), help="what the policy decides (default: the config's)"
+    )
     p.add_argument(
         "--graphs",
         help="training graphs (name, suite:NAME, file, pipedream:/torch: source; comma list)",
@@ -68,7 +71,7 @@ def register(sub: Any) -> None:
 
 def summary(run: Path) -> str:
     """One line from the run's ``state.json``: timesteps, wall time, validation speed-ups."""
-    from graphopt.train import rundir
+    from graphopt import rundir
 
     state = rundir.read_state(run)
     line = f"{state.get('status', 'unknown')}: {int(state.get('timesteps', 0)):,} timesteps"
@@ -81,7 +84,7 @@ def summary(run: Path) -> str:
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-    from graphopt.train import rundir
+    from graphopt import rundir
     from graphopt.train.config import load_config
     from graphopt.train.trainer import RunAlreadyFinished, TrainingInterrupted, resume, train
 

@@ -26,10 +26,16 @@ from typing import Protocol
 
 import numpy as np
 
+from graphopt.baselines.fusion import FUSERS
+from graphopt.baselines.placement import PLACERS
+from graphopt.baselines.scheduling import SCHEDULERS
 from graphopt.costmodel.features import SUMMARY_FEATURES, DecisionFeaturizer, static_features
+from graphopt.costmodel.tpugraphs import LayoutGraph, load_tpugraphs
 from graphopt.graph import CompGraph
 from graphopt.hardware import Cluster
-from graphopt.typing import IntArray
+from graphopt.sim import PreparedGraph
+from graphopt.tasks import get_task
+from graphopt.typing import Decision, IntArray
 
 FORMAT = "graphopt-costmodel-samples"
 VERSION = 1
@@ -166,8 +172,6 @@ def from_layout(layout: object) -> GraphSamples:
     Node features go through :func:`signed_log`; opcodes are shifted by one (0 stays unused, as
     for graphopt op-type ids).
     """
-    from graphopt.costmodel.tpugraphs import LayoutGraph
-
     assert isinstance(layout, LayoutGraph)
     return GraphSamples(
         name=layout.name,
@@ -205,7 +209,8 @@ def from_decisions(
 
 
 # ---------------------------------------------------------------------- sampling decisions
-TASKS = ("placement", "joint")
+SAMPLED_TASKS = ("placement", "joint")
+"""The tasks whose decisions :func:`sample_decisions` draws (of :data:`graphopt.tasks.TASKS`)."""
 
 
 def sample_decisions(
@@ -223,13 +228,7 @@ def sample_decisions(
     are random levels or the critical-path order and fusion bits random (rate 0-50%) or XLA's.
     ``task="placement"`` leaves priorities and fusion at zero.
     """
-    from graphopt.baselines.fusion import FUSERS
-    from graphopt.baselines.placement import PLACERS
-    from graphopt.baselines.scheduling import SCHEDULERS
-    from graphopt.typing import Decision
-
-    if task not in TASKS:
-        raise ValueError(f"unknown task {task!r}; choose one of: {', '.join(TASKS)}")
+    get_task(task, SAMPLED_TASKS)
     n, d = graph.num_ops, cluster.num_devices
     starts = []
     for placer in PLACERS.values():
@@ -290,8 +289,6 @@ def generate(
         the ``.npz`` files written, one per graph, in ``out_dir``.
     """
     from rich.progress import Progress
-
-    from graphopt.sim import PreparedGraph
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -433,8 +430,6 @@ def load_dataset(source: str | Path, include_oom: bool = False) -> list[GraphSam
     except (OSError, ValueError) as e:
         raise ValueError(f"{path}: not a readable .npz file ({e})") from e
     if "node_config_feat" in keys:
-        from graphopt.costmodel.tpugraphs import load_tpugraphs
-
         return [from_layout(load_tpugraphs(path))]
     return [load_samples(path, include_oom)]
 

@@ -34,13 +34,13 @@ from graphopt.costmodel.features import (
     STATIC_FEATURES,
     SUMMARY_FEATURES,
     DecisionFeaturizer,
-    device_param_bytes,
 )
 from graphopt.costmodel.model import CostNet
 from graphopt.costmodel.runs import resolve_model
 from graphopt.costmodel.train import GraphTensors, load_checkpoint
 from graphopt.graph import CompGraph
 from graphopt.hardware import Cluster
+from graphopt.sim.estimate import device_param_bytes
 from graphopt.typing import Decision, IntArray, Measurement
 
 EXPECTED_FEATURES = {

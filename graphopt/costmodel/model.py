@@ -49,7 +49,7 @@ from torch import Tensor, nn
 from torch_geometric.nn import SAGEConv
 
 from graphopt.costmodel.features import NUM_OPCODES
-from policies.graph_encoder import bidirectional, mean_adjacency
+from graphopt.nn.graph_encoder import bidirectional, mean_adjacency
 
 
 @dataclass(frozen=True)

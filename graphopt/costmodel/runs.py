@@ -2,7 +2,7 @@
 score a run's model on a dataset.
 
 A run lives in ``runs/costmodel/<name>_<k>/`` (numbered as PPO runs are, by
-:func:`graphopt.train.rundir.new_run_dir`) and holds:
+:func:`graphopt.rundir.new_run_dir`) and holds:
 
 ========================  ==============================================================
 ``config.yaml``           every argument of :func:`train_run`, the split, the data's sizes, the
@@ -44,12 +44,13 @@ import numpy as np
 import torch
 import yaml
 
+from graphopt import rundir
 from graphopt.costmodel import train as cm_train
 from graphopt.costmodel.data import DecisionConfigs, GraphSamples, load_dataset, split_samples
 from graphopt.costmodel.losses import get_loss
 from graphopt.costmodel.metrics import grouped_report, ranking_report
 from graphopt.costmodel.model import CostNet
-from graphopt.train import rundir
+from graphopt.sim import PreparedGraph
 
 TASK = "costmodel"
 """Runs go to ``<runs_root>/costmodel/``."""
@@ -339,8 +340,6 @@ def evaluate_run(run: str | Path, data: str | Path, batch_size: int = 256) -> di
 def simulator_seconds(samples: list[GraphSamples]) -> float | None:
     """Seconds the simulator takes for all decisions of ``samples`` (batched, per-graph setup
     included); ``None`` when the samples are not graphopt decisions (TpuGraphs)."""
-    from graphopt.sim import PreparedGraph
-
     if not all(isinstance(s.configs, DecisionConfigs) and s.graph is not None for s in samples):
         return None
     first = samples[0]

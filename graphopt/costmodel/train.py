@@ -36,7 +36,7 @@ from graphopt.costmodel.features import (
 from graphopt.costmodel.losses import get_loss
 from graphopt.costmodel.metrics import grouped_report
 from graphopt.costmodel.model import CostNet, NetLayout
-from graphopt.train.rundir import uninterrupted
+from graphopt.rundir import uninterrupted
 
 CHECKPOINT_FORMAT = "graphopt-costmodel v1"
 
@@ -256,7 +256,7 @@ def train_loop(
 
 def save_checkpoint(path: str | Path, net: CostNet, features: dict[str, Any], **extra: Any) -> Path:
     """Write ``net`` with its layout and the data's feature layout; atomic (temp file + rename),
-    Ctrl-C held back until the file is complete (:func:`graphopt.train.rundir.uninterrupted`)."""
+    Ctrl-C held back until the file is complete (:func:`graphopt.rundir.uninterrupted`)."""
     path = Path(path)
     tmp = path.with_suffix(".tmp")
     with uninterrupted():

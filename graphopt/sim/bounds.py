@@ -49,6 +49,7 @@ from numba import njit
 from graphopt.graph import CompGraph
 from graphopt.hardware import Cluster
 from graphopt.sim import engine
+from graphopt.sim.simulator import PreparedGraph, _check_array
 
 
 @dataclass(frozen=True)
@@ -109,8 +110,6 @@ def lower_bounds(graph: CompGraph, cluster: Cluster, fusion: object | None = Non
     Raises:
         ValueError: a fusion array of the wrong shape, or an illegal fusion.
     """
-    from graphopt.sim.simulator import PreparedGraph, _check_array
-
     prepared = PreparedGraph(graph, cluster)
     n = graph.num_ops
     bits = np.zeros(n, dtype=np.int64) if fusion is None else _check_array("fusion", fusion, n, 2)
@@ -134,8 +133,6 @@ def lower_bounds(graph: CompGraph, cluster: Cluster, fusion: object | None = Non
 def any_fusion_lower_bounds(graph: CompGraph, cluster: Cluster) -> LowerBounds:
     """Both lower bounds for ``graph`` on ``cluster``, valid for every placement, schedule and
     fusion (module docstring): the bounds of the tasks that decide fusion."""
-    from graphopt.sim.simulator import PreparedGraph
-
     prepared = PreparedGraph(graph, cluster)
     n = graph.num_ops
     if n == 0:

@@ -14,10 +14,10 @@ from typing import Any
 import numpy as np
 from stable_baselines3.common.callbacks import BaseCallback
 
-from envs.base import GraphOptEnv
+from envs.one_shot import GraphOptEnv
 from envs.rewards import INVALID
-from graphopt.train import rundir
-from graphopt.train.rollout import geomean, run_policy
+from graphopt import rundir
+from policies.rollout import geomean, run_policy
 
 
 class RunCallback(BaseCallback):

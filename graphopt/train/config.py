@@ -16,11 +16,10 @@ from typing import Any
 import yaml
 
 from graphopt.configs import CONFIG_DIR
+from graphopt.costmodel.runs import resolve_model
+from graphopt.tasks import get_task
 
 CONFIG_VERSION = 1
-TASKS = ("placement", "scheduling", "fusion", "joint", "placement-edit")
-DECIDES = {"placement-edit": "placement"}
-"""The decision a task produces, where it differs from the task's name (baselines compare on it)."""
 POLICIES = ("go", "mlp")
 
 
@@ -100,8 +99,7 @@ class TrainConfig:
                 f"config version {self.version} is not supported; this graphopt reads version "
                 f"{CONFIG_VERSION} (see graphopt/configs/ppo_default.yaml)"
             )
-        if self.task not in TASKS:
-            raise ValueError(f"task {self.task!r} is unknown; choose one of: {', '.join(TASKS)}")
+        get_task(self.task)
         if self.policy not in POLICIES:
             raise ValueError(
                 f"policy {self.policy!r} is unknown; choose one of: {', '.join(POLICIES)}"
@@ -114,8 +112,6 @@ class TrainConfig:
         if self.max_ops is not None and self.max_ops < 1:
             raise ValueError(f"max_ops must be >= 1 (or left out), got {self.max_ops}")
         if self.cost_model != "simulator":
-            from graphopt.costmodel.runs import resolve_model
-
             try:
                 resolve_model(self.cost_model)
             except ValueError as e:
@@ -128,14 +124,16 @@ class TrainConfig:
     @property
     def decides(self) -> str:
         """The decision the task produces: ``placement`` for placement-edit, else the task."""
-        return DECIDES.get(self.task, self.task)
+        return get_task(self.task).decides_as
 
-    @property
-    def env_extra(self) -> dict[str, Any]:
-        """Keyword arguments the task's environment takes beyond the common ones."""
-        if self.task == "placement-edit":
-            return {"candidates": self.candidates, "horizon": self.horizon}
-        return {}
+    def env_settings(self, max_ops: int, max_edges: int) -> dict[str, Any]:
+        """The settings of the task's environment (:func:`envs.make_env`) for policies of
+        ``max_ops`` op slots and ``max_edges`` edge slots (one-shot tasks only)."""
+        if get_task(self.task).one_shot:
+            return {"reward_mode": self.reward_mode, "max_ops": max_ops, "max_edges": max_edges,
+                    "num_priorities": self.num_priorities}  # fmt: skip
+        return {"reward_mode": self.reward_mode, "candidates": self.candidates,
+                "horizon": self.horizon}  # fmt: skip
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

@@ -16,26 +16,14 @@ from typing import Any
 
 import torch
 
-from envs import ENV_IDS  # noqa: F401  (registers the environments)
-from envs.base import GraphOptEnv, resolve_graph_list
-from envs.fusion import FusionEnv
-from envs.joint import JointEnv
-from envs.placement import PlacementEnv
-from envs.placement_edit import PlacementEditEnv
-from envs.scheduling import SchedulingEnv
+from envs import make_env
+from envs.base import resolve_graph_list
+from graphopt import rundir
 from graphopt.sim import Simulator
-from graphopt.train import rundir
 from graphopt.train.callbacks import RunCallback
 from graphopt.train.config import TrainConfig, load_config
 from graphopt.typing import CostModel
-
-ENV_CLASSES: dict[str, type[GraphOptEnv] | type[PlacementEditEnv]] = {
-    "placement": PlacementEnv,
-    "scheduling": SchedulingEnv,
-    "fusion": FusionEnv,
-    "joint": JointEnv,
-    "placement-edit": PlacementEditEnv,
-}
+from policies import GOPolicy, MovePolicy
 
 
 def _constant(env: Any) -> Callable[[], Any]:
@@ -81,17 +69,16 @@ def make_envs(config: TrainConfig, sim: Simulator | None = None) -> tuple[list[A
     val_graphs = resolve_graph_list(config.val_graphs) if config.val_graphs else []
     max_ops = config.max_ops or max(g.num_ops for g in train_graphs + val_graphs)
     max_edges = max(4 * max_ops, *(g.num_edges for g in train_graphs + val_graphs))
-    cls = ENV_CLASSES[config.task]
-    common: dict[str, Any] = {
-        "cluster": config.cluster, "reward_mode": config.reward_mode,
-        "max_ops": max_ops, "max_edges": max_edges, "num_priorities": config.num_priorities,
-        **config.env_extra,
-    }  # fmt: skip
+    settings = config.env_settings(max_ops, max_edges)
     envs = [
-        cls(graphs=train_graphs, seed=config.seed + i, cost_model=train_cost, **common)
+        make_env(config.task, train_graphs, config.cluster, cost_model=train_cost,
+                 seed=config.seed + i, **settings)
         for i in range(config.n_envs)
-    ]
-    val = cls(graphs=val_graphs, seed=config.seed, cost_model=sim, **common) if val_graphs else None
+    ]  # fmt: skip
+    val = None
+    if val_graphs:
+        val = make_env(config.task, val_graphs, config.cluster, cost_model=sim, seed=config.seed,
+                       **settings)  # fmt: skip
     return envs, val
 
 
@@ -101,10 +88,7 @@ def _policy(config: TrainConfig) -> tuple[Any, dict[str, Any]]:
     if config.policy == "mlp":
         return ("MlpPolicy" if edit else "MultiInputPolicy"), kwargs
     if edit:
-        from policies import MovePolicy
-
         return MovePolicy, kwargs
-    from policies import GOPolicy
 
     kwargs.setdefault("task", config.task)
     return GOPolicy, kwargs

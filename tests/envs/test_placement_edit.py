@@ -18,9 +18,9 @@ from envs.placement_edit import (
     vetted_gain,
 )
 from envs.rewards import reward
-from graphopt.baselines.estimate_search import PlacementEstimate
 from graphopt.hardware import Cluster, get_cluster
 from graphopt.sim import Simulator
+from graphopt.sim.estimate import PlacementEstimate
 from graphopt.typing import Decision
 
 GRAPHS = ["txl-tiny", "random-sp-100-s0"]

@@ -9,7 +9,7 @@ from gymnasium import spaces
 from stable_baselines3 import PPO
 
 import envs
-from envs.encoding import observation_space
+from graphopt.encoding import observation_space
 from policies.sb3_policy import GOPolicy, infer_blocks
 
 torch.set_num_threads(1)
@@ -134,6 +134,6 @@ def test_hint_sets_the_initial_greedy_decision():
 
 
 def policies_batch(obs):
-    from policies.batching import graph_batch, obs_to_tensors
+    from graphopt.nn.batching import graph_batch, obs_to_tensors
 
     return graph_batch(obs_to_tensors(obs))

@@ -7,7 +7,6 @@ import numpy as np
 import pytest
 
 from graphopt.baselines.estimate_search import (
-    PlacementEstimate,
     estimate_search,
     uniform_moves,
     weighted_moves,
@@ -16,6 +15,7 @@ from graphopt.costmodel.features import DecisionFeaturizer
 from graphopt.graph import CompGraph, Op
 from graphopt.hardware import Cluster, get_cluster
 from graphopt.sim import simulate
+from graphopt.sim.estimate import PlacementEstimate
 from graphopt.typing import Decision
 from graphopt.workloads import get_graph
 

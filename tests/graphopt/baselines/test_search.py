@@ -3,10 +3,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from graphopt.baselines.search import TASKS, SearchResult, random_search, simulated_annealing
+from graphopt.baselines.search import SearchResult, random_search, simulated_annealing
 from graphopt.graph import CompGraph
 from graphopt.hardware import Cluster, Device, get_cluster
 from graphopt.sim import PreparedGraph, simulate
+from graphopt.tasks import ONE_SHOT_TASKS as TASKS
 from graphopt.typing import Decision
 from graphopt.workloads import get_graph, layered_dag, series_parallel_dag
 

@@ -5,15 +5,15 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from envs.encoding import MAX_DEVICES
 from graphopt.costmodel.features import (
     DECISION_FEATURES,
     SUMMARY_FEATURES,
     DecisionFeaturizer,
-    contention_schedule,
     static_features,
 )
+from graphopt.encoding import MAX_DEVICES
 from graphopt.hardware import get_cluster
+from graphopt.sim.estimate import contention_schedule
 from graphopt.workloads.registry import resolve_graphs
 
 

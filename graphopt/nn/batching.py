@@ -1,6 +1,6 @@
 """From padded observations to typed tensors, and to one disjoint big graph (PyG-style batch).
 
-The environments (:mod:`envs.encoding`) pad every observation to ``max_ops`` op slots and
+The environments (:mod:`graphopt.encoding`) pad every observation to ``max_ops`` op slots and
 ``max_edges`` edge slots; Stable-Baselines3 stores them as they come or cast to ``float32``. This
 module undoes both, without a Python loop over ops or edges:
 
@@ -104,7 +104,7 @@ def graph_batch(obs: Mapping[str, Tensor]) -> GraphBatch:
     missing = [k for k in OBS_KEYS if k not in obs]
     if missing:
         raise ValueError(
-            f"observation lacks {missing}; expected the keys of envs.encoding.observation_space "
+            f"observation lacks {missing}; expected the keys of graphopt.encoding.observation_space "
             f"(obs_mode='full'), got {sorted(obs)}"
         )
     counts = obs["counts"].long()

@@ -6,7 +6,7 @@ Each op ``i`` starts from
     \\mathbf{h}_i^{(0)} = \\mathbf{E}[t_i] + \\mathbf{W}_f \\mathbf{x}_i + \\mathbf{b}_f
 
 (``t_i`` its op-type id, ``E`` an embedding table whose row 0, the padding id, stays zero;
-``x_i`` its 13 scaled features, :data:`envs.encoding.OP_FEATURES`), then goes through ``L``
+``x_i`` its 13 scaled features, :data:`graphopt.encoding.OP_FEATURES`), then goes through ``L``
 GraphSAGE layers (Hamilton et al., 2017, ``torch_geometric.nn.SAGEConv``, mean aggregation) over
 the edges taken in both directions, each with a residual connection and LayerNorm:
 
@@ -33,8 +33,8 @@ import torch
 from torch import Tensor, nn
 from torch_geometric.nn import SAGEConv
 
-from envs.encoding import NUM_OP_TYPES, OP_FEATURES
-from policies.batching import PackedGraphs
+from graphopt.encoding import NUM_OP_TYPES, OP_FEATURES
+from graphopt.nn.batching import PackedGraphs
 
 
 def bidirectional(edge_index: Tensor) -> Tensor:
@@ -68,13 +68,13 @@ class GraphEncoder(nn.Module):
     Args:
         hidden: width ``d`` of the node embeddings (default 64).
         num_layers: GraphSAGE layers (default 2); 0 keeps the input embedding.
-        num_op_types: size of the op-type table (default :data:`envs.encoding.NUM_OP_TYPES`).
+        num_op_types: size of the op-type table (default :data:`graphopt.encoding.NUM_OP_TYPES`).
         num_op_features: op features per op (default 13).
         dropout: dropout on each layer's update (default 0: PPO's ratios prefer a deterministic
             network).
 
     Shapes:
-        - input: a :class:`~policies.batching.PackedGraphs` with ``N`` nodes.
+        - input: a :class:`~graphopt.nn.batching.PackedGraphs` with ``N`` nodes.
         - output: ``(N, d)`` node embeddings.
     """
 

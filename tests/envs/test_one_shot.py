@@ -16,13 +16,14 @@ from stable_baselines3.common.env_checker import check_env as sb3_check_env
 import envs
 from graphopt.hardware import get_cluster
 from graphopt.sim import simulate
+from graphopt.tasks import ONE_SHOT_TASKS, TASKS
 from graphopt.typing import Decision
 from graphopt.workloads import get_graph
 
 SMALL = ["rnnlm-tiny", "txl-tiny", "random-layered-100-s0"]
 
 
-@pytest.mark.parametrize("env_id", list(envs.ENV_IDS.values()))
+@pytest.mark.parametrize("env_id", [TASKS[t].env_id for t in ONE_SHOT_TASKS])
 def test_checkers_pass(env_id):
     env = gym.make(env_id, graphs=SMALL, cluster="v100-nvlink-2")
     with warnings.catch_warnings():
@@ -31,10 +32,10 @@ def test_checkers_pass(env_id):
         sb3_check_env(env.unwrapped)
 
 
-@pytest.mark.parametrize("task", list(envs.ENV_IDS))
+@pytest.mark.parametrize("task", list(ONE_SHOT_TASKS))
 def test_step_prices_the_decoded_decision(task):
     env = gym.make(
-        envs.ENV_IDS[task], graphs=SMALL, cluster="v100-nvlink-4", num_priorities=4
+        TASKS[task].env_id, graphs=SMALL, cluster="v100-nvlink-4", num_priorities=4
     ).unwrapped
     obs, info = env.reset(seed=3)
     graph = env.graphs[env._current]

@@ -1,11 +1,11 @@
-"""policies.batching: typed batches, packing into one disjoint graph, scattering back."""
+"""graphopt.nn.batching: typed batches, packing into one disjoint graph, scattering back."""
 
 from __future__ import annotations
 
 import torch
 from go_testing import encoded_obs
 
-from policies.batching import GraphBatch, graph_batch, pack, to_padded
+from graphopt.nn.batching import GraphBatch, graph_batch, pack, to_padded
 
 
 def _random_batch(

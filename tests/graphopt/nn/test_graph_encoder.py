@@ -1,11 +1,11 @@
-"""policies.graph_encoder: shapes, PyG equivalence, permutation equivariance, edge cases."""
+"""graphopt.nn.graph_encoder: shapes, PyG equivalence, permutation equivariance, edge cases."""
 
 from __future__ import annotations
 
 import torch
 
-from policies.batching import PackedGraphs
-from policies.graph_encoder import GraphEncoder, bidirectional, mean_adjacency
+from graphopt.nn.batching import PackedGraphs
+from graphopt.nn.graph_encoder import GraphEncoder, bidirectional, mean_adjacency
 
 torch.set_num_threads(1)
 

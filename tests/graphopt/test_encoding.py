@@ -3,7 +3,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from envs.encoding import (
+from graphopt.encoding import (
     GRAPH_FEATURES,
     NUM_OP_TYPES,
     OP_FEATURES,

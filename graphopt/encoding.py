@@ -27,7 +27,7 @@ per op slot: 2.8 MB at ``max_ops = 20,000``, so a PPO rollout of 2,048 such samp
 5.8 GB (SB3 stores observations as float32, the same size). For graphs too large to keep thousands
 of copies in a rollout buffer, the environments offer ``obs_mode="id"``: the observation is then
 only the graph's index in the environment's graph list, and the policy reads the encoding once per
-distinct graph from :meth:`envs.base.GraphOptEnv.encoded_graphs` (memory bounded by the number of
+distinct graph from :meth:`envs.one_shot.GraphOptEnv.encoded_graphs` (memory bounded by the number of
 distinct graphs, not the number of samples).
 """
 
@@ -41,6 +41,7 @@ from gymnasium import spaces
 
 from graphopt.graph import CompGraph
 from graphopt.hardware import Cluster
+from graphopt.sim import PreparedGraph
 
 NUM_OP_TYPES = 512
 MAX_DEVICES = 16
@@ -125,8 +126,6 @@ def encode(graph: CompGraph, cluster: Cluster, max_ops: int, max_edges: int) -> 
         ValueError: the graph has more ops than ``max_ops`` or more edges than ``max_edges``, or
             the cluster more than ``MAX_DEVICES`` devices.
     """
-    from graphopt.sim import PreparedGraph
-
     n, e, d = graph.num_ops, graph.num_edges, cluster.num_devices
     if n > max_ops:
         raise ValueError(

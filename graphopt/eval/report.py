@@ -10,7 +10,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from graphopt.compare import GraphComparison, geomean_speedups
+from graphopt.eval.compare import GraphComparison, geomean_speedups
 
 PIPE_WIDTH = 1000
 """Console width when stdout is not a terminal (a pipe, a CI log): wide enough that no table

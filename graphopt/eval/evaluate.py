@@ -1,6 +1,6 @@
 """Evaluate a trained run on graphs against every baseline (``graphopt eval``).
 
-The policy runs in one of four modes (:mod:`graphopt.train.rollout`): ``greedy`` (zero-shot, the
+The policy runs in one of four modes (:mod:`policies.rollout`): ``greedy`` (zero-shot, the
 most likely decision), ``sample:K`` (best of K sampled decisions), ``finetune:STEPS`` (PPO on
 the graph alone for STEPS more decisions first, as in GO) or ``plan:K`` (placement: the greedy
 decision refined by K analytic estimates, no simulation; the table then also holds
@@ -16,20 +16,22 @@ from typing import Any
 
 from rich.console import Console
 
-from graphopt.compare import GraphComparison, compare_on_graph
-from graphopt.hardware import get_cluster
-from graphopt.report import (
+from envs import make_env
+from envs.base import resolve_graph_list
+from graphopt import rundir
+from graphopt.eval.compare import GraphComparison, compare_on_graph
+from graphopt.eval.report import (
     make_console,
     plot_comparisons,
     plot_training_curve,
     print_comparisons,
     write_comparisons,
 )
+from graphopt.hardware import get_cluster
 from graphopt.sim import Simulator
-from graphopt.train import rundir
 from graphopt.train.config import load_config
-from graphopt.train.rollout import check_compatible, parse_mode, run_policy
 from graphopt.typing import Decision
+from policies.rollout import check_compatible, parse_mode, run_policy
 
 
 def load_run_model(run: Path) -> Any:
@@ -73,9 +75,6 @@ def evaluate_run(
         ValueError: not a run / no model; a cluster with another device count; a graph larger than
             the policy's ``max_ops``; an unknown mode.
     """
-    from envs.base import resolve_graph_list
-    from graphopt.train.trainer import ENV_CLASSES
-
     parse_mode(mode)  # an unknown mode fails before anything is read
     path = rundir.check_run_dir(run)
     config = load_config(path / rundir.CONFIG_FILE)
@@ -99,11 +98,8 @@ def evaluate_run(
             "with a larger max_ops to evaluate on it"
         )
     sim = Simulator()
-    env = ENV_CLASSES[config.task](
-        graphs=graph_list, cluster=target, cost_model=sim, reward_mode=config.reward_mode,
-        max_ops=max_ops, max_edges=max_edges, num_priorities=config.num_priorities, seed=seed,
-        **config.env_extra,
-    )  # fmt: skip
+    env = make_env(config.task, graph_list, target, cost_model=sim, seed=seed,
+                   **config.env_settings(max_ops, max_edges))  # fmt: skip
     check_compatible(model, env)
     comparisons = []
     for i, graph in enumerate(graph_list):

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import torch
 
-from envs.encoding import encode
+from graphopt.encoding import encode
 from graphopt.hardware import get_cluster
+from graphopt.nn.batching import obs_to_tensors
 from graphopt.workloads import get_graph
-from policies.batching import obs_to_tensors
 
 torch.set_num_threads(1)
 

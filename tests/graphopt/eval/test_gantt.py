@@ -2,11 +2,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from graphopt.eval.gantt import plot_gantt
 from graphopt.graph import CompGraph, Op
 from graphopt.hardware import get_cluster
 from graphopt.sim import simulate
 from graphopt.typing import Decision
-from graphopt.viz.gantt import plot_gantt
 
 
 def test_gantt_writes_a_png(tmp_path):

@@ -1,11 +1,9 @@
 """Every method on one graph: heuristics, search at a budget, the exact optimum, bounds, a policy.
 
-This is the table behind ``graphopt baselines`` and ``graphopt eval``. Heuristics per task:
-
-- placement: every placer of ``PLACERS`` (topological order, no fusion);
-- scheduling: the best placement, with every scheduler of ``SCHEDULERS`` (named ``best+NAME``);
-- fusion: the best placement and schedule, with every fuser of ``FUSERS`` (``best+NAME``);
-- joint: all of the above, in that order (each stage starts from the best so far).
+This is the table behind ``graphopt baselines`` and ``graphopt eval``. The heuristic rows are the
+task's best-heuristic chain (:mod:`graphopt.baselines.staged`): every placer for placement; the
+best placement with every scheduler (``best+NAME``) for scheduling; those and every fuser of the
+best schedule (``best+NAME``) for fusion; all three stages for joint.
 
 Search (random search, simulated annealing) runs at ``budget`` simulator evaluations for the task.
 For placement, ``estimate_budget > 0`` adds ``estimate-search@K``: hill climbing from the best
@@ -31,18 +29,16 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from graphopt.baselines.fusion import FUSERS
-from graphopt.baselines.placement import PLACERS
-from graphopt.baselines.scheduling import SCHEDULERS
+from graphopt.baselines.estimate_search import estimate_search
+from graphopt.baselines.exact import solve_exact
+from graphopt.baselines.search import random_search, simulated_annealing
+from graphopt.baselines.staged import MeasuringScore, run_chain
 from graphopt.graph import CompGraph
 from graphopt.hardware import Cluster
 from graphopt.sim import Simulator, lower_bounds
 from graphopt.sim.bounds import any_fusion_lower_bounds
-from graphopt.typing import CostModel, Decision, Measurement
-
-TASKS = ("placement", "scheduling", "fusion", "joint")
-FUSION_TASKS = ("fusion", "joint")
-"""The tasks that decide fusion: the exact solver and the fusion-free bound do not cover them."""
+from graphopt.tasks import ONE_SHOT_TASKS, get_task
+from graphopt.typing import CostModel, Decision
 
 
 @dataclass(frozen=True)
@@ -97,101 +93,36 @@ class GraphComparison:
         return d
 
 
-def _measure(
-    name: str,
-    kind: str,
-    fn: Callable[[], Decision],
-    graph: CompGraph,
-    cluster: Cluster,
-    sim: CostModel,
-    evaluations: int = 1,
-) -> tuple[MethodResult, Decision | None, Measurement | None]:
-    start = time.perf_counter()
-    try:
-        decision = fn()
-    except ValueError as e:  # e.g. a memory-aware placer that finds no fit
-        wall = time.perf_counter() - start
-        return MethodResult(name, kind, math.inf, False, str(e), wall, 0), None, None
-    wall = time.perf_counter() - start
-    m = sim.evaluate(graph, cluster, decision)
-    return MethodResult(name, kind, m.step_time, m.valid, m.reason, wall, evaluations), decision, m
-
-
-_Candidate = tuple[MethodResult, Decision | None, Measurement | None]
-
-
-def _best(candidates: list[_Candidate]) -> _Candidate:
-    """The valid candidate with the lowest step time (an invalid one only if none is valid); the
-    first of equals wins."""
-    ok = [c for c in candidates if c[1] is not None]
-    return min(ok, key=lambda c: (not c[0].valid, c[0].step_time))
-
-
-def _staged(
-    graph: CompGraph, cluster: Cluster, task: str, cost_model: CostModel
-) -> tuple[list[MethodResult], _Candidate, str]:
-    """The stages of the module docstring: every result, the best candidate of the last stage, and
-    the chain of heuristics that produced it (e.g. ``"heft+critical-path+xla"``)."""
-    if task not in TASKS:
-        raise ValueError(f"unknown task {task!r}; choose one of: {', '.join(TASKS)}")
-    placed: list[_Candidate] = []
-    for name, placer in PLACERS.items():
-
-        def place(p: Callable[..., Any] = placer) -> Decision:
-            return Decision(placement=p(graph, cluster))
-
-        placed.append(_measure(name, "heuristic", place, graph, cluster, cost_model))
-    best = _best(placed)
-    label = best[0].method
-    if task == "placement":
-        return [c[0] for c in placed], best, label
-    base = best[1]
-    assert base is not None
-    scheduled: list[_Candidate] = []
-    for name, scheduler in SCHEDULERS.items():
-
-        def schedule(s: Callable[..., Any] = scheduler, b: Decision = base) -> Decision:
-            return Decision(placement=b.placement, priority=s(graph, cluster, b.placement))
-
-        scheduled.append(
-            _measure(f"best+{name}", "heuristic", schedule, graph, cluster, cost_model)
-        )
-    results = ([c[0] for c in placed] if task == "joint" else []) + [c[0] for c in scheduled]
-    best = _best(scheduled)
-    label += best[0].method.removeprefix("best")
-    if task == "scheduling":
-        return results, best, label
-    base = best[1]
-    assert base is not None
-    fused: list[_Candidate] = []
-    for name, fuser in FUSERS.items():
-
-        def fuse(f: Callable[..., Any] = fuser, b: Decision = base) -> Decision:
-            return Decision(placement=b.placement, priority=b.priority, fusion=f(graph, cluster, b))
-
-        fused.append(_measure(f"best+{name}", "heuristic", fuse, graph, cluster, cost_model))
-    best = _best(fused)
-    label += best[0].method.removeprefix("best")
-    return results + [c[0] for c in fused], best, label
-
-
 def heuristics(
-    graph: CompGraph, cluster: Cluster, task: str, sim: CostModel
-) -> tuple[list[MethodResult], Decision]:
-    """Run every heuristic for ``task`` (module docstring); returns results and the best decision."""
-    results, best, _ = _staged(graph, cluster, task, sim)
-    assert best[1] is not None
-    return results, best[1]
-
-
-def best_heuristic(
     graph: CompGraph, cluster: Cluster, task: str, cost_model: CostModel
-) -> tuple[Decision, Measurement, str]:
-    """The best heuristic decision for ``task``, its measurement by ``cost_model`` and the chain of
-    heuristics that produced it (the environments' reference decision)."""
-    _, (_, decision, measurement), label = _staged(graph, cluster, task, cost_model)
-    assert decision is not None and measurement is not None
-    return decision, measurement, label
+) -> tuple[list[MethodResult], Decision, MethodResult]:
+    """Every heuristic of ``task``'s chain (:mod:`graphopt.baselines.staged`) as a result row,
+    the best decision and its row. For joint, every stage's rows; for scheduling and fusion those
+    of the stages the task decides (the placement stage only supplies their start)."""
+    score = MeasuringScore(cost_model, graph, cluster)
+    chain = run_chain(graph, cluster, task, score)
+    if chain.best is None or chain.best.decision is None:
+        errors = "; ".join(f"{c.method}: {c.error}" for c in chain.candidates if c.error)
+        raise ValueError(f"no heuristic gave a decision for {graph.name} ({errors})")
+    shown = chain.stages if task in ("placement", "joint") else chain.stages[1:]
+    rows: list[MethodResult] = []
+    best_row: MethodResult | None = None
+    for stage in shown:
+        for c in stage:
+            if c.decision is None:
+                row = MethodResult(
+                    c.method, "heuristic", math.inf, False, c.error, c.wall_seconds, 0
+                )
+            else:
+                m = score.of(c)
+                row = MethodResult(
+                    c.method, "heuristic", m.step_time, m.valid, m.reason, c.wall_seconds, 1
+                )
+            rows.append(row)
+            if c is chain.best:
+                best_row = row
+    assert best_row is not None
+    return rows, chain.best.decision, best_row
 
 
 def compare_on_graph(
@@ -218,14 +149,12 @@ def compare_on_graph(
     sim = sim or Simulator()
     out = GraphComparison(graph=graph.name, num_ops=graph.num_ops, task=task)
     out.single_device_time = sim.evaluate(graph, cluster, Decision()).step_time
-    bounds = any_fusion_lower_bounds if task in FUSION_TASKS else lower_bounds
+    fuses = get_task(task, ONE_SHOT_TASKS).decides_fusion
+    bounds = any_fusion_lower_bounds if fuses else lower_bounds
     out.lower_bound = bounds(graph, cluster).best
-    results, (known, best, _), _ = _staged(graph, cluster, task, sim)  # known: best's result
-    assert best is not None
+    results, best, known = heuristics(graph, cluster, task, sim)  # known: best's result row
     out.results.extend(results)
     if budget > 0:
-        from graphopt.baselines.search import random_search, simulated_annealing
-
         for name, search in (("random-search", random_search), ("annealing", simulated_annealing)):
             start = time.perf_counter()
             res = search(
@@ -248,12 +177,10 @@ def compare_on_graph(
             _estimate_search(graph, cluster, best, known, estimate_budget, seed, sim)
         )
     if task != "fusion" and graph.num_ops <= exact_max_ops and cluster.num_devices <= 4:
-        from graphopt.baselines.exact import solve_exact
-
         ex = solve_exact(graph, cluster, time_limit=exact_time_limit, seed=seed)
         if ex.measurement is not None:
             label = "optimum" if ex.optimal else f"cp-sat ({ex.status})"
-            if task in FUSION_TASKS:  # the best without fusion: neither optimum nor bound here
+            if fuses:  # the best without fusion: neither optimum nor bound here
                 label = "optimum (no fusion)" if ex.optimal else f"cp-sat, no fusion ({ex.status})"
             else:
                 out.optimum = ex.measurement.step_time if ex.optimal else None
@@ -291,8 +218,6 @@ def _estimate_search(
 ) -> MethodResult:
     """``estimate-search@budget`` from ``start`` (measured as ``known``): its result is simulated
     once and kept only if better by ``(invalid, step time)``."""
-    from graphopt.baselines.estimate_search import estimate_search
-
     began = time.perf_counter()
     found = estimate_search(graph, cluster, start.placement, budget, seed=seed)  # type: ignore[arg-type]
     m = sim.evaluate(graph, cluster, Decision(placement=found.placement))

@@ -15,13 +15,20 @@ from __future__ import annotations
 
 import math
 import re
+import tempfile
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
+import torch
 from gymnasium import spaces
+from stable_baselines3 import PPO
+from stable_baselines3.common.vec_env import DummyVecEnv
 
+from envs import make_env
 from envs.rewards import INVALID
+from graphopt.baselines.estimate_search import estimate_search, weighted_moves
 from graphopt.typing import Decision, Measurement
 
 MODE_PATTERN = re.compile(r"greedy|(sample|finetune|plan):[1-9][0-9]*")
@@ -172,8 +179,6 @@ def _run_episodes(
 def placement_probabilities(model: Any, obs: dict[str, Any], num_ops: int) -> np.ndarray:
     """``(num_ops, D)`` the policy's device probabilities of every op for observation ``obs``
     (placement block of the action layout)."""
-    import torch
-
     with torch.no_grad():
         tensors, _ = model.policy.obs_to_tensor(obs)
         dist = model.policy.get_distribution(tensors)
@@ -194,8 +199,6 @@ def plan_placement(
     (:func:`graphopt.baselines.estimate_search.estimate_search`), moves proposed from the policy's
     device probabilities half of the time and uniformly otherwise
     (:func:`~graphopt.baselines.estimate_search.weighted_moves`)."""
-    from graphopt.baselines.estimate_search import estimate_search, weighted_moves
-
     if cluster.num_devices < 2:  # nothing to move
         return start
     probs = placement_probabilities(model, obs, graph.num_ops)
@@ -209,17 +212,8 @@ def finetune(model: Any, env: Any, index: int, steps: int, seed: int) -> tuple[A
     """A copy of ``model`` trained ``steps`` more decisions on graph ``index`` alone (GO's
     fine-tuning mode), and the decisions it actually used (PPO collects whole rollouts, so at least
     one rollout of the model's ``n_steps``). The original model is left untouched."""
-    import tempfile
-    from pathlib import Path
-
-    from stable_baselines3 import PPO
-    from stable_baselines3.common.vec_env import DummyVecEnv
-
-    single = type(env)(
-        graphs=[env.graphs[index]], cluster=env.cluster, cost_model=env.cost_model,
-        reward_mode=env.reward_mode, max_ops=env.max_ops, max_edges=env.max_edges,
-        num_priorities=env.num_priorities, reference=env.reference_name, seed=seed, **env.task_kwargs,
-    )  # fmt: skip
+    single = make_env(env.task, [env.graphs[index]], env.cluster, cost_model=env.cost_model,
+                      seed=seed, **env.settings())  # fmt: skip
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "model.zip"
         model.save(path)

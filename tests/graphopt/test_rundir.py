@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from graphopt.train import rundir
+from graphopt import rundir
 
 
 @pytest.fixture(autouse=True)

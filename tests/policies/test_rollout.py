@@ -9,7 +9,7 @@ import pytest
 from gymnasium import spaces
 
 from envs.placement_edit import FEATURES, PlacementEditEnv
-from graphopt.train.rollout import check_compatible
+from policies.rollout import check_compatible
 
 
 def test_an_edit_policy_with_an_older_observation_is_refused():

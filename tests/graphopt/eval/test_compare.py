@@ -7,7 +7,8 @@ import math
 import numpy as np
 import pytest
 
-from graphopt.compare import best_heuristic, compare_on_graph, geomean_speedups, heuristics
+from graphopt.baselines.staged import best_heuristic
+from graphopt.eval.compare import compare_on_graph, geomean_speedups, heuristics
 from graphopt.hardware import get_cluster
 from graphopt.sim import Simulator, lower_bounds, simulate
 from graphopt.typing import Decision
@@ -17,10 +18,10 @@ from graphopt.workloads import get_graph
 @pytest.mark.parametrize("task", ["placement", "scheduling", "fusion", "joint"])
 def test_heuristic_results_match_the_simulator(task):
     graph, cluster = get_graph("txl-tiny"), get_cluster("v100-nvlink-2")
-    results, best = heuristics(graph, cluster, task, Simulator())
+    results, best, row = heuristics(graph, cluster, task, Simulator())
     assert results and all(r.kind == "heuristic" for r in results)
     best_time = simulate(graph, cluster, best).step_time
-    assert best_time == min(r.step_time for r in results if r.valid)
+    assert best_time == min(r.step_time for r in results if r.valid) == row.step_time
     decision, measurement, label = best_heuristic(graph, cluster, task, Simulator())
     assert (
         measurement.step_time == best_time
@@ -92,7 +93,7 @@ def test_estimate_search_row_is_never_slower_than_its_start():
 
 
 def test_estimate_search_prefers_a_valid_result_to_an_invalid_start():
-    from graphopt.compare import MethodResult, _estimate_search
+    from graphopt.eval.compare import MethodResult, _estimate_search
 
     graph, cluster = get_graph("random-layered-200-s3"), get_cluster("v100-nvlink-4")
     start = Decision(placement=np.zeros(graph.num_ops, dtype=np.int64))

@@ -1,1 +1,0 @@
-"""Plots: Gantt charts of simulated schedules."""

@@ -1,0 +1,131 @@
+"""The layering: every module imports only from its own layer or below.
+
+The order, lowest first (``docs/architecture.md`` draws it):
+
+1. ``graphopt.graph``, ``graphopt.hardware``, ``graphopt.typing``, ``graphopt.tasks``,
+   ``graphopt.configs``
+2. ``graphopt.sim`` (engine, simulator, bounds, estimate), ``graphopt.workloads``,
+   ``graphopt.importers``, ``graphopt.decision_io``
+3. ``graphopt.baselines``
+4. ``graphopt.encoding``, ``graphopt.nn``, ``graphopt.rundir``
+5. ``envs``, ``graphopt.costmodel``
+6. ``policies``
+7. ``graphopt.train``
+8. ``graphopt.eval``
+9. ``graphopt.cli``, ``graphopt.demo``
+
+Imports inside functions count as much as those at the top of a module.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = ("graphopt", "envs", "policies")
+LAYERS: dict[str, int] = {
+    "graphopt": 1,
+    "graphopt.graph": 1,
+    "graphopt.hardware": 1,
+    "graphopt.typing": 1,
+    "graphopt.tasks": 1,
+    "graphopt.configs": 1,
+    "graphopt.sim": 2,
+    "graphopt.workloads": 2,
+    "graphopt.importers": 2,
+    "graphopt.decision_io": 2,
+    "graphopt.baselines": 3,
+    "graphopt.encoding": 4,
+    "graphopt.nn": 4,
+    "graphopt.rundir": 4,
+    "envs": 5,
+    "graphopt.costmodel": 5,
+    "policies": 6,
+    "graphopt.train": 7,
+    "graphopt.eval": 8,
+    "graphopt.cli": 9,
+    "graphopt.demo": 9,
+    "graphopt.__main__": 9,
+}
+
+
+def layer_of(module: str) -> int:
+    """The layer of ``module``: that of its longest prefix in :data:`LAYERS`."""
+    parts = module.split(".")
+    for k in range(len(parts), 0, -1):
+        prefix = ".".join(parts[:k])
+        if prefix in LAYERS:
+            return LAYERS[prefix]
+    raise KeyError(f"module {module} has no layer: add it to LAYERS in {__file__}")
+
+
+def modules() -> dict[str, Path]:
+    """Every module of the three packages by dotted name."""
+    out = {}
+    for package in PACKAGES:
+        for path in sorted((ROOT / package).rglob("*.py")):
+            parts = list(path.relative_to(ROOT).with_suffix("").parts)
+            if parts[-1] == "__init__":
+                parts.pop()
+            out[".".join(parts)] = path
+    return out
+
+
+def imported(module: str, path: Path, known: dict[str, Path]) -> list[tuple[str, int]]:
+    """``(imported module, line)`` for every import of the three packages in ``path``."""
+    is_package = path.name == "__init__.py"
+    out = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            out += [(a.name, node.lineno) for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = module.split(".") if is_package else module.split(".")[:-1]
+                base = base[: len(base) - node.level + 1]
+                prefix = ".".join(base + ([node.module] if node.module else []))
+            else:
+                prefix = node.module or ""
+            for a in node.names:
+                full = f"{prefix}.{a.name}"
+                out.append((full if full in known else prefix, node.lineno))
+    return [(m, line) for m, line in out if m.split(".")[0] in PACKAGES]
+
+
+def violations() -> list[str]:
+    known = modules()
+    out = []
+    for module, path in known.items():
+        own = layer_of(module)
+        for target, line in imported(module, path, known):
+            if layer_of(target) > own:
+                out.append(
+                    f"{path.relative_to(ROOT)}:{line}: {module} (layer {own}) imports {target} "
+                    f"(layer {layer_of(target)})"
+                )
+    return out
+
+
+def test_every_module_has_a_layer() -> None:
+    for module in modules():
+        layer_of(module)
+
+
+def test_no_import_against_the_layer_order() -> None:
+    found = violations()
+    assert not found, "imports against the layer order:\n" + "\n".join(found)
+
+
+def test_an_upward_import_is_caught(tmp_path: Path) -> None:
+    path = tmp_path / "bad.py"
+    path.write_text("def f():\n    from graphopt.eval.compare import compare_on_graph\n")
+    found = imported("graphopt.sim.bad", path, modules())
+    assert found == [("graphopt.eval.compare", 2)]
+    assert layer_of(found[0][0]) > layer_of("graphopt.sim.bad")
+
+
+@pytest.mark.parametrize("module", ["graphopt.sim.estimate", "envs.one_shot", "graphopt.eval"])
+def test_layer_of_known_modules(module: str) -> None:
+    assert 1 <= layer_of(module) <= 9
