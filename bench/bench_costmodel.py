@@ -46,8 +46,14 @@ from graphopt.costmodel.train import feature_layout, fit, net_layout, predict
 
 ROOT = Path(__file__).resolve().parents[1]
 TPU_FILE = "tpugraphs/layout_xla_alexnet.npz"
-TRAIN_GRAPHS = ["suite:default", "random-layered-300-s10", "random-layered-800-s11",
-                "random-sp-400-s12", "random-sp-700-s13", "random-layered-1500-s14"]  # fmt: skip
+TRAIN_GRAPHS = [
+    "suite:default",
+    "random-layered-300-s10",
+    "random-layered-800-s11",
+    "random-sp-400-s12",
+    "random-sp-700-s13",
+    "random-layered-1500-s14",
+]
 
 
 def _shared(name: str) -> Path:
@@ -108,8 +114,9 @@ def bench_tpugraphs(budget: float, loss: str) -> None:
     for split, (tr, te) in splits.items():
         print(f"split {split}: {len(tr):,} train, {len(te):,} test")
         train, test = samples.subset(tr), samples.subset(te)
-        ceiling = np.mean([noise_ceiling_tau(samples.runtime, groups, te, sigma, seed=k)
-                           for k in range(3)])  # fmt: skip
+        ceiling = np.mean(
+            [noise_ceiling_tau(samples.runtime, groups, te, sigma, seed=k) for k in range(3)]
+        )
         repeated, again = repeat_tau(samples.runtime, groups, te)
         print(
             f"  a perfect model (true means) against these noisy measurements: tau ~{ceiling:.3f}; "
@@ -124,14 +131,18 @@ def bench_tpugraphs(budget: float, loss: str) -> None:
         _repeated_row(pred, test.runtime, repeated)
         net = _net([train])
         t0 = time.perf_counter()
-        history = fit(net, [train], None, loss=loss, epochs=1000, batch_size=64, lr=1e-3,
-                      time_budget=budget)  # fmt: skip
+        history = fit(
+            net, [train], None, loss=loss, epochs=1000, batch_size=64, lr=1e-3, time_budget=budget
+        )
         fit_s = time.perf_counter() - t0
         t0 = time.perf_counter()
         pred = predict(net, test)
         rate = test.num_configs / (time.perf_counter() - t0)
-        _row(f"GNN ({loss}, {len(history)} epochs)", ranking_report(pred, test.runtime),
-             f"fit {fit_s:.0f} s, scores {rate:,.0f} configs/s")  # fmt: skip
+        _row(
+            f"GNN ({loss}, {len(history)} epochs)",
+            ranking_report(pred, test.runtime),
+            f"fit {fit_s:.0f} s, scores {rate:,.0f} configs/s",
+        )
         _repeated_row(pred, test.runtime, repeated)
 
 
@@ -149,12 +160,30 @@ def bench_sim(samples_per_graph: int, budget: float, loss: str) -> None:
     cluster = get_cluster("v100-nvlink-4")
     with tempfile.TemporaryDirectory() as tmp:
         t0 = time.perf_counter()
-        data.generate(resolve_graphs(TRAIN_GRAPHS), cluster, Path(tmp) / "train",
-                      samples=samples_per_graph, seed=0, progress=False)  # fmt: skip
-        data.generate(resolve_graphs(["suite:heldout-small"]), cluster, Path(tmp) / "test",
-                      samples=256, seed=1, progress=False)  # fmt: skip
-        data.generate(resolve_graphs(TRAIN_GRAPHS), cluster, Path(tmp) / "fresh",
-                      samples=128, seed=7, progress=False)  # fmt: skip
+        data.generate(
+            resolve_graphs(TRAIN_GRAPHS),
+            cluster,
+            Path(tmp) / "train",
+            samples=samples_per_graph,
+            seed=0,
+            progress=False,
+        )
+        data.generate(
+            resolve_graphs(["suite:heldout-small"]),
+            cluster,
+            Path(tmp) / "test",
+            samples=256,
+            seed=1,
+            progress=False,
+        )
+        data.generate(
+            resolve_graphs(TRAIN_GRAPHS),
+            cluster,
+            Path(tmp) / "fresh",
+            samples=128,
+            seed=7,
+            progress=False,
+        )
         train = data.load_dataset(Path(tmp) / "train")
         test = data.load_dataset(Path(tmp) / "test")
         fresh = data.load_dataset(Path(tmp) / "fresh")
@@ -181,21 +210,28 @@ def bench_sim(samples_per_graph: int, budget: float, loss: str) -> None:
     prior_test = log_seconds(torch.as_tensor(summary[:, SUMMARY_FEATURES.index(PRIOR)])).numpy()
     runtime = np.concatenate([s.runtime for s in train])
     residual = GBDTRanker(n_estimators=300).fit(x, runtime / np.exp(prior_train))
-    _row("  same, correcting the prior", grouped_report(residual.predict(summary) + prior_test,
-                                                        truth, groups))  # fmt: skip
+    _row(
+        "  same, correcting the prior",
+        grouped_report(residual.predict(summary) + prior_test, truth, groups),
+    )
     net = _net(train)
     t0 = time.perf_counter()
-    history = fit(net, train, None, loss=loss, epochs=1000, batch_size=32, lr=2e-3,
-                  time_budget=budget)  # fmt: skip
+    history = fit(
+        net, train, None, loss=loss, epochs=1000, batch_size=32, lr=2e-3, time_budget=budget
+    )
     fit_s = time.perf_counter() - t0
     pred = np.concatenate([predict(net, s) for s in test])
-    _row(f"GNN ({loss}, {len(history)} epochs)", grouped_report(pred, truth, groups),
-         f"fit {fit_s:.0f} s")  # fmt: skip
+    _row(
+        f"GNN ({loss}, {len(history)} epochs)",
+        grouped_report(pred, truth, groups),
+        f"fit {fit_s:.0f} s",
+    )
     for s in test:
         _row(f"  {s.name} ({s.num_nodes} ops)", ranking_report(predict(net, s), s.runtime))
     fresh_groups = np.concatenate([np.full(s.num_configs, i) for i, s in enumerate(fresh)])
-    fresh_prior = [s.configs.summary(np.arange(s.num_configs))[:, SUMMARY_FEATURES.index(PRIOR)]
-                   for s in fresh]  # fmt: skip
+    fresh_prior = [
+        s.configs.summary(np.arange(s.num_configs))[:, SUMMARY_FEATURES.index(PRIOR)] for s in fresh
+    ]
     _row(
         "prior, new decisions on training graphs",
         grouped_report(
@@ -208,7 +244,7 @@ def bench_sim(samples_per_graph: int, budget: float, loss: str) -> None:
             np.concatenate([predict(net, s) for s in fresh]),
             np.concatenate([s.runtime for s in fresh]),
             fresh_groups,
-        ),  # fmt: skip
+        ),
     )
 
     # ---- throughput: the same 256 decisions through the learned model and the simulator

@@ -66,8 +66,9 @@ def main() -> None:
         raise SystemExit(f"{run} is a {config.task} run; this bench takes placement-edit runs")
     model: PPO = PPO.load(run / rundir.FINAL, device="cpu") if args.final else load_run_model(run)
     sim = Simulator()
-    env = PlacementEditEnv(args.graphs.split(","), config.cluster, cost_model=sim,
-                           **config.env_extra)  # fmt: skip
+    env = PlacementEditEnv(
+        args.graphs.split(","), config.cluster, cost_model=sim, **config.env_extra
+    )
 
     def greedy(obs: np.ndarray) -> int:
         return int(model.predict(obs, deterministic=True)[0])
@@ -88,8 +89,11 @@ def main() -> None:
             moves.append(env.moves)
         row = [geomean(got[name]) for name in names]
         rows.append(row)
-        print(f"{graph.name:34s} {graph.num_ops:6d} " + " ".join(f"{v:7.3f}" for v in row)
-              + f" {np.mean(moves):6.1f}")  # fmt: skip
+        print(
+            f"{graph.name:34s} {graph.num_ops:6d} "
+            + " ".join(f"{v:7.3f}" for v in row)
+            + f" {np.mean(moves):6.1f}"
+        )
     columns = [list(c) for c in zip(*rows, strict=True)]
     print(f"{'geometric mean':34s} {'':6s} " + " ".join(f"{geomean(c):7.3f}" for c in columns))
     above = ", ".join(f"{n} {sum(v > 1 for v in c)}" for n, c in zip(names, columns, strict=True))

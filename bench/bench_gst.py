@@ -64,9 +64,13 @@ def _generate(args: argparse.Namespace) -> dict[str, Any]:
     (s,) = data.load_dataset(args.data, include_oom=True)
     segs = Segments.of(s, args.segment_size)
     return {
-        "graph": graph.name, "nodes": s.num_nodes, "edges": int(s.edges.shape[1]),
-        "configs": s.num_configs, "segments": segs.count, "cut_edges": segs.cut_edges,
-    }  # fmt: skip
+        "graph": graph.name,
+        "nodes": s.num_nodes,
+        "edges": int(s.edges.shape[1]),
+        "configs": s.num_configs,
+        "segments": segs.count,
+        "cut_edges": segs.cut_edges,
+    }
 
 
 def _net(s: Any, hidden: int) -> Any:
@@ -124,21 +128,37 @@ def _gst(s: Any, args: argparse.Namespace) -> dict[str, Any]:
     before = loss()
     _STAGE[0] = "training"
     history = fit_gst(
-        net, [s], segment_size=args.segment_size, epochs=args.epochs, batch_size=args.batch,
-        lr=3e-3, seed=0,
-    )  # fmt: skip
+        net,
+        [s],
+        segment_size=args.segment_size,
+        epochs=args.epochs,
+        batch_size=args.batch,
+        lr=3e-3,
+        seed=0,
+    )
     steps = s.num_configs // args.batch
     later = (history[-1]["time"] - history[0]["time"]) / max((len(history) - 1) * steps, 1)
     after = loss()
     _STAGE[0] = "fine-tuning the head"
     start = time.perf_counter()
-    finetune_head(net, [s], segment_size=args.segment_size, epochs=args.epochs,
-                  batch_size=args.batch, lr=1e-3, seed=0)  # fmt: skip
+    finetune_head(
+        net,
+        [s],
+        segment_size=args.segment_size,
+        epochs=args.epochs,
+        batch_size=args.batch,
+        lr=1e-3,
+        seed=0,
+    )
     return {
-        "loss_before": before, "loss_after": after, "first_epoch_s": history[0]["time"],
-        "seconds_per_step": later, "steps": len(history) * steps,
-        "loss_finetuned": loss(), "finetune_s": time.perf_counter() - start,
-    }  # fmt: skip
+        "loss_before": before,
+        "loss_after": after,
+        "first_epoch_s": history[0]["time"],
+        "seconds_per_step": later,
+        "steps": len(history) * steps,
+        "loss_finetuned": loss(),
+        "finetune_s": time.perf_counter() - start,
+    }
 
 
 _STAGE = ["loading the data"]

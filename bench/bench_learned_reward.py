@@ -98,10 +98,23 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         t0 = time.perf_counter()
         graphs = resolve_graphs([base.graphs])
-        data.generate(graphs, get_cluster(base.cluster), Path(tmp) / "cm", samples=args.samples,
-                      seed=0, progress=False)  # fmt: skip
-        cm_run = train_run(Path(tmp) / "cm", epochs=1000, time_budget=args.budget, lr=2e-3,
-                           loss=args.loss, name="reward", runs_root=tmp)  # fmt: skip
+        data.generate(
+            graphs,
+            get_cluster(base.cluster),
+            Path(tmp) / "cm",
+            samples=args.samples,
+            seed=0,
+            progress=False,
+        )
+        cm_run = train_run(
+            Path(tmp) / "cm",
+            epochs=1000,
+            time_budget=args.budget,
+            lr=2e-3,
+            loss=args.loss,
+            name="reward",
+            runs_root=tmp,
+        )
         test = json.loads((cm_run / TEST_METRICS).read_text())
         print(
             f"cost model ({args.loss}): {args.samples} decisions on each of {len(graphs)} graphs of "
@@ -111,10 +124,13 @@ def main() -> None:
         learned = LearnedCostModel.load(cm_run)
         for reward in ("learned", "simulator"):
             config = dataclasses.replace(
-                base, total_timesteps=args.timesteps, name=reward,
-                eval_every=max(args.timesteps // 4, 1), checkpoint_every=args.timesteps,
+                base,
+                total_timesteps=args.timesteps,
+                name=reward,
+                eval_every=max(args.timesteps // 4, 1),
+                checkpoint_every=args.timesteps,
                 cost_model=str(cm_run) if reward == "learned" else "simulator",
-            )  # fmt: skip
+            )
             t0 = time.perf_counter()
             run = train(config, runs_root=tmp, show_progress=False)
             print(

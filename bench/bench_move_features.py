@@ -103,12 +103,19 @@ def move_features(graph: CompGraph, cluster: Cluster, hint: np.ndarray) -> np.nd
     here = op_time[np.arange(n), hint][:, None]
     column = np.ones((1, d))
     columns = [
-        op_time, here * column, op_time - here, end[:, None] - finish, late, slack[:, None] * column,
-        start[:, None] * column, end[:, None] * column,
+        op_time,
+        here * column,
+        op_time - here,
+        end[:, None] - finish,
+        late,
+        slack[:, None] * column,
+        start[:, None] * column,
+        end[:, None] * column,
         per_op(dst, comm(hint[src][:, None], devices)) - now_in,
         per_op(src, comm(devices, hint[dst][:, None])) - now_out,
-        load[None, :] * np.ones((n, 1)), load[hint][:, None] * column,
-    ]  # fmt: skip
+        load[None, :] * np.ones((n, 1)),
+        load[hint][:, None] * column,
+    ]
     scaled = [c / t for c in columns]
     flags = [occupied, ((t - end) < 1e-9 * t)[:, None] * column]
     return np.stack([*scaled[:12], flags[0], (ready - start[:, None]) / t, flags[1]], axis=-1)
@@ -142,8 +149,10 @@ def main() -> None:
     held = load(HELD_OUT.split(","))
     x = np.concatenate([f[~stay] for _, _, f, _, stay in train])
     y = np.concatenate([g[~stay] for _, _, _, g, stay in train])
-    print(f"{len(train)} training graphs ({len(y):,} moves), {len(held)} held-out; "
-          f"features and every move simulated in {time.perf_counter() - t0:.0f} s")  # fmt: skip
+    print(
+        f"{len(train)} training graphs ({len(y):,} moves), {len(held)} held-out; "
+        f"features and every move simulated in {time.perf_counter() - t0:.0f} s"
+    )
     params = {"learning_rate": 0.05, "num_leaves": 31, "verbose": -1, "num_threads": 1}
     regress = lgb.train({**params, "objective": "regression"}, lgb.Dataset(x, y), 300)
     classify = lgb.train({**params, "objective": "binary"}, lgb.Dataset(x, (y > 1e-6) * 1), 300)
@@ -159,12 +168,16 @@ def main() -> None:
         return -PlacementEstimate(g, cluster)(moved).reshape(g.num_ops, d)
 
     rankers = {
-        "gbdt (gain)": flat(regress), "gbdt (improves?)": flat(classify),
-        "earliest finish": lambda g, h, f: f[..., EARLIEST_FINISH], "analytic estimate": analytic,
-    }  # fmt: skip
+        "gbdt (gain)": flat(regress),
+        "gbdt (improves?)": flat(classify),
+        "earliest finish": lambda g, h, f: f[..., EARLIEST_FINISH],
+        "analytic estimate": analytic,
+    }
     for split, rows in (("training", train), ("held-out", held)):
-        oracle = [float(np.exp(max(np.nanmax(np.where(stay, -np.inf, gain)), 0.0)))
-                  for _, _, _, gain, stay in rows]  # fmt: skip
+        oracle = [
+            float(np.exp(max(np.nanmax(np.where(stay, -np.inf, gain)), 0.0)))
+            for _, _, _, gain, stay in rows
+        ]
         print(f"{split}: oracle (best move, or none) {geomean(oracle):.4f}")
         for name, rank in rankers.items():
             picked = []
@@ -172,8 +185,11 @@ def main() -> None:
                 score = np.where(stay, -np.inf, rank(g, h, f))
                 picked.append(float(np.exp(gain.flat[int(np.argmax(score))])))
             per_graph = " ".join(f"{p:.3f}" for p in picked) if split == "held-out" else ""
-            print(f"  {name:<18} top-1 move improves {sum(p > 1 + 1e-9 for p in picked)}/"
-                  f"{len(picked)}, geomean {geomean(picked):.4f}  {per_graph}", flush=True)  # fmt: skip
+            print(
+                f"  {name:<18} top-1 move improves {sum(p > 1 + 1e-9 for p in picked)}/"
+                f"{len(picked)}, geomean {geomean(picked):.4f}  {per_graph}",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":

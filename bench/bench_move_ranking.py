@@ -92,8 +92,10 @@ def main() -> None:
         ]
         obs = [e.reset(options={"graph": i})[0] for i in range(len(e.graphs))]
         prepared = [PreparedGraph(g, e.cluster) for g in e.graphs]
-        timed = [move_times(p, h, d, args.max_moves, i)
-                 for i, (p, h) in enumerate(zip(prepared, hints, strict=True))]  # fmt: skip
+        timed = [
+            move_times(p, h, d, args.max_moves, i)
+            for i, (p, h) in enumerate(zip(prepared, hints, strict=True))
+        ]
         gains = [base / times for base, times in timed]
         return hints, obs, prepared, gains
 

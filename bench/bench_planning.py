@@ -99,10 +99,11 @@ def main() -> None:
             )
             row[f"believes@{b}"] = geomean([f.estimated_speedup for f in found])
             annealed = [
-                simulated_annealing(graph, cluster, "placement", b, seed=s,
-                                    start=Decision(placement=start)).measurement.step_time
+                simulated_annealing(
+                    graph, cluster, "placement", b, seed=s, start=Decision(placement=start)
+                ).measurement.step_time
                 for s in seeds
-            ]  # fmt: skip
+            ]
             row[f"annealing@{b}"] = geomean([base / t for t in annealed])
         if model is not None and env is not None:
             obs, _ = env.reset(options={"graph": i})
@@ -111,10 +112,18 @@ def main() -> None:
             propose = weighted_moves(placement_probabilities(model, obs, graph.num_ops))
             for b in budgets:
                 found = [
-                    estimate_search(graph, cluster, greedy, b, seed=s, propose=propose,
-                                    batch=args.batch, estimate=estimate)
+                    estimate_search(
+                        graph,
+                        cluster,
+                        greedy,
+                        b,
+                        seed=s,
+                        propose=propose,
+                        batch=args.batch,
+                        estimate=estimate,
+                    )
                     for s in seeds
-                ]  # fmt: skip
+                ]
                 row[f"policy@{b}"] = geomean(
                     [base / step_times(prepared, f.placement[None])[0] for f in found]
                 )
@@ -131,8 +140,10 @@ def main() -> None:
         + " ".join(f"{geomean(table[c]):>14.3f}" for c in columns)
     )
     wins = {b: sum(x > 1.0 for x in table[f"estimate@{b}"]) for b in budgets}
-    print("graphs where estimate search beats the best heuristic: "
-          + ", ".join(f"{wins[b]}/{len(graphs)} at {b}" for b in budgets))  # fmt: skip
+    print(
+        "graphs where estimate search beats the best heuristic: "
+        + ", ".join(f"{wins[b]}/{len(graphs)} at {b}" for b in budgets)
+    )
 
     (large,) = resolve_graphs([args.large])
     rng = np.random.default_rng(0)

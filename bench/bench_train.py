@@ -49,10 +49,13 @@ def main() -> None:
     args = parser.parse_args()
     config = load_config(args.config)
     config = dataclasses.replace(
-        config, total_timesteps=args.timesteps, eval_every=args.timesteps,
-        checkpoint_every=args.timesteps, name="bench",
+        config,
+        total_timesteps=args.timesteps,
+        eval_every=args.timesteps,
+        checkpoint_every=args.timesteps,
+        name="bench",
         threads=args.threads or config.threads,
-    )  # fmt: skip
+    )
     samples: list[tuple[float, int]] = []
     stop = threading.Event()
 

@@ -88,14 +88,24 @@ def demo_policy(graphs: list[str], max_ops: int | None = None) -> tuple[Any, Any
 
     config = load_config(ROOT / "graphopt" / "configs" / "demo.yaml")
     config = dataclasses.replace(
-        config, graphs=",".join(graphs), val_graphs=HELD_OUT, n_envs=1,
+        config,
+        graphs=",".join(graphs),
+        val_graphs=HELD_OUT,
+        n_envs=1,
         max_ops=config.max_ops if max_ops is None else max_ops,
-    )  # fmt: skip
+    )
     (env,), val = make_envs(config)
     assert val is not None
     policy, kwargs = _policy(config, env)
-    model = PPO(policy, DummyVecEnv([_constant(env)]), n_steps=64, batch_size=64, device="cpu",
-                policy_kwargs=kwargs, seed=0)  # fmt: skip
+    model = PPO(
+        policy,
+        DummyVecEnv([_constant(env)]),
+        n_steps=64,
+        batch_size=64,
+        device="cpu",
+        policy_kwargs=kwargs,
+        seed=0,
+    )
     return env, val, model
 
 

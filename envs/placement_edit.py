@@ -314,10 +314,12 @@ class PlacementEditEnv(GraphEnv):
         if done:
             step_time, valid = self._last
             info.update(
-                step_time=step_time, valid=valid, reference_time=self._ref_time,
+                step_time=step_time,
+                valid=valid,
+                reference_time=self._ref_time,
                 speedup=self._ref_time / step_time if valid and step_time > 0 else 0.0,
                 episode_return=self._return,
-            )  # fmt: skip
+            )
         return self._draw(), r, done, False, info
 
     # ------------------------------------------------------------------ acting without rewards

@@ -90,9 +90,10 @@ def load_decision(path: str | Path, graph: CompGraph, num_devices: int | None = 
         unknown = [name for name in data if name not in graph.index]
         if unknown and len(unknown) == len(data):  # no op named: a misspelt decision object?
             typos = [
-                k for k in unknown
+                k
+                for k in unknown
                 if k not in _DESCRIPTIVE and difflib.get_close_matches(k, _ARRAYS, n=1)
-            ]  # fmt: skip
+            ]
             if typos:
                 raise _unknown_key(path, typos[0])
         if unknown:

@@ -111,8 +111,13 @@ def _gantt(run, graph_name, eval_graphs, config, model, console) -> None:
     result = run_policy(model, env, 0)
     m = simulate(graphs[0], env.cluster, result.decision, schedule=True)
     assert m.schedule is not None
-    path = plot_gantt(graphs[0], env.cluster, m.schedule, run / "eval" / f"gantt-{graphs[0].name}.png",
-                      title=f"policy placement of {graphs[0].name} on {env.cluster.name}")  # fmt: skip
+    path = plot_gantt(
+        graphs[0],
+        env.cluster,
+        m.schedule,
+        run / "eval" / f"gantt-{graphs[0].name}.png",
+        title=f"policy placement of {graphs[0].name} on {env.cluster.name}",
+    )
     console.print(f"wrote {path}")
 
 

@@ -69,27 +69,51 @@ GPU_LAUNCH = 5e-6
 DEVICE_SPECS: dict[str, dict[str, Any]] = {
     # NVIDIA Tesla V100 datasheet: SXM2 15.7 TFLOP/s FP32, 900 GB/s HBM2, 16 GB (taken as 16e9
     # bytes, a little under the 16 GiB stack, leaving room for the CUDA context).
-    "V100-SXM2-16GB": {"kind": "V100", "peak_flops": 15.7e12, "mem_bandwidth": 900e9,
-                       "memory": 16e9, "launch_overhead": GPU_LAUNCH},
+    "V100-SXM2-16GB": {
+        "kind": "V100",
+        "peak_flops": 15.7e12,
+        "mem_bandwidth": 900e9,
+        "memory": 16e9,
+        "launch_overhead": GPU_LAUNCH,
+    },
     # NVIDIA Tesla V100 datasheet: PCIe 14 TFLOP/s FP32, 900 GB/s HBM2, 16 GB. Same kind as the
     # SXM2 part (same chip, lower clock) so that ops' measured "V100" times apply to it.
-    "V100-PCIe-16GB": {"kind": "V100", "peak_flops": 14e12, "mem_bandwidth": 900e9,
-                       "memory": 16e9, "launch_overhead": GPU_LAUNCH},
+    "V100-PCIe-16GB": {
+        "kind": "V100",
+        "peak_flops": 14e12,
+        "mem_bandwidth": 900e9,
+        "memory": 16e9,
+        "launch_overhead": GPU_LAUNCH,
+    },
     # NVIDIA Tesla P100 datasheet: SXM2 10.6 TFLOP/s FP32, 732 GB/s HBM2, 16 GB.
-    "P100-SXM2-16GB": {"kind": "P100", "peak_flops": 10.6e12, "mem_bandwidth": 732e9,
-                       "memory": 16e9, "launch_overhead": GPU_LAUNCH},
+    "P100-SXM2-16GB": {
+        "kind": "P100",
+        "peak_flops": 10.6e12,
+        "mem_bandwidth": 732e9,
+        "memory": 16e9,
+        "launch_overhead": GPU_LAUNCH,
+    },
     # NVIDIA A100 datasheet: SXM4 40 GB, 19.5 TFLOP/s FP32 (no tensor cores), 1555 GB/s HBM2.
-    "A100-SXM4-40GB": {"kind": "A100", "peak_flops": 19.5e12, "mem_bandwidth": 1555e9,
-                       "memory": 40e9, "launch_overhead": GPU_LAUNCH},
+    "A100-SXM4-40GB": {
+        "kind": "A100",
+        "peak_flops": 19.5e12,
+        "mem_bandwidth": 1555e9,
+        "memory": 40e9,
+        "launch_overhead": GPU_LAUNCH,
+    },
     # 2x Intel Xeon Platinum 8180 (ark.intel.com: 28 cores, 6 channels DDR4-2666; Intel Xeon
     # Scalable specification update: AVX-512 all-core base clock 1.7 GHz; 2 AVX-512 FMA units):
     # 2 sockets x 28 cores x (2 FMA x 16 lanes x 2) FLOP/cycle x 1.7e9 = 6.09e12 FP32 FLOP/s;
     # 2 x 6 channels x 2666e6 x 8 bytes = 256 GB/s DRAM. Memory: one 32 GB DIMM per channel,
     # 384 GB (an assumed configuration). Per-op dispatch in a CPU executor: ~10 us (estimate).
-    "Xeon-8180-2S": {"kind": "CPU", "peak_flops": 2 * 28 * 64 * 1.7e9,
-                     "mem_bandwidth": 2 * 6 * 2666e6 * 8, "memory": 384e9,
-                     "launch_overhead": 10e-6},
-}  # fmt: skip
+    "Xeon-8180-2S": {
+        "kind": "CPU",
+        "peak_flops": 2 * 28 * 64 * 1.7e9,
+        "mem_bandwidth": 2 * 6 * 2666e6 * 8,
+        "memory": 384e9,
+        "launch_overhead": 10e-6,
+    },
+}
 """Named device specs (every :class:`Device` field but ``name``), usable as ``preset:`` in files."""
 
 PRESET_DIR = Path(__file__).with_name("hardware_presets")

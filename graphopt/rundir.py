@@ -37,9 +37,15 @@ BEST = "best_model.zip"
 FINAL = "final_model.zip"
 METRICS = "metrics.csv"
 METRIC_COLUMNS = (
-    "timesteps", "wall_seconds", "kind", "reward_mean", "speedup_geomean", "valid_fraction",
-    "step_time_mean", "samples_per_second",
-)  # fmt: skip
+    "timesteps",
+    "wall_seconds",
+    "kind",
+    "reward_mean",
+    "speedup_geomean",
+    "valid_fraction",
+    "step_time_mean",
+    "samples_per_second",
+)
 
 
 def new_run_dir(root: str | Path, task: str, name: str, checkpoints: bool = True) -> Path:

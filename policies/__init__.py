@@ -8,12 +8,10 @@
 
 from policies.distributions import BatchedCategorical, GOActionDistribution
 from policies.go_network import GONetwork
-from policies.heads import TASK_BLOCKS
 from policies.move_policy import MovePolicy
 from policies.sb3_policy import GOPolicy
 
 __all__ = [
-    "TASK_BLOCKS",
     "BatchedCategorical",
     "GOActionDistribution",
     "GONetwork",

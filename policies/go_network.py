@@ -38,7 +38,7 @@ class GONetwork(nn.Module):
     Args:
         num_classes: classes per action block in action-layout order, e.g. ``{"placement": 4}``
             or ``{"placement": 4, "scheduling": 8, "fusion": 2}`` (see
-            :data:`policies.heads.TASK_BLOCKS`).
+            :data:`graphopt.tasks.TASKS`).
         hidden: width ``d`` of every embedding (default 64).
         sage_layers: GraphSAGE layers (default 2).
         attn_layers: segment-attention layers of the shared trunk (default 2).

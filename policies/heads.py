@@ -17,22 +17,14 @@ from collections.abc import Mapping, Sequence
 
 from torch import Tensor, nn
 
+from graphopt.tasks import ONE_SHOT_TASKS, get_task
 from policies.segment_attention import FilmParams, SegmentAttention
-
-TASK_BLOCKS: dict[str, tuple[str, ...]] = {
-    "placement": ("placement",),
-    "scheduling": ("scheduling",),
-    "fusion": ("fusion",),
-    "joint": ("placement", "scheduling", "fusion"),
-}
-"""Action blocks of each task, in the environments' action layout."""
 
 
 def blocks_of(task: str) -> tuple[str, ...]:
-    """The blocks of ``task``; ``ValueError`` for an unknown task."""
-    if task not in TASK_BLOCKS:
-        raise ValueError(f"unknown task {task!r}; choose one of: {', '.join(TASK_BLOCKS)}")
-    return TASK_BLOCKS[task]
+    """The action blocks of the one-shot ``task`` in the environments' layout
+    (:data:`graphopt.tasks.TASKS`); ``ValueError`` for an unknown task."""
+    return get_task(task, ONE_SHOT_TASKS).blocks
 
 
 class TaskHeads(nn.Module):

@@ -212,8 +212,14 @@ def finetune(model: Any, env: Any, index: int, steps: int, seed: int) -> tuple[A
     """A copy of ``model`` trained ``steps`` more decisions on graph ``index`` alone (GO's
     fine-tuning mode), and the decisions it actually used (PPO collects whole rollouts, so at least
     one rollout of the model's ``n_steps``). The original model is left untouched."""
-    single = make_env(env.task, [env.graphs[index]], env.cluster, cost_model=env.cost_model,
-                      seed=seed, **env.settings())  # fmt: skip
+    single = make_env(
+        env.task,
+        [env.graphs[index]],
+        env.cluster,
+        cost_model=env.cost_model,
+        seed=seed,
+        **env.settings(),
+    )
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "model.zip"
         model.save(path)

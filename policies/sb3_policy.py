@@ -10,13 +10,10 @@ For ``obs_mode="id"`` environments, give the encodings:
 ``policy_kwargs={"graphs": env.encoded_graphs()}`` (converted to tensors once, kept out of the
 ``state_dict``; saved with the model's ``policy_kwargs``).
 
-**What is inferred.** ``max_ops`` from the observation space (or the given graphs), the blocks of
-the action from ``action_space.nvec``: ``nvec`` holds ``nb`` blocks of ``max_ops`` equal entries,
-``nb = 3`` is the joint task ``[D, P, 2]``. A single block is named ``placement`` when its size
-equals the number of devices (known from ``graphs``) or nothing better is known, ``fusion`` when
-it has 2 classes and the device count differs, else ``scheduling``; the three single-block
-networks have the same structure and differ only in parameter names, so pass ``task=`` (e.g.
-``env.unwrapped.task``) to name the head explicitly.
+**Told, not guessed.** The policy is told its task (``task=env.unwrapped.task``); the action
+space must have that task's blocks (:data:`graphopt.tasks.TASKS`), each of ``max_ops`` equal
+entries (checked by :func:`check_blocks`). ``max_ops`` comes from the observation space (or the
+given graphs).
 
 **Each distinct graph is embedded once** per call: in ``id`` mode by graph id, otherwise by an
 exact-enough key of the observation (:mod:`policies.dedup`); the network runs on the distinct
@@ -41,7 +38,7 @@ from graphopt.nn.batching import GraphBatch, graph_batch
 from policies.dedup import observation_keys, unique_rows
 from policies.distributions import GOActionDistribution
 from policies.go_network import GONetwork
-from policies.heads import TASK_BLOCKS, blocks_of
+from policies.heads import blocks_of
 
 # ActorCriticPolicy arguments that GOPolicy accepts (SB3 passes them back on load) but ignores.
 _IGNORED_SB3_KWARGS = (
@@ -92,13 +89,9 @@ class _NoFeatures(BaseFeaturesExtractor):
         return observations
 
 
-def infer_blocks(
-    action_space: spaces.Space,
-    max_ops: int,
-    task: str | None = None,
-    num_devices: int | None = None,
-) -> tuple[str, dict[str, int]]:
-    """``(task, {block: K})`` of a ``MultiDiscrete`` action space (see the module docstring)."""
+def check_blocks(action_space: spaces.Space, max_ops: int, task: str) -> dict[str, int]:
+    """``{block: K}`` of a ``MultiDiscrete`` action space laid out for ``task`` (see the module
+    docstring); ``ValueError`` naming the mismatch otherwise."""
     if not isinstance(action_space, spaces.MultiDiscrete) or action_space.nvec.ndim != 1:
         raise ValueError(f"GOPolicy needs a 1-D MultiDiscrete action space, got {action_space}")
     nvec = action_space.nvec
@@ -110,21 +103,14 @@ def infer_blocks(
     if not np.all(rows == rows[:, :1]):
         raise ValueError("action space: every op slot of a block must have the same size")
     sizes = [int(k) for k in rows[:, 0]]
-    if task is None:
-        if len(sizes) == 3:
-            task = "joint"
-        elif len(sizes) == 1 and num_devices not in (None, sizes[0]):
-            task = "fusion" if sizes[0] == 2 else "scheduling"
-        else:
-            task = "placement"
     names = blocks_of(task)
     if len(names) != len(sizes) or (names[-1] == "fusion" and sizes[-1] != 2):
         raise ValueError(
             f"task {task!r} expects blocks {names} (fusion: 2 classes), but the action space has "
             f"{len(sizes)} block(s) of sizes {sizes}; pass the task of the environment "
-            f"(one of {', '.join(TASK_BLOCKS)})"
+            "(env.unwrapped.task)"
         )
-    return task, dict(zip(names, sizes, strict=True))
+    return dict(zip(names, sizes, strict=True))
 
 
 class GOPolicy(ActorCriticPolicy):
@@ -134,7 +120,8 @@ class GOPolicy(ActorCriticPolicy):
         observation_space: the environment's ``Dict`` space (``obs_mode`` "full" or "id").
         action_space: the environment's ``MultiDiscrete`` space.
         lr_schedule: learning-rate schedule (given by the algorithm).
-        task: "placement", "scheduling", "fusion" or "joint"; None infers it (module docstring).
+        task: "placement", "scheduling", "fusion" or "joint": the environment's task
+            (``env.unwrapped.task``).
         graphs: for ``obs_mode="id"``: ``env.encoded_graphs()``, the observation of each graph id.
         dedup: embed each distinct observation of a batch once (default True).
         hidden, sage_layers, attn_layers, head_layers, heads, segment_len, mem_len, ffn_mult,
@@ -169,8 +156,12 @@ class GOPolicy(ActorCriticPolicy):
             raise ValueError(
                 f"GOPolicy needs the Dict observation of envs, got {observation_space}"
             )
+        if task is None:
+            raise ValueError(
+                "GOPolicy needs its task: pass policy_kwargs={'task': env.unwrapped.task} "
+                "(placement, scheduling, fusion or joint)"
+            )
         self.id_mode = "graph_id" in observation_space.spaces
-        num_devices = None
         if self.id_mode:
             if not graphs:
                 raise ValueError(
@@ -178,12 +169,12 @@ class GOPolicy(ActorCriticPolicy):
                     "policy_kwargs={'graphs': env.encoded_graphs()}"
                 )
             max_ops = int(np.asarray(graphs[0]["op_features"]).shape[0])
-            num_devices = int(np.asarray(graphs[0]["device_mask"]).sum())
         else:
             op_space = observation_space.spaces["op_features"]
             assert op_space.shape is not None
             max_ops = int(op_space.shape[0])
-        self.task, self.num_classes = infer_blocks(action_space, max_ops, task, num_devices)
+        self.task = task
+        self.num_classes = check_blocks(action_space, max_ops, task)
         self.max_ops = max_ops
         self.graphs = list(graphs) if graphs is not None else None
         self.dedup = dedup
@@ -208,8 +199,11 @@ class GOPolicy(ActorCriticPolicy):
     def _get_constructor_parameters(self) -> dict[str, Any]:
         return own_parameters(
             super()._get_constructor_parameters(),
-            task=self.task, graphs=self.graphs, dedup=self.dedup, **self.net_kwargs,
-        )  # fmt: skip
+            task=self.task,
+            graphs=self.graphs,
+            dedup=self.dedup,
+            **self.net_kwargs,
+        )
 
     # ------------------------------------------------------------------ network on a batch
     def _graph_tensors(self) -> GraphBatch:

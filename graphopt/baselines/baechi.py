@@ -131,9 +131,20 @@ def _m_topo_core(pred_ptr, pred_src, pred_bytes, params, out, alpha, capacity, t
 
 @njit(cache=True)
 def _m_etf_core(
-    succ_ptr, succ_dst, pred_ptr, pred_src, pred_bytes, times, latency, bandwidth,
-    level_pos, params, out, alpha, capacity,
-):  # fmt: skip
+    succ_ptr,
+    succ_dst,
+    pred_ptr,
+    pred_src,
+    pred_bytes,
+    times,
+    latency,
+    bandwidth,
+    level_pos,
+    params,
+    out,
+    alpha,
+    capacity,
+):
     """ETF with memory; returns ``(dev, start, failed op or -1, its smallest shortfall)``.
 
     Per device ``d``: ``pending`` is a heap of ready ops keyed by ``(data-ready time on d, level
@@ -287,9 +298,15 @@ def _m_topo_attempt(inputs: _Inputs, alpha: FloatArray) -> tuple[IntArray, int, 
     total = float(inputs.params.sum()) + float(alpha.mean()) * float(inputs.out.sum())
     target = total * inputs.capacity / inputs.capacity.sum()
     dev, failed, short = _m_topo_core(
-        inputs.pred_ptr, inputs.pred_src, inputs.pred_bytes, inputs.params, inputs.out,
-        alpha, inputs.capacity, target,
-    )  # fmt: skip
+        inputs.pred_ptr,
+        inputs.pred_src,
+        inputs.pred_bytes,
+        inputs.params,
+        inputs.out,
+        alpha,
+        inputs.capacity,
+        target,
+    )
     return dev, int(failed), float(short)
 
 
@@ -303,9 +320,20 @@ def _m_etf_attempt_factory(inputs: _Inputs) -> _Core:
 
     def attempt(inputs: _Inputs, alpha: FloatArray) -> tuple[IntArray, int, float]:
         dev, _, failed, short = _m_etf_core(
-            succ_ptr, succ_dst, inputs.pred_ptr, inputs.pred_src, inputs.pred_bytes, times,
-            latency, bandwidth, level_pos, inputs.params, inputs.out, alpha, inputs.capacity,
-        )  # fmt: skip
+            succ_ptr,
+            succ_dst,
+            inputs.pred_ptr,
+            inputs.pred_src,
+            inputs.pred_bytes,
+            times,
+            latency,
+            bandwidth,
+            level_pos,
+            inputs.params,
+            inputs.out,
+            alpha,
+            inputs.capacity,
+        )
         if failed == -2:  # pragma: no cover - internal invariant
             raise AssertionError("m-ETF ran out of candidates without a failing op")
         return dev, int(failed), float(short)

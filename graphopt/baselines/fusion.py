@@ -24,52 +24,162 @@ and priorities."""
 
 _UNARY = (
     # TensorFlow
-    "Relu", "Relu6", "Elu", "Selu", "LeakyRelu", "Softplus", "Sigmoid", "Tanh", "Exp", "Log",
-    "Log1p", "Expm1", "Sqrt", "Rsqrt", "Square", "Reciprocal", "Neg", "Abs", "Sign", "Floor",
-    "Ceil", "Round", "Sin", "Cos", "Erf", "Cast", "Identity", "StopGradient", "ZerosLike",
+    "Relu",
+    "Relu6",
+    "Elu",
+    "Selu",
+    "LeakyRelu",
+    "Softplus",
+    "Sigmoid",
+    "Tanh",
+    "Exp",
+    "Log",
+    "Log1p",
+    "Expm1",
+    "Sqrt",
+    "Rsqrt",
+    "Square",
+    "Reciprocal",
+    "Neg",
+    "Abs",
+    "Sign",
+    "Floor",
+    "Ceil",
+    "Round",
+    "Sin",
+    "Cos",
+    "Erf",
+    "Cast",
+    "Identity",
+    "StopGradient",
+    "ZerosLike",
     "OnesLike",
     # PipeDream / torch.nn module classes
-    "ReLU", "ReLU6", "LeakyReLU", "ELU", "GELU", "SiLU", "Hardtanh", "Dropout",
+    "ReLU",
+    "ReLU6",
+    "LeakyReLU",
+    "ELU",
+    "GELU",
+    "SiLU",
+    "Hardtanh",
+    "Dropout",
     # ATen (torch importer)
-    "relu", "gelu", "silu", "sigmoid", "tanh", "exp", "log", "sqrt", "rsqrt", "neg", "abs",
-    "clone", "native_dropout", "hardtanh", "leaky_relu", "elu",
-)  # fmt: skip
+    "relu",
+    "gelu",
+    "silu",
+    "sigmoid",
+    "tanh",
+    "exp",
+    "log",
+    "sqrt",
+    "rsqrt",
+    "neg",
+    "abs",
+    "clone",
+    "native_dropout",
+    "hardtanh",
+    "leaky_relu",
+    "elu",
+)
 _BINARY = (
     # TensorFlow
-    "Add", "AddV2", "AddN", "Sub", "Mul", "Div", "RealDiv", "Maximum", "Minimum", "Pow",
-    "SquaredDifference", "BiasAdd", "Select", "SelectV2",
+    "Add",
+    "AddV2",
+    "AddN",
+    "Sub",
+    "Mul",
+    "Div",
+    "RealDiv",
+    "Maximum",
+    "Minimum",
+    "Pow",
+    "SquaredDifference",
+    "BiasAdd",
+    "Select",
+    "SelectV2",
     # gradients of elementwise ops (TensorFlow)
-    "SigmoidGrad", "TanhGrad", "ReluGrad", "Relu6Grad", "EluGrad", "RsqrtGrad", "SqrtGrad",
+    "SigmoidGrad",
+    "TanhGrad",
+    "ReluGrad",
+    "Relu6Grad",
+    "EluGrad",
+    "RsqrtGrad",
+    "SqrtGrad",
     # PipeDream / torch.nn
-    "Mul", "Add",
+    "Mul",
+    "Add",
     # ATen
-    "add", "sub", "mul", "div", "pow", "where", "maximum", "minimum",
-    "threshold_backward", "sigmoid_backward", "tanh_backward", "gelu_backward",
-    "silu_backward", "native_dropout_backward",
-)  # fmt: skip
+    "add",
+    "sub",
+    "mul",
+    "div",
+    "pow",
+    "where",
+    "maximum",
+    "minimum",
+    "threshold_backward",
+    "sigmoid_backward",
+    "tanh_backward",
+    "gelu_backward",
+    "silu_backward",
+    "native_dropout_backward",
+)
 
 ELEMENTWISE_TYPES: frozenset[str] = frozenset(_UNARY + _BINARY) | frozenset(
-    f"{t}Backward" for t in ("ReLU", "ReLU6", "LeakyReLU", "ELU", "GELU", "SiLU", "Hardtanh",
-                             "Dropout", "Sigmoid", "Tanh", "Add", "Mul")
-)  # fmt: skip
+    f"{t}Backward"
+    for t in (
+        "ReLU",
+        "ReLU6",
+        "LeakyReLU",
+        "ELU",
+        "GELU",
+        "SiLU",
+        "Hardtanh",
+        "Dropout",
+        "Sigmoid",
+        "Tanh",
+        "Add",
+        "Mul",
+    )
+)
 """Op types the "xla" fuser treats as elementwise (TensorFlow, PipeDream module and ATen names;
 PipeDream's backward ops are ``<type>Backward``)."""
 
 REDUCTION_TYPES: frozenset[str] = frozenset(
     (
         # TensorFlow
-        "Sum", "Mean", "Max", "Min", "Prod", "BiasAddGrad", "Softmax", "LogSoftmax",
-        "FusedBatchNormV3", "LayerNorm",
+        "Sum",
+        "Mean",
+        "Max",
+        "Min",
+        "Prod",
+        "BiasAddGrad",
+        "Softmax",
+        "LogSoftmax",
+        "FusedBatchNormV3",
+        "LayerNorm",
         # PipeDream / torch.nn
-        "BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "Softmax", "LogSoftmax",
+        "BatchNorm1d",
+        "BatchNorm2d",
+        "BatchNorm3d",
+        "Softmax",
+        "LogSoftmax",
         # ATen
-        "sum", "mean", "amax", "amin", "_softmax", "_log_softmax", "native_layer_norm",
-        "native_batch_norm", "_native_batch_norm_legit_functional", "var_mean",
+        "sum",
+        "mean",
+        "amax",
+        "amin",
+        "_softmax",
+        "_log_softmax",
+        "native_layer_norm",
+        "native_batch_norm",
+        "_native_batch_norm_legit_functional",
+        "var_mean",
     )
 ) | frozenset(
-    f"{t}Backward" for t in ("BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "LayerNorm", "Softmax",
-                             "LogSoftmax")
-)  # fmt: skip
+    f"{t}Backward"
+    for t in ("BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "LayerNorm", "Softmax", "LogSoftmax")
+)
 """Op types the "xla" fuser treats as reductions (normalisations and softmax reduce, then map)."""
 
 FUSIBLE_TYPES: frozenset[str] = ELEMENTWISE_TYPES | REDUCTION_TYPES

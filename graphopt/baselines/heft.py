@@ -97,8 +97,22 @@ def _find_slot(starts, ends, count, ready, duration, max_gaps):
 
 
 @njit(cache=True, inline="always")
-def _data_ready(v, p, pred_ptr, pred_src, pred_data, placement, finish, latency, bandwidth,
-                contention, link_free, copy_arrival, tentative, commit):  # fmt: skip
+def _data_ready(
+    v,
+    p,
+    pred_ptr,
+    pred_src,
+    pred_data,
+    placement,
+    finish,
+    latency,
+    bandwidth,
+    contention,
+    link_free,
+    copy_arrival,
+    tentative,
+    commit,
+):
     """Data-ready time of ``v`` on ``p``; with ``contention``, transfers queue on their link
     (``tentative`` holds the link's free time while ``v``'s own transfers are booked) and a
     tensor already sent to ``p`` is reused. ``commit`` books the transfers."""
@@ -150,16 +164,44 @@ def _heft_loop(
         best_est = 0.0
         best_pos = 0
         for p in range(num_dev):
-            ready = _data_ready(v, p, pred_ptr, pred_src, pred_data, placement, finish, latency,
-                                bandwidth, contention, link_free, copy_arrival, tentative, False)  # fmt: skip
+            ready = _data_ready(
+                v,
+                p,
+                pred_ptr,
+                pred_src,
+                pred_data,
+                placement,
+                finish,
+                latency,
+                bandwidth,
+                contention,
+                link_free,
+                copy_arrival,
+                tentative,
+                False,
+            )
             duration = comp[v, p]
             est, pos = _find_slot(busy_start[p], busy_end[p], count[p], ready, duration, max_gaps)
             eft = est + duration
             if eft < best_eft:
                 best_p, best_eft, best_est, best_pos = p, eft, est, pos
         if contention:
-            _data_ready(v, best_p, pred_ptr, pred_src, pred_data, placement, finish, latency,
-                        bandwidth, contention, link_free, copy_arrival, tentative, True)  # fmt: skip
+            _data_ready(
+                v,
+                best_p,
+                pred_ptr,
+                pred_src,
+                pred_data,
+                placement,
+                finish,
+                latency,
+                bandwidth,
+                contention,
+                link_free,
+                copy_arrival,
+                tentative,
+                True,
+            )
         # insert [best_est, best_eft) at best_pos, shifting the later intervals right
         p, c = best_p, count[best_p]
         for j in range(c, best_pos, -1):
@@ -321,9 +363,18 @@ def heft_schedule(
     pred_ptr, pred_src, pred_edge = graph.predecessors_csr
     pred_data = np.ascontiguousarray(graph.edge_bytes[pred_edge])
     return _heft(
-        comp, succ_ptr, succ_dst, pred_ptr, pred_src, pred_data, graph.edge_bytes,
-        latency, bandwidth, max_gaps, contention,
-    )  # fmt: skip
+        comp,
+        succ_ptr,
+        succ_dst,
+        pred_ptr,
+        pred_src,
+        pred_data,
+        graph.edge_bytes,
+        latency,
+        bandwidth,
+        max_gaps,
+        contention,
+    )
 
 
 def heft(graph: CompGraph, cluster: Cluster) -> IntArray:

@@ -100,7 +100,7 @@ def cmd_baselines(args: argparse.Namespace) -> int:
             num_priorities=args.num_priorities,
             exact_time_limit=args.exact_time_limit,
             sim=sim,
-        )  # fmt: skip
+        )
         for g in resolve_graphs(args.graphs)
     ]
     title = f"{args.task} on {cluster.name}"

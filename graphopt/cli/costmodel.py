@@ -35,14 +35,17 @@ def register(sub: Any) -> None:
     )
     ds.add_argument("--graphs", required=True, help="name, suite:NAME, graph file, or a comma list")
     ds.add_argument(
-        "--cluster", default=DEFAULT_CLUSTER,
+        "--cluster",
+        default=DEFAULT_CLUSTER,
         help=f"cluster preset or file (default {DEFAULT_CLUSTER})",
-    )  # fmt: skip
+    )
     ds.add_argument("--samples", type=int, default=256, help="decisions per graph (default 256)")
     ds.add_argument(
-        "--task", default="placement", choices=("placement", "joint"),
+        "--task",
+        default="placement",
+        choices=("placement", "joint"),
         help="placement only, or placement + priorities + fusion (default placement)",
-    )  # fmt: skip
+    )
     ds.add_argument("--seed", type=int, default=0, help="seed of the sampled decisions")
     ds.add_argument("--out", required=True, help="dataset directory to write")
     ds.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -63,13 +66,17 @@ def register(sub: Any) -> None:
     )
     tr.add_argument("--test-data", metavar="SRC", help="test data, with --val-data (default: none)")
     tr.add_argument(
-        "--test-fraction", type=float, default=0.2,
+        "--test-fraction",
+        type=float,
+        default=0.2,
         help="configurations per graph held out for test without --val-data (default 0.2)",
-    )  # fmt: skip
+    )
     tr.add_argument(
-        "--val-fraction", type=float, default=0.1,
+        "--val-fraction",
+        type=float,
+        default=0.1,
         help="configurations per graph held out for validation without --val-data (default 0.1)",
-    )  # fmt: skip
+    )
     tr.add_argument(
         "--loss", default="listmle", help="mse, hinge, logistic or listmle (default listmle)"
     )
@@ -80,14 +87,19 @@ def register(sub: Any) -> None:
     tr.add_argument("--layers", type=int, default=3, help="GraphSAGE layers")
     tr.add_argument("--seed", type=int, default=0, help="seed of the data split and the model")
     tr.add_argument(
-        "--time-budget", type=float, metavar="SECONDS",
+        "--time-budget",
+        type=float,
+        metavar="SECONDS",
         help="stop after the epoch during which this many seconds have passed",
-    )  # fmt: skip
+    )
     tr.add_argument("--name", default="cost", help="run name (runs/costmodel/<name>_<k>)")
     tr.add_argument(
-        "--runs-root", "--runs-dir", dest="runs_root", default="runs",
+        "--runs-root",
+        "--runs-dir",
+        dest="runs_root",
+        default="runs",
         help="where runs are written (default runs/)",
-    )  # fmt: skip
+    )
     tr.set_defaults(func=cmd_train)
 
     ev = csub.add_parser(
@@ -138,8 +150,15 @@ def cmd_dataset(args: argparse.Namespace) -> int:
     graphs = resolve_graphs(args.graphs)
     cluster = get_cluster(args.cluster)
     start = time.perf_counter()
-    paths = generate(graphs, cluster, out, samples=args.samples, seed=args.seed, task=args.task,
-                     progress=not args.no_progress)  # fmt: skip
+    paths = generate(
+        graphs,
+        cluster,
+        out,
+        samples=args.samples,
+        seed=args.seed,
+        task=args.task,
+        progress=not args.no_progress,
+    )
     seconds = time.perf_counter() - start
     status = np.concatenate([np.load(p)["status"] for p in paths])
     valid, oom = float(np.mean(status == 0)), float(np.mean(status == 1))
@@ -168,19 +187,32 @@ def cmd_train(args: argparse.Namespace) -> int:
 
     from graphopt.costmodel.runs import CostModelInterrupted, train_run
 
-    for source, flag in ((args.data, "--data"), (args.val_data, "--val-data"),
-                         (args.test_data, "--test-data")):  # fmt: skip
+    for source, flag in (
+        (args.data, "--data"),
+        (args.val_data, "--val-data"),
+        (args.test_data, "--test-data"),
+    ):
         check_data(source, flag)
     torch.set_num_threads(1)  # see TrainConfig.threads: one thread is fastest on shared cores
     try:
         run = train_run(
-            args.data, val_data=args.val_data, test_data=args.test_data,
-            test_fraction=args.test_fraction, val_fraction=args.val_fraction, loss=args.loss,
-            epochs=args.epochs, batch_size=args.batch_size, lr=args.lr, hidden=args.hidden,
-            layers=args.layers, seed=args.seed, time_budget=args.time_budget, name=args.name,
+            args.data,
+            val_data=args.val_data,
+            test_data=args.test_data,
+            test_fraction=args.test_fraction,
+            val_fraction=args.val_fraction,
+            loss=args.loss,
+            epochs=args.epochs,
+            batch_size=args.batch_size,
+            lr=args.lr,
+            hidden=args.hidden,
+            layers=args.layers,
+            seed=args.seed,
+            time_budget=args.time_budget,
+            name=args.name,
             runs_root=args.runs_root,
             on_epoch=lambda row: print(epoch_line(row, args.epochs), flush=True),
-        )  # fmt: skip
+        )
     except CostModelInterrupted as e:
         print(f"graphopt: {e}", file=sys.stderr)
         return 130

@@ -34,9 +34,11 @@ def register(sub: Any) -> None:
     ex = gsub.add_parser("export", help="write graphs as graphopt graph files (JSON, .gz allowed)")
     ex.add_argument("graphs", metavar="GRAPH", help="name, suite:NAME, graph file, or a comma list")
     ex.add_argument(
-        "-o", "--output", required=True,
+        "-o",
+        "--output",
+        required=True,
         help="output file for one graph, or a directory (one <name>.json each) for several",
-    )  # fmt: skip
+    )
     ex.set_defaults(func=cmd_export)
 
     im = gsub.add_parser(
@@ -137,9 +139,12 @@ def cmd_show(args: argparse.Namespace) -> int:
             big.add_column(col, justify="right" if numeric else "left", no_wrap=numeric)
         for op in r["largest_ops"]:
             big.add_row(
-                escape(op["name"]), escape(op["type"]), f"{op['flops'] / 1e9:,.3f}",
-                f"{op['bytes'] / 1e6:,.2f}", f"{op['param_bytes'] / 1e6:,.2f}",
-            )  # fmt: skip
+                escape(op["name"]),
+                escape(op["type"]),
+                f"{op['flops'] / 1e9:,.3f}",
+                f"{op['bytes'] / 1e6:,.2f}",
+                f"{op['param_bytes'] / 1e6:,.2f}",
+            )
         console.print(big)
     return 0
 

@@ -32,25 +32,30 @@ def register(sub: Any) -> None:
     )
     p.add_argument("graphs", metavar="GRAPH")
     p.add_argument(
-        "--cluster", default=DEFAULT_CLUSTER,
+        "--cluster",
+        default=DEFAULT_CLUSTER,
         help=f"preset name or cluster file (default {DEFAULT_CLUSTER}; presets: "
-        + ", ".join(list_presets()) + ")",
-    )  # fmt: skip
+        + ", ".join(list_presets())
+        + ")",
+    )
     p.add_argument(
-        "--placement", default="single",
+        "--placement",
+        default="single",
         help=f"a baseline placer ({', '.join(PLACERS)}) or a JSON decision file (see "
         "graphopt.decision_io)",
-    )  # fmt: skip
+    )
     p.add_argument(
-        "--decision", metavar="FILE",
+        "--decision",
+        metavar="FILE",
         help="a JSON decision file (placement, priority, fusion), e.g. one saved by an environment "
         "with save_episode(); overrides --placement",
-    )  # fmt: skip
+    )
     p.add_argument("--json", action="store_true", help="print JSON results instead of a table")
     p.add_argument(
-        "--gantt", metavar="OUT.png",
+        "--gantt",
+        metavar="OUT.png",
         help="write a Gantt chart (with several graphs, one file per graph: OUT-<graph>.png)",
-    )  # fmt: skip
+    )
     p.set_defaults(func=cmd_simulate)
 
 
@@ -68,8 +73,9 @@ def decision_for(graph: CompGraph, cluster: Cluster, placement: str) -> Decision
 def warm_up(cluster: Cluster, schedule: bool) -> None:
     """Simulate a two-op graph once, so that loading the compiled simulator (numba, about a second
     on the first call of a process) is not counted in the first graph's ``simulation_seconds``."""
-    graph = CompGraph.build("warm-up", [Op("a", "X", flops=1.0), Op("b", "X", flops=1.0)],
-                            [("a", "b", 1.0)])  # fmt: skip
+    graph = CompGraph.build(
+        "warm-up", [Op("a", "X", flops=1.0), Op("b", "X", flops=1.0)], [("a", "b", 1.0)]
+    )
     Simulator().evaluate(
         graph, cluster, Decision(placement=np.arange(2) % cluster.num_devices), schedule=schedule
     )
@@ -162,12 +168,15 @@ def print_results(results: list[dict[str, Any]], title: str) -> None:
         table.add_column(col, justify="right" if numeric else "left", no_wrap=numeric)
     for r in results:
         table.add_row(
-            escape(r["graph"]), f"{r['ops']:,}", f"{r['step_time'] * 1e3:,.3f}",
+            escape(r["graph"]),
+            f"{r['ops']:,}",
+            f"{r['step_time'] * 1e3:,.3f}",
             f"{max(r['lower_bound_critical_path'], r['lower_bound_work']) * 1e3:,.3f}",
-            f"{max(r['peak_memory'], default=0) / 1e9:,.2f}", f"{r['bytes_moved'] / 1e6:,.1f}",
+            f"{max(r['peak_memory'], default=0) / 1e9:,.2f}",
+            f"{r['bytes_moved'] / 1e6:,.1f}",
             "yes" if r["valid"] else escape(f"no: {r['reason']}"),
             f"{r['simulation_seconds'] * 1e3:,.1f}",
-        )  # fmt: skip
+        )
     captions = ["sim (ms): simulator wall time, set-up of the graph included"]
     captions += [f"gantt: {escape(r['gantt'])}" for r in results if "gantt" in r]
     table.caption = "; ".join(captions)

@@ -11,10 +11,18 @@ from graphopt.tasks import TASKS
 from graphopt.train.config import POLICIES
 
 RUN_FLAGS = {
-    "task": "--task", "graphs": "--graphs", "val_graphs": "--val-graphs", "cluster": "--cluster",
-    "config": "--config", "seed": "--seed", "name": "--name", "policy": "--policy",
-    "cost_model": "--cost-model", "max_ops": "--max-ops", "runs_dir": "--runs-dir",
-}  # fmt: skip
+    "task": "--task",
+    "graphs": "--graphs",
+    "val_graphs": "--val-graphs",
+    "cluster": "--cluster",
+    "config": "--config",
+    "seed": "--seed",
+    "name": "--name",
+    "policy": "--policy",
+    "cost_model": "--cost-model",
+    "max_ops": "--max-ops",
+    "runs_dir": "--runs-dir",
+}
 """Flags that define a run (argument name -> flag); --resume keeps the run's own and refuses them."""
 
 
@@ -37,9 +45,10 @@ def register(sub: Any) -> None:
     p.add_argument("--val-graphs", help="validation graphs (best model by these)")
     p.add_argument("--cluster", help="cluster preset or file")
     p.add_argument(
-        "--total-timesteps", type=int,
+        "--total-timesteps",
+        type=int,
         help="decisions to train for (default: the config's); with --resume, the run's new total",
-    )  # fmt: skip
+    )
     p.add_argument(
         "--config", metavar="FILE.yaml", help="configuration file (all hyper-parameters)"
     )
@@ -49,22 +58,25 @@ def register(sub: Any) -> None:
     p.add_argument("--name", help="run name (directory runs/<task>/<name>_<k>)")
     p.add_argument("--policy", choices=POLICIES, help="policy network (default: the config's)")
     p.add_argument(
-        "--max-ops", type=int,
+        "--max-ops",
+        type=int,
         help="largest graph (ops) the policy takes, config key max_ops; evaluation on larger graphs "
         "needs a larger value (default: the largest training or validation graph)",
-    )  # fmt: skip
+    )
     p.add_argument(
-        "--cost-model", metavar="RUN",
+        "--cost-model",
+        metavar="RUN",
         help="training reward from a learned cost model (runs/costmodel/<name>_<k> or model.pt) "
         "instead of the simulator; validation stays on the simulator. Train it with "
         "'graphopt costmodel train --loss mse': ranking losses order runtimes but exaggerate "
         "their ratios, which the speedup reward uses",
-    )  # fmt: skip
+    )
     p.add_argument("--runs-dir", help="where runs are written (default runs/)")
     p.add_argument(
-        "--resume", metavar="RUN",
+        "--resume",
+        metavar="RUN",
         help="continue a run directory (interrupted, crashed, or finished with --total-timesteps)",
-    )  # fmt: skip
+    )
     p.add_argument("--no-progress", action="store_true", help="no progress bar (e.g. in CI logs)")
     p.set_defaults(func=cmd_train)
 
@@ -104,22 +116,33 @@ def cmd_train(args: argparse.Namespace) -> int:
                 print(f"resuming {run} at {done:,} of {total:,} timesteps", flush=True)
 
             run = resume(
-                args.resume, total_timesteps=args.total_timesteps,
-                show_progress=not args.no_progress, on_start=resuming,
-            )  # fmt: skip
+                args.resume,
+                total_timesteps=args.total_timesteps,
+                show_progress=not args.no_progress,
+                on_start=resuming,
+            )
         else:
             config = load_config(
-                args.config, task=args.task, graphs=args.graphs, val_graphs=args.val_graphs,
-                cluster=args.cluster, total_timesteps=args.total_timesteps, seed=args.seed,
-                name=args.name, policy=args.policy, cost_model=args.cost_model,
+                args.config,
+                task=args.task,
+                graphs=args.graphs,
+                val_graphs=args.val_graphs,
+                cluster=args.cluster,
+                total_timesteps=args.total_timesteps,
+                seed=args.seed,
+                name=args.name,
+                policy=args.policy,
+                cost_model=args.cost_model,
                 max_ops=args.max_ops,
-            )  # fmt: skip
+            )
             run = train(
-                config, runs_root=args.runs_dir or "runs", show_progress=not args.no_progress,
+                config,
+                runs_root=args.runs_dir or "runs",
+                show_progress=not args.no_progress,
                 on_start=lambda path: print(
                     f"run: {path} (training {config.total_timesteps:,} timesteps)", flush=True
                 ),
-            )  # fmt: skip
+            )
     except RunAlreadyFinished as e:
         print(f"graphopt: {e}")
         print(summary(e.run))

@@ -156,9 +156,16 @@ class GraphSamples:
         else:  # pragma: no cover - only the two sources above exist
             raise TypeError(f"cannot subset {type(self.configs).__name__}")
         return GraphSamples(
-            self.name, self.node_feat, self.node_opcode, self.edges, self.config_node_ids,
-            configs, self.runtime[index], self.graph, self.cluster,
-        )  # fmt: skip
+            self.name,
+            self.node_feat,
+            self.node_opcode,
+            self.edges,
+            self.config_node_ids,
+            configs,
+            self.runtime[index],
+            self.graph,
+            self.cluster,
+        )
 
 
 def signed_log(x: np.ndarray) -> np.ndarray:
@@ -292,8 +299,15 @@ def generate(
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    meta = {"format": FORMAT, "version": VERSION, "cluster": cluster.name, "samples": samples,
-            "seed": seed, "task": task, "graphs": [g.name for g in graphs]}  # fmt: skip
+    meta = {
+        "format": FORMAT,
+        "version": VERSION,
+        "cluster": cluster.name,
+        "samples": samples,
+        "seed": seed,
+        "task": task,
+        "graphs": [g.name for g in graphs],
+    }
     (out / "meta.json").write_text(json.dumps(meta, indent=2))
     paths = []
     with Progress(disable=not progress, transient=True) as bar:
@@ -312,7 +326,7 @@ def generate(
                     fuse,
                     result.step_time,
                     result.status,
-                )  # fmt: skip
+                )
             )
             bar.advance(job, samples)
     return paths
@@ -401,10 +415,13 @@ def load_samples(path: str | Path, include_oom: bool = False) -> GraphSamples:
         raise ValueError(f"{path}: status has shape {status.shape}; expected ({k},)")
     keep = np.isfinite(runtime) & (runtime > 0) & ((status == 0) | (include_oom & (status == 1)))
     return from_decisions(
-        graph, cluster,
-        arrays["placement"][keep].astype(np.int64), arrays["priority"][keep].astype(np.int64),
-        arrays["fusion"][keep].astype(np.int64), runtime[keep],
-    )  # fmt: skip
+        graph,
+        cluster,
+        arrays["placement"][keep].astype(np.int64),
+        arrays["priority"][keep].astype(np.int64),
+        arrays["fusion"][keep].astype(np.int64),
+        runtime[keep],
+    )
 
 
 def load_dataset(source: str | Path, include_oom: bool = False) -> list[GraphSamples]:

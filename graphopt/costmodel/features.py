@@ -136,8 +136,16 @@ class DecisionFeaturizer:
         of ``B`` placements ``(B, N)``: the analytic step-time estimate (and the learned model's
         prior)."""
         place = np.ascontiguousarray(placement, dtype=np.int64)
-        return contention_schedule(place, self.op_time, self.succ_ptr, self.succ_dst,
-                                   self.nbytes, self.latency, self.inv_bw, INSERTION_WINDOW)  # fmt: skip
+        return contention_schedule(
+            place,
+            self.op_time,
+            self.succ_ptr,
+            self.succ_dst,
+            self.nbytes,
+            self.latency,
+            self.inv_bw,
+            INSERTION_WINDOW,
+        )
 
     def summary(self, placement: IntArray) -> np.ndarray:
         """``(B, len(SUMMARY_FEATURES))`` float32 summary of ``B`` placements ``(B, N)``."""
@@ -146,8 +154,9 @@ class DecisionFeaturizer:
         d = self.cluster.num_devices
         t = self.op_time[np.arange(n)[None, :], place]
         rows = np.arange(b)[:, None]
-        load = np.bincount((rows * d + place).reshape(-1), weights=t.reshape(-1),
-                           minlength=b * d).reshape(b, d)  # fmt: skip
+        load = np.bincount(
+            (rows * d + place).reshape(-1), weights=t.reshape(-1), minlength=b * d
+        ).reshape(b, d)
         if self.src.size:
             ps, pd = place[:, self.src], place[:, self.dst]
             cross = ps != pd
@@ -158,9 +167,16 @@ class DecisionFeaturizer:
             link_load = links.reshape(b, d * d).max(axis=1)
         else:
             transfer = link_load = np.zeros(b)
-        lengths = path_lengths(place, self.op_time, self.pred_ptr,
-                               self.pred_src, self.pred_edge, self.nbytes, self.latency,
-                               self.inv_bw)  # fmt: skip
+        lengths = path_lengths(
+            place,
+            self.op_time,
+            self.pred_ptr,
+            self.pred_src,
+            self.pred_edge,
+            self.nbytes,
+            self.latency,
+            self.inv_bw,
+        )
         cp, listed = lengths[:, 0], lengths[:, 1]
         booked = self.insertion_schedule(place)
         mean = np.maximum(load.mean(axis=1), 1e-12)

@@ -401,10 +401,20 @@ def fit_gst(
         return evaluate_segmented(net, val or [], segment_size)  # scored segmented, as trained
 
     return train_loop(
-        net, train, forward, validate if val else None,
-        loss_fn=loss_fn, epochs=epochs, batch_size=batch_size, lr=lr, weight_decay=weight_decay,
-        max_batch_nodes=2**62, seed=seed, time_budget=time_budget, on_epoch=on_epoch,
-    )  # fmt: skip
+        net,
+        train,
+        forward,
+        validate if val else None,
+        loss_fn=loss_fn,
+        epochs=epochs,
+        batch_size=batch_size,
+        lr=lr,
+        weight_decay=weight_decay,
+        max_batch_nodes=2**62,
+        seed=seed,
+        time_budget=time_budget,
+        on_epoch=on_epoch,
+    )
 
 
 # ---------------------------------------------------------------------------- head fine-tuning
@@ -466,11 +476,21 @@ def finetune_head(
         )
 
     return train_loop(
-        net, train, forward, validate if val else None,
-        loss_fn=get_loss(loss), epochs=epochs, batch_size=batch_size, lr=lr, weight_decay=0.0,
-        max_batch_nodes=2**62, seed=seed, time_budget=None, on_epoch=None,
+        net,
+        train,
+        forward,
+        validate if val else None,
+        loss_fn=get_loss(loss),
+        epochs=epochs,
+        batch_size=batch_size,
+        lr=lr,
+        weight_decay=0.0,
+        max_batch_nodes=2**62,
+        seed=seed,
+        time_budget=None,
+        on_epoch=None,
         parameters=net.mlp.parameters(),
-    )  # fmt: skip
+    )
 
 
 # ---------------------------------------------------------------------------- scoring

@@ -106,8 +106,13 @@ class CostNet(nn.Module):
         self.convs = nn.ModuleList(SAGEConv(h, h, aggr="mean") for _ in range(layout.layers))
         self.norms = nn.ModuleList(nn.LayerNorm(h) for _ in range(layout.layers))
         self.dropout = nn.Dropout(dropout)
-        self.mlp = nn.Sequential(nn.Linear(2 * h + layout.summary_features, h), nn.ReLU(), nn.Linear(h, h), nn.ReLU(),
-                                 nn.Linear(h, 1))  # fmt: skip
+        self.mlp = nn.Sequential(
+            nn.Linear(2 * h + layout.summary_features, h),
+            nn.ReLU(),
+            nn.Linear(h, h),
+            nn.ReLU(),
+            nn.Linear(h, 1),
+        )
         if layout.prior_column >= 0:  # start from the analytic estimate: a zero correction
             last = self.mlp[-1]
             assert isinstance(last, nn.Linear)

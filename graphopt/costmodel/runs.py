@@ -124,12 +124,23 @@ class EpochLog:
 
 # ---------------------------------------------------------------------- training
 def _check_arguments(
-    loss: str, epochs: int, batch_size: int, lr: float, hidden: int, layers: int,
-    test_fraction: float, val_fraction: float, time_budget: float | None,
-) -> None:  # fmt: skip
+    loss: str,
+    epochs: int,
+    batch_size: int,
+    lr: float,
+    hidden: int,
+    layers: int,
+    test_fraction: float,
+    val_fraction: float,
+    time_budget: float | None,
+) -> None:
     get_loss(loss)
-    for key, value, low in (("epochs", epochs, 1), ("batch_size", batch_size, 2),
-                            ("hidden", hidden, 1), ("layers", layers, 0)):  # fmt: skip
+    for key, value, low in (
+        ("epochs", epochs, 1),
+        ("batch_size", batch_size, 2),
+        ("hidden", hidden, 1),
+        ("layers", layers, 0),
+    ):
         if value < low:
             raise ValueError(f"{key} must be >= {low}, got {value}")
     if not lr > 0:
@@ -203,8 +214,9 @@ def train_run(
         train, held_out = samples, load_dataset(val_data)
         test = load_dataset(test_data) if test_data is not None else None
         split: dict[str, Any] = {
-            "val_data": str(val_data), "test_data": None if test_data is None else str(test_data)
-        }  # fmt: skip
+            "val_data": str(val_data),
+            "test_data": None if test_data is None else str(test_data),
+        }
     else:
         rest, test = split_samples(samples, test_fraction, seed)
         train, held_out = split_samples(rest, val_fraction / (1.0 - test_fraction), seed + 1)
@@ -217,19 +229,31 @@ def train_run(
     # ---- run directory
     run = new_run(runs_root, name)
     config = {
-        "data": str(data), "val_data": None if val_data is None else str(val_data),
+        "data": str(data),
+        "val_data": None if val_data is None else str(val_data),
         "test_data": None if test_data is None else str(test_data),
-        "test_fraction": test_fraction, "val_fraction": val_fraction, "loss": loss, "epochs": epochs,
-        "batch_size": batch_size, "lr": lr, "hidden": hidden, "layers": layers, "seed": seed,
-        "time_budget": time_budget, "name": name, "runs_root": str(runs_root), "split": split,
+        "test_fraction": test_fraction,
+        "val_fraction": val_fraction,
+        "loss": loss,
+        "epochs": epochs,
+        "batch_size": batch_size,
+        "lr": lr,
+        "hidden": hidden,
+        "layers": layers,
+        "seed": seed,
+        "time_budget": time_budget,
+        "name": name,
+        "runs_root": str(runs_root),
+        "split": split,
         "dataset": {
             "graphs": len(train),
             "train_configs": sum(s.num_configs for s in train),
             "val_configs": sum(s.num_configs for s in held_out),
             "test_configs": sum(s.num_configs for s in test or held_out),
         },
-        "features": features, "net": layout.to_dict(),
-    }  # fmt: skip
+        "features": features,
+        "net": layout.to_dict(),
+    }
     rundir.atomic_write_text(run / CONFIG_FILE, yaml.safe_dump(config, sort_keys=False))
     rundir.write_state(run, status="running", epochs=0)
 
@@ -254,9 +278,17 @@ def train_run(
 
     try:
         cm_train.fit(
-            net, train, held_out, loss=loss, epochs=epochs, batch_size=batch_size, lr=lr,
-            seed=seed, time_budget=time_budget, on_epoch=record,
-        )  # fmt: skip
+            net,
+            train,
+            held_out,
+            loss=loss,
+            epochs=epochs,
+            batch_size=batch_size,
+            lr=lr,
+            seed=seed,
+            time_budget=time_budget,
+            on_epoch=record,
+        )
     except (Exception, KeyboardInterrupt) as e:  # Ctrl-C in a numba kernel surfaces as SystemError
         if rundir.is_interrupt(e):
             rundir.write_state(run, status="interrupted", epochs=done)
@@ -319,18 +351,27 @@ def evaluate_run(run: str | Path, data: str | Path, batch_size: int = 256) -> di
     )
     total = sum(s.num_configs for s in samples)
     throughput: dict[str, Any] = {
-        "configs": total, "batch_size": batch_size, "torch_threads": torch_threads,
-        "model_seconds": seconds, "model_configs_per_second": total / max(seconds, 1e-12),
-    }  # fmt: skip
+        "configs": total,
+        "batch_size": batch_size,
+        "torch_threads": torch_threads,
+        "model_seconds": seconds,
+        "model_configs_per_second": total / max(seconds, 1e-12),
+    }
     sim_seconds = simulator_seconds(samples)
     if sim_seconds is not None:
         throughput["simulator_seconds"] = sim_seconds
         throughput["simulator_configs_per_second"] = total / max(sim_seconds, 1e-12)
-    result = {"model": str(model_path), "data": str(data), "mean": mean, "graphs": rows,
-              "throughput": throughput}  # fmt: skip
+    result = {
+        "model": str(model_path),
+        "data": str(data),
+        "mean": mean,
+        "graphs": rows,
+        "throughput": throughput,
+    }
     if net.layout.prior_column >= 0:  # what the network adds to its analytic estimate
-        prior = [s.configs.summary(np.arange(s.num_configs))[:, net.layout.prior_column]
-                 for s in samples]  # fmt: skip
+        prior = [
+            s.configs.summary(np.arange(s.num_configs))[:, net.layout.prior_column] for s in samples
+        ]
         result["prior"] = grouped_report(
             np.concatenate(prior), np.concatenate([s.runtime for s in samples]), groups
         )

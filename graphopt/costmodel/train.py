@@ -91,8 +91,11 @@ def feature_layout(samples: list[GraphSamples]) -> dict[str, Any]:
         )
     kind, nf, cf, sf = layouts.pop()
     out: dict[str, Any] = {
-        "kind": kind, "node_features": nf, "config_features": cf, "summary_features": sf,
-    }  # fmt: skip
+        "kind": kind,
+        "node_features": nf,
+        "config_features": cf,
+        "summary_features": sf,
+    }
     if kind == "graphopt":
         out["static_names"] = list(STATIC_FEATURES)
         out["decision_names"] = list(DECISION_FEATURES)
@@ -186,10 +189,20 @@ def fit(
         return net(t.node_feat, t.opcode, t.edges, t.config_node_ids, feat, summary)
 
     return train_loop(
-        net, train, forward, (lambda: evaluate(net, val)) if val else None,
-        loss_fn=loss_fn, epochs=epochs, batch_size=batch_size, lr=lr, weight_decay=weight_decay,
-        max_batch_nodes=max_batch_nodes, seed=seed, time_budget=time_budget, on_epoch=on_epoch,
-    )  # fmt: skip
+        net,
+        train,
+        forward,
+        (lambda: evaluate(net, val)) if val else None,
+        loss_fn=loss_fn,
+        epochs=epochs,
+        batch_size=batch_size,
+        lr=lr,
+        weight_decay=weight_decay,
+        max_batch_nodes=max_batch_nodes,
+        seed=seed,
+        time_budget=time_budget,
+        on_epoch=on_epoch,
+    )
 
 
 Forward = Callable[[int, np.ndarray, np.random.Generator], torch.Tensor]
@@ -261,10 +274,15 @@ def save_checkpoint(path: str | Path, net: CostNet, features: dict[str, Any], **
     tmp = path.with_suffix(".tmp")
     with uninterrupted():
         torch.save(
-            {"format": CHECKPOINT_FORMAT, "layout": net.layout.to_dict(), "features": features,
-             "state_dict": net.state_dict(), **extra},
+            {
+                "format": CHECKPOINT_FORMAT,
+                "layout": net.layout.to_dict(),
+                "features": features,
+                "state_dict": net.state_dict(),
+                **extra,
+            },
             tmp,
-        )  # fmt: skip
+        )
         tmp.replace(path)
     return path
 

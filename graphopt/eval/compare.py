@@ -225,9 +225,14 @@ def _estimate_search(
     if (not valid, step) >= (not known.valid, known.step_time):
         step, valid, reason = known.step_time, known.valid, known.reason  # keep the start
     return MethodResult(
-        f"estimate-search@{budget}", "search", step, valid, reason,
-        time.perf_counter() - began, 1,
-    )  # fmt: skip
+        f"estimate-search@{budget}",
+        "search",
+        step,
+        valid,
+        reason,
+        time.perf_counter() - began,
+        1,
+    )
 
 
 def geomean_speedups(comparisons: list[GraphComparison]) -> dict[str, float]:

@@ -98,8 +98,14 @@ def evaluate_run(
             "with a larger max_ops to evaluate on it"
         )
     sim = Simulator()
-    env = make_env(config.task, graph_list, target, cost_model=sim, seed=seed,
-                   **config.env_settings(max_ops, max_edges))  # fmt: skip
+    env = make_env(
+        config.task,
+        graph_list,
+        target,
+        cost_model=sim,
+        seed=seed,
+        **config.env_settings(max_ops, max_edges),
+    )
     check_compatible(model, env)
     comparisons = []
     for i, graph in enumerate(graph_list):
@@ -109,10 +115,18 @@ def evaluate_run(
             return f"policy ({mode})", result.decision, result.samples
 
         comparisons.append(
-            compare_on_graph(graph, target, config.decides, budget=budget, seed=seed,
-                             num_priorities=config.num_priorities, policy=policy, sim=sim,
-                             estimate_budget=amount if kind == "plan" else 0)
-        )  # fmt: skip
+            compare_on_graph(
+                graph,
+                target,
+                config.decides,
+                budget=budget,
+                seed=seed,
+                num_priorities=config.num_priorities,
+                policy=policy,
+                sim=sim,
+                estimate_budget=amount if kind == "plan" else 0,
+            )
+        )
     title = f"{config.task} on {target.name}, run {path.name}"
     print_comparisons(comparisons, title, console)
     out = out_dir or path / "eval" / mode.replace(":", "-")

@@ -57,7 +57,7 @@ def print_comparisons(
                 f"{r.step_time / ref - 1:+.1%}" if ok and ref > 0 else "-",
                 "yes" if r.valid else ("OOM" if "memory" in r.reason else "no"),
                 f"{r.wall_seconds:.2f}",
-            )  # fmt: skip
+            )
         table.caption = f"* best heuristic; {ref_name} {ref * 1e3:,.3f} ms"
         console.print(table)
     means = geomean_speedups(comparisons)
@@ -78,22 +78,55 @@ def write_comparisons(
     row per graph and method); return both paths."""
     out_dir.mkdir(parents=True, exist_ok=True)
     json_path = out_dir / json_name
-    json_path.write_text(json.dumps(
-        {"graphs": [c.to_dict() for c in comparisons], "geomean_speedup_over_best_heuristic": geomean_speedups(comparisons)},
-        indent=2, default=float,
-    ))  # fmt: skip
+    json_path.write_text(
+        json.dumps(
+            {
+                "graphs": [c.to_dict() for c in comparisons],
+                "geomean_speedup_over_best_heuristic": geomean_speedups(comparisons),
+            },
+            indent=2,
+            default=float,
+        )
+    )
     csv_path = json_path.with_suffix(".csv")
     with csv_path.open("w", newline="") as f:
         w = csv.writer(f)
-        w.writerow(["graph", "ops", "method", "kind", "step_time", "valid", "speedup_over_best_heuristic",
-                    "speedup_over_single", "lower_bound", "optimum", "wall_seconds", "evaluations", "reason"])  # fmt: skip
+        w.writerow(
+            [
+                "graph",
+                "ops",
+                "method",
+                "kind",
+                "step_time",
+                "valid",
+                "speedup_over_best_heuristic",
+                "speedup_over_single",
+                "lower_bound",
+                "optimum",
+                "wall_seconds",
+                "evaluations",
+                "reason",
+            ]
+        )
         for c in comparisons:
             for r in c.results:
-                w.writerow([c.graph, c.num_ops, r.method, r.kind, r.step_time, r.valid,
-                            c.speedup_over_best_heuristic(r.method),
-                            c.single_device_time / r.step_time if r.valid and r.step_time > 0 else 0.0,
-                            c.lower_bound, "" if c.optimum is None else c.optimum,
-                            r.wall_seconds, r.evaluations, r.reason])  # fmt: skip
+                w.writerow(
+                    [
+                        c.graph,
+                        c.num_ops,
+                        r.method,
+                        r.kind,
+                        r.step_time,
+                        r.valid,
+                        c.speedup_over_best_heuristic(r.method),
+                        c.single_device_time / r.step_time if r.valid and r.step_time > 0 else 0.0,
+                        c.lower_bound,
+                        "" if c.optimum is None else c.optimum,
+                        r.wall_seconds,
+                        r.evaluations,
+                        r.reason,
+                    ]
+                )
     return json_path, csv_path
 
 

@@ -114,9 +114,22 @@ _PER_ELEMENT = {
     **dict.fromkeys(("ReLU", "ReLU6", "LeakyReLU", "Hardtanh", "ELU"), 1.0),
 }
 _DATA_MOVEMENT = frozenset(
-    ("Input", "GetItem", "Size", "View", "Reshape", "Flatten", "Concat", "Cat", "Embedding",
-     "Identity", "Transpose", "Permute", "Contiguous")
-)  # fmt: skip
+    (
+        "Input",
+        "GetItem",
+        "Size",
+        "View",
+        "Reshape",
+        "Flatten",
+        "Concat",
+        "Cat",
+        "Embedding",
+        "Identity",
+        "Transpose",
+        "Permute",
+        "Contiguous",
+    )
+)
 
 
 @dataclass(frozen=True)

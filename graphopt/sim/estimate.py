@@ -214,8 +214,16 @@ class PlacementEstimate:
         place = np.ascontiguousarray(placements, dtype=np.int64)
         params = device_param_bytes(place, self.param_bytes, self.num_devices)
         fits = (params <= self.memory[None, :]).all(axis=1)
-        times = contention_schedule(place, self.op_time, self.succ_ptr, self.succ_dst,
-                                    self.nbytes, self.latency, self.inv_bw, self.window)  # fmt: skip
+        times = contention_schedule(
+            place,
+            self.op_time,
+            self.succ_ptr,
+            self.succ_dst,
+            self.nbytes,
+            self.latency,
+            self.inv_bw,
+            self.window,
+        )
         return np.where(fits, times, np.inf)
 
 

@@ -121,14 +121,25 @@ class PreparedGraph:
         self.class_meas = np.ascontiguousarray(self.op_meas[:, columns])
         int32 = np.int32  # the engine's indices: half the cache footprint in its scattered reads
         self.engine_arrays = GraphArrays(
-            succ_ptr=self.succ_ptr.astype(int32), succ_dst=self.succ_dst.astype(int32),
-            edge_bytes=graph.edge_bytes, pred_ptr=self.pred_ptr.astype(int32),
-            succ_to_pred=self.succ_to_pred, flops=graph.flops, nbytes=graph.bytes_accessed,
-            out_bytes=graph.output_bytes, param_bytes=graph.param_bytes,
-            op_time=self.class_time, op_meas=self.class_meas, dev_class=self.dev_class,
-            peak=self.peak, bw=self.bw, launch=self.launch, capacity=self.capacity,
-            link_bw=self.link_bw, link_lat=self.link_lat,
-        )  # fmt: skip
+            succ_ptr=self.succ_ptr.astype(int32),
+            succ_dst=self.succ_dst.astype(int32),
+            edge_bytes=graph.edge_bytes,
+            pred_ptr=self.pred_ptr.astype(int32),
+            succ_to_pred=self.succ_to_pred,
+            flops=graph.flops,
+            nbytes=graph.bytes_accessed,
+            out_bytes=graph.output_bytes,
+            param_bytes=graph.param_bytes,
+            op_time=self.class_time,
+            op_meas=self.class_meas,
+            dev_class=self.dev_class,
+            peak=self.peak,
+            bw=self.bw,
+            launch=self.launch,
+            capacity=self.capacity,
+            link_bw=self.link_bw,
+            link_lat=self.link_lat,
+        )
         self._engine_graph = tuple(self.engine_arrays)  # plain: see engine.simulate_core
         self._zeros = np.zeros(n, dtype=np.int64)
         self._workspace: Workspace | None = None
@@ -172,8 +183,27 @@ class PreparedGraph:
         out = engine.simulate_core(
             self._engine_graph, placement, priority, fusion, tuple(self.workspace())
         )
-        (status, culprit, step, busy, peak_mem, moved, kernel_of, roots, mptr, members,
-         k_dev, k_start, k_end, t_op, t_src, t_dst, t_bytes, t_start, t_end) = out  # fmt: skip
+        (
+            status,
+            culprit,
+            step,
+            busy,
+            peak_mem,
+            moved,
+            kernel_of,
+            roots,
+            mptr,
+            members,
+            k_dev,
+            k_start,
+            k_end,
+            t_op,
+            t_src,
+            t_dst,
+            t_bytes,
+            t_start,
+            t_end,
+        ) = out
         reason = ""
         if status == engine.STATUS_OOM:
             dev = self.cluster.devices[culprit]

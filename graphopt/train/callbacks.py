@@ -81,9 +81,13 @@ class RunCallback(BaseCallback):
             )
 
             self._progress = Progress(
-                TextColumn("[bold]train[/bold]"), BarColumn(), TextColumn("{task.completed:,}/{task.total:,}"),
-                TimeElapsedColumn(), TimeRemainingColumn(), TextColumn("{task.fields[status]}"),
-            )  # fmt: skip
+                TextColumn("[bold]train[/bold]"),
+                BarColumn(),
+                TextColumn("{task.completed:,}/{task.total:,}"),
+                TimeElapsedColumn(),
+                TimeRemainingColumn(),
+                TextColumn("{task.fields[status]}"),
+            )
             self._progress.start()
             self._task = self._progress.add_task(
                 "train", total=self.total, completed=now, status=self._status()
@@ -158,10 +162,13 @@ class RunCallback(BaseCallback):
         valid = float(np.mean([r.measurement.valid for r in results]))
         self.last_val = speedup
         self.metrics.write(
-            timesteps=self.num_timesteps, wall_seconds=round(self.elapsed(), 2), kind="val",
-            speedup_geomean=speedup, valid_fraction=valid,
+            timesteps=self.num_timesteps,
+            wall_seconds=round(self.elapsed(), 2),
+            kind="val",
+            speedup_geomean=speedup,
+            valid_fraction=valid,
             step_time_mean=float(np.mean([r.measurement.step_time for r in results])),
-        )  # fmt: skip
+        )
         self.logger.record("val/speedup_geomean", speedup)
         self.logger.record("val/valid_fraction", valid)
         if speedup > self.best:

@@ -104,9 +104,19 @@ class TrainConfig:
             raise ValueError(
                 f"policy {self.policy!r} is unknown; choose one of: {', '.join(POLICIES)}"
             )
-        for key in ("total_timesteps", "n_envs", "n_steps", "batch_size", "n_epochs", "eval_every",
-                    "checkpoint_every", "threads", "num_priorities", "candidates",
-                    "horizon"):  # fmt: skip
+        for key in (
+            "total_timesteps",
+            "n_envs",
+            "n_steps",
+            "batch_size",
+            "n_epochs",
+            "eval_every",
+            "checkpoint_every",
+            "threads",
+            "num_priorities",
+            "candidates",
+            "horizon",
+        ):
             if int(getattr(self, key)) < 1:
                 raise ValueError(f"{key} must be >= 1, got {getattr(self, key)}")
         if self.max_ops is not None and self.max_ops < 1:
@@ -130,10 +140,17 @@ class TrainConfig:
         """The settings of the task's environment (:func:`envs.make_env`) for policies of
         ``max_ops`` op slots and ``max_edges`` edge slots (one-shot tasks only)."""
         if get_task(self.task).one_shot:
-            return {"reward_mode": self.reward_mode, "max_ops": max_ops, "max_edges": max_edges,
-                    "num_priorities": self.num_priorities}  # fmt: skip
-        return {"reward_mode": self.reward_mode, "candidates": self.candidates,
-                "horizon": self.horizon}  # fmt: skip
+            return {
+                "reward_mode": self.reward_mode,
+                "max_ops": max_ops,
+                "max_edges": max_edges,
+                "num_priorities": self.num_priorities,
+            }
+        return {
+            "reward_mode": self.reward_mode,
+            "candidates": self.candidates,
+            "horizon": self.horizon,
+        }
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

@@ -71,14 +71,21 @@ def make_envs(config: TrainConfig, sim: Simulator | None = None) -> tuple[list[A
     max_edges = max(4 * max_ops, *(g.num_edges for g in train_graphs + val_graphs))
     settings = config.env_settings(max_ops, max_edges)
     envs = [
-        make_env(config.task, train_graphs, config.cluster, cost_model=train_cost,
-                 seed=config.seed + i, **settings)
+        make_env(
+            config.task,
+            train_graphs,
+            config.cluster,
+            cost_model=train_cost,
+            seed=config.seed + i,
+            **settings,
+        )
         for i in range(config.n_envs)
-    ]  # fmt: skip
+    ]
     val = None
     if val_graphs:
-        val = make_env(config.task, val_graphs, config.cluster, cost_model=sim, seed=config.seed,
-                       **settings)  # fmt: skip
+        val = make_env(
+            config.task, val_graphs, config.cluster, cost_model=sim, seed=config.seed, **settings
+        )
     return envs, val
 
 
@@ -107,9 +114,13 @@ def _learn(
 
     model.set_logger(configure(str(run / "tb"), ["tensorboard"]))
     callback = RunCallback(
-        run, val_env, config.eval_every, config.checkpoint_every,
-        total_timesteps=config.total_timesteps, show_progress=show_progress,
-    )  # fmt: skip
+        run,
+        val_env,
+        config.eval_every,
+        config.checkpoint_every,
+        total_timesteps=config.total_timesteps,
+        show_progress=show_progress,
+    )
     rundir.write_state(run, status="running")
     target = steps + (0 if reset else int(model.num_timesteps))
     try:
@@ -125,24 +136,35 @@ def _learn(
                 rundir.save_model_atomic(model, run / rundir.LAST)
             finally:
                 rundir.write_state(
-                    run, status="crashed", timesteps=int(model.num_timesteps),
+                    run,
+                    status="crashed",
+                    timesteps=int(model.num_timesteps),
                     wall_seconds=round(callback.elapsed(), 2),
-                    error=f"{type(e).__name__}: {e}", traceback=traceback.format_exc(limit=8),
-                )  # fmt: skip
+                    error=f"{type(e).__name__}: {e}",
+                    traceback=traceback.format_exc(limit=8),
+                )
             raise
         interrupted = True
     if interrupted:
         callback._on_training_end()
         rundir.save_model_atomic(model, run / rundir.LAST)
-        rundir.write_state(run, status="interrupted", timesteps=int(model.num_timesteps),
-                           wall_seconds=round(callback.elapsed(), 2))  # fmt: skip
+        rundir.write_state(
+            run,
+            status="interrupted",
+            timesteps=int(model.num_timesteps),
+            wall_seconds=round(callback.elapsed(), 2),
+        )
         raise TrainingInterrupted(run) from None
     if val_env is not None:
         callback.validate()
     rundir.save_model_atomic(model, run / rundir.FINAL)
     rundir.save_model_atomic(model, run / rundir.LAST)
-    rundir.write_state(run, status="finished", timesteps=int(model.num_timesteps),
-                       wall_seconds=round(callback.elapsed(), 2))  # fmt: skip
+    rundir.write_state(
+        run,
+        status="finished",
+        timesteps=int(model.num_timesteps),
+        wall_seconds=round(callback.elapsed(), 2),
+    )
 
 
 def train(
@@ -163,13 +185,23 @@ def train(
     envs, val_env = make_envs(config)  # resolve everything before creating the run directory
     policy, policy_kwargs = _policy(config)
     model = PPO(
-        policy, DummyVecEnv([_constant(e) for e in envs]),
-        learning_rate=config.learning_rate, n_steps=config.n_steps, batch_size=config.batch_size,
-        n_epochs=config.n_epochs, gamma=config.gamma, gae_lambda=config.gae_lambda,
-        clip_range=config.clip_range, ent_coef=config.ent_coef, vf_coef=config.vf_coef,
-        max_grad_norm=config.max_grad_norm, seed=config.seed, device="cpu",
-        policy_kwargs=policy_kwargs, verbose=0,
-    )  # fmt: skip
+        policy,
+        DummyVecEnv([_constant(e) for e in envs]),
+        learning_rate=config.learning_rate,
+        n_steps=config.n_steps,
+        batch_size=config.batch_size,
+        n_epochs=config.n_epochs,
+        gamma=config.gamma,
+        gae_lambda=config.gae_lambda,
+        clip_range=config.clip_range,
+        ent_coef=config.ent_coef,
+        vf_coef=config.vf_coef,
+        max_grad_norm=config.max_grad_norm,
+        seed=config.seed,
+        device="cpu",
+        policy_kwargs=policy_kwargs,
+        verbose=0,
+    )
     run = rundir.new_run_dir(runs_root, config.task, config.name)  # only once all of that worked
     config.save(run / rundir.CONFIG_FILE)
     rundir.write_state(run, status="starting", timesteps=0, total_timesteps=config.total_timesteps)

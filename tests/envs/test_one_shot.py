@@ -145,10 +145,22 @@ def test_replay_with_graphopt_simulate(tmp_path):
         saved["graph"] == "txl-tiny" and saved["seed"] == 5 and saved["cluster"] == "v100-nvlink-2"
     )
     out = subprocess.run(
-        [sys.executable, "-m", "graphopt", "simulate", "txl-tiny", "--cluster", "v100-nvlink-2",
-         "--decision", str(path), "--json"],
-        capture_output=True, text=True, check=True,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "graphopt",
+            "simulate",
+            "txl-tiny",
+            "--cluster",
+            "v100-nvlink-2",
+            "--decision",
+            str(path),
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     assert json.loads(out.stdout)[0]["step_time"] == env.last_episode.measurement.step_time
 
 
@@ -169,9 +181,12 @@ def test_custom_cost_model_plugs_in():
     class Constant:
         def evaluate(self, graph, cluster, decision):
             return simulate(graph, cluster, Decision()).__class__(
-                step_time=1.0, busy_time=np.zeros(cluster.num_devices),
-                peak_memory=np.zeros(cluster.num_devices), bytes_moved=0.0, valid=True,
-            )  # fmt: skip
+                step_time=1.0,
+                busy_time=np.zeros(cluster.num_devices),
+                peak_memory=np.zeros(cluster.num_devices),
+                bytes_moved=0.0,
+                valid=True,
+            )
 
     env = envs.PlacementEnv(
         graphs=["txl-tiny"], cluster=get_cluster("v100-nvlink-2"), cost_model=Constant()

@@ -40,15 +40,21 @@ def base_dict() -> dict[str, Any]:
         "name": "pair",
         "description": "two devices",
         "devices": [
-            {"name": "gpu0", "kind": "V100", "peak_flops": 15.7e12, "mem_bandwidth": 900e9,
-             "memory": 16e9, "launch_overhead": 5e-6},
+            {
+                "name": "gpu0",
+                "kind": "V100",
+                "peak_flops": 15.7e12,
+                "mem_bandwidth": 900e9,
+                "memory": 16e9,
+                "launch_overhead": 5e-6,
+            },
             {"name": "gpu1", "preset": "V100-SXM2-16GB"},
         ],
         "links": {
             "default": {"bandwidth": 12e9, "latency": 1e-5},
             "pairs": [{"src": "gpu0", "dst": "gpu1", "bandwidth": 50e9, "latency": 5e-6}],
         },
-    }  # fmt: skip
+    }
 
 
 def asymmetric_cluster() -> Cluster:
@@ -63,11 +69,16 @@ def asymmetric_cluster() -> Cluster:
             "default": {"bandwidth": 12e9, "latency": 1e-5},
             "pairs": [
                 {"src": "gpu0", "dst": "gpu1", "bandwidth": 50e9, "latency": 0.0},
-                {"src": "cpu", "dst": "gpu1", "bandwidth": 3e9, "latency": 2e-5,
-                 "bidirectional": False},
+                {
+                    "src": "cpu",
+                    "dst": "gpu1",
+                    "bandwidth": 3e9,
+                    "latency": 2e-5,
+                    "bidirectional": False,
+                },
             ],
         },
-    }  # fmt: skip
+    }
     return Cluster.from_dict(data)
 
 
@@ -256,25 +267,57 @@ def broken(path: str, value: Any) -> dict[str, Any]:
 
 # (dotted path into base_dict(), value to put there or ... to delete, regex the error must match)
 BAD_INPUTS = [
-    ("devices.0.peak_flops", 0.0, r"device 'gpu0': peak_flops must be a finite positive number \(FLOP/s\), got 0.0"),
+    (
+        "devices.0.peak_flops",
+        0.0,
+        r"device 'gpu0': peak_flops must be a finite positive number \(FLOP/s\), got 0.0",
+    ),
     ("devices.0.mem_bandwidth", -1.0, "device 'gpu0': mem_bandwidth must be a finite positive"),
     ("devices.0.memory", math.nan, "device 'gpu0': memory must be .* got nan"),
     ("devices.1.memory", math.inf, "device 'gpu1': memory must be .* got inf"),
-    ("devices.0.launch_overhead", -1e-6, "device 'gpu0': launch_overhead must be a finite non-negative"),
+    (
+        "devices.0.launch_overhead",
+        -1e-6,
+        "device 'gpu0': launch_overhead must be a finite non-negative",
+    ),
     ("devices.0.peak_flops", "lots", "peak_flops must be a finite positive number .* got 'lots'"),
-    ("links.default.bandwidth", 0, r"links.default: bandwidth must be a finite positive number \(bytes/s\)"),
+    (
+        "links.default.bandwidth",
+        0,
+        r"links.default: bandwidth must be a finite positive number \(bytes/s\)",
+    ),
     ("links.default.latency", math.nan, "links.default: latency must be a finite non-negative"),
     ("links.pairs.0.bandwidth", math.inf, r"links.pairs\[0\]: bandwidth must be .* got inf"),
     ("devices.1.name", "gpu0", r"duplicate device names \['gpu0'\]; make every name unique"),
-    ("links.pairs.0.dst", "gpu9", r"links.pairs\[0\]: unknown device name 'gpu9' in `dst`; devices are: gpu0, gpu1"),
+    (
+        "links.pairs.0.dst",
+        "gpu9",
+        r"links.pairs\[0\]: unknown device name 'gpu9' in `dst`; devices are: gpu0, gpu1",
+    ),
     ("links.pairs.0.dst", "gpu0", "src and dst are both 'gpu0'"),
     ("name", ..., r"cluster: missing required field\(s\) \['name'\]"),
-    ("devices.0.kind", ..., r"devices\[0\] \('gpu0'\): missing field\(s\) \['kind'\]; give them, or a `preset`"),
+    (
+        "devices.0.kind",
+        ...,
+        r"devices\[0\] \('gpu0'\): missing field\(s\) \['kind'\]; give them, or a `preset`",
+    ),
     ("links.default.latency", ..., r"links.default: missing required field\(s\) \['latency'\]"),
     ("links.pairs.0.src", ..., r"links.pairs\[0\]: missing required field\(s\) \['src'\]"),
-    ("devcies", [], r"cluster: unknown key\(s\) \['devcies'\]; allowed: name, devices, description, links"),
-    ("devices.0.flops", 1.0, r"devices\[0\]: unknown key\(s\) \['flops'\]; allowed: name, kind, peak_flops"),
-    ("links.pairs.0.weight", 1.0, r"unknown key\(s\) \['weight'\]; allowed: src, dst, bandwidth, latency, bidirectional"),
+    (
+        "devcies",
+        [],
+        r"cluster: unknown key\(s\) \['devcies'\]; allowed: name, devices, description, links",
+    ),
+    (
+        "devices.0.flops",
+        1.0,
+        r"devices\[0\]: unknown key\(s\) \['flops'\]; allowed: name, kind, peak_flops",
+    ),
+    (
+        "links.pairs.0.weight",
+        1.0,
+        r"unknown key\(s\) \['weight'\]; allowed: src, dst, bandwidth, latency, bidirectional",
+    ),
     ("links.defaults", {}, r"links: unknown key\(s\) \['defaults'\]; allowed: default, pairs"),
     ("devices.1.preset", "V100x", "unknown device preset 'V100x'; choose one of: V100-SXM2-16GB, "),
     ("devices.1.count", 0, "count must be a positive integer, got 0"),
@@ -283,7 +326,7 @@ BAD_INPUTS = [
     ("devices", [], "devices must be a non-empty list"),
     ("links.pairs.0.bidirectional", "yes", "bidirectional must be true or false, got 'yes'"),
     ("links.pairs", {"src": "gpu0"}, "links.pairs must be a list"),
-]  # fmt: skip
+]
 
 
 @pytest.mark.parametrize(("path", "value", "match"), BAD_INPUTS)

@@ -41,9 +41,16 @@ def test_keys_identify_equal_observations_only():
 def test_policy_embeds_each_distinct_graph_once():
     env = _env()
     torch.manual_seed(0)
-    policy = GOPolicy(env.observation_space, env.action_space, lambda _: 1e-3, hidden=16)
+    policy = GOPolicy(
+        env.observation_space, env.action_space, lambda _: 1e-3, task=env.task, hidden=16
+    )
     plain = GOPolicy(
-        env.observation_space, env.action_space, lambda _: 1e-3, hidden=16, dedup=False
+        env.observation_space,
+        env.action_space,
+        lambda _: 1e-3,
+        task=env.task,
+        hidden=16,
+        dedup=False,
     )
     plain.load_state_dict(policy.state_dict())
     seen: list[int] = []
@@ -76,10 +83,13 @@ def test_id_mode_embeds_by_graph_id():
         env.observation_space,
         env.action_space,
         lambda _: 1e-3,
+        task=env.task,
         graphs=env.encoded_graphs(),
         **kwargs,
     )
-    reference = GOPolicy(full.observation_space, full.action_space, lambda _: 1e-3, **kwargs)
+    reference = GOPolicy(
+        full.observation_space, full.action_space, lambda _: 1e-3, task=full.task, **kwargs
+    )
     reference.load_state_dict(policy.state_dict())
     seen: list[int] = []
     policy.network.encoder.register_forward_hook(

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from policies.heads import TASK_BLOCKS, TaskHeads, ValueHead, blocks_of
+from policies.heads import TaskHeads, ValueHead, blocks_of
 
 torch.set_num_threads(1)
 
@@ -41,6 +41,6 @@ def test_value_head():
 
 
 def test_blocks_of():
-    assert blocks_of("joint") == TASK_BLOCKS["joint"] == ("placement", "scheduling", "fusion")
+    assert blocks_of("joint") == ("placement", "scheduling", "fusion")
     with pytest.raises(ValueError, match="unknown task"):
         blocks_of("routing")

@@ -10,7 +10,7 @@ from stable_baselines3 import PPO
 
 import envs
 from graphopt.encoding import observation_space
-from policies.sb3_policy import GOPolicy, infer_blocks
+from policies.sb3_policy import GOPolicy, check_blocks
 
 torch.set_num_threads(1)
 
@@ -26,7 +26,7 @@ def _learn(env, **policy_kwargs) -> PPO:
         batch_size=16,
         n_epochs=1,
         seed=0,
-        policy_kwargs=policy_kwargs,
+        policy_kwargs={"task": env.unwrapped.task, **policy_kwargs},
     )
     model.learn(64)
     return model
@@ -63,7 +63,9 @@ def test_obs_mode_id(tmp_path):
 
 def test_policy_save_load(tmp_path):
     env = envs.JointEnv(graphs=GRAPHS, cluster="v100-nvlink-2")
-    policy = GOPolicy(env.observation_space, env.action_space, lambda _: 1e-3, **SMALL_NET)
+    policy = GOPolicy(
+        env.observation_space, env.action_space, lambda _: 1e-3, task=env.task, **SMALL_NET
+    )
     policy.save(str(tmp_path / "policy.pt"))
     loaded = GOPolicy.load(str(tmp_path / "policy.pt"))
     obs, _ = env.reset(seed=0)
@@ -74,7 +76,9 @@ def test_policy_save_load(tmp_path):
 
 def test_forward_shapes():
     env = envs.JointEnv(graphs=GRAPHS, cluster="v100-nvlink-2")
-    policy = GOPolicy(env.observation_space, env.action_space, lambda _: 1e-3, **SMALL_NET)
+    policy = GOPolicy(
+        env.observation_space, env.action_space, lambda _: 1e-3, task=env.task, **SMALL_NET
+    )
     obs, _ = env.reset(seed=0)
     batch = {k: torch.as_tensor(np.stack([v, v])) for k, v in obs.items()}
     actions, values, log_prob = policy(batch)
@@ -87,31 +91,37 @@ def test_forward_shapes():
     assert policy.predict_values(batch).shape == (2, 1)
 
 
-def test_infer_blocks():
+def test_check_blocks():
     md = lambda *ks: spaces.MultiDiscrete(np.repeat(np.array(ks), 5))  # noqa: E731
-    assert infer_blocks(md(4, 8, 2), 5) == ("joint", {"placement": 4, "scheduling": 8, "fusion": 2})
-    assert infer_blocks(md(4), 5) == ("placement", {"placement": 4})
-    assert infer_blocks(md(8), 5, task="scheduling") == ("scheduling", {"scheduling": 8})
-    assert infer_blocks(md(2), 5, num_devices=4) == ("fusion", {"fusion": 2})
-    assert infer_blocks(md(8), 5, num_devices=4) == ("scheduling", {"scheduling": 8})
+    assert check_blocks(md(4, 8, 2), 5, "joint") == {"placement": 4, "scheduling": 8, "fusion": 2}
+    assert check_blocks(md(4), 5, "placement") == {"placement": 4}
+    assert check_blocks(md(8), 5, "scheduling") == {"scheduling": 8}
+    assert check_blocks(md(2), 5, "fusion") == {"fusion": 2}
     with pytest.raises(ValueError, match="expects blocks"):
-        infer_blocks(md(4), 5, task="joint")
+        check_blocks(md(4), 5, "joint")
     with pytest.raises(ValueError, match="expects blocks"):
-        infer_blocks(md(3), 5, task="fusion")
+        check_blocks(md(3), 5, "fusion")
     with pytest.raises(ValueError, match="unknown task"):
-        infer_blocks(md(4), 5, task="routing")
+        check_blocks(md(4), 5, "routing")
+    with pytest.raises(ValueError, match="unknown task"):
+        check_blocks(md(4), 5, "placement-edit")
     with pytest.raises(ValueError, match="multiple of max_ops"):
-        infer_blocks(md(4), 7)
+        check_blocks(md(4), 7, "placement")
 
 
 def test_bad_policy_kwargs():
     space = observation_space(10, 40)
     actions = spaces.MultiDiscrete(np.full(10, 2))
     with pytest.raises(ValueError, match="unknown GOPolicy argument"):
-        GOPolicy(space, actions, lambda _: 1e-3, hiden=8)
+        GOPolicy(space, actions, lambda _: 1e-3, task="fusion", hiden=8)
+    with pytest.raises(ValueError, match="needs its task"):
+        GOPolicy(space, actions, lambda _: 1e-3)
     with pytest.raises(ValueError, match="encoded_graphs"):
         GOPolicy(
-            spaces.Dict({"graph_id": spaces.Box(0, 1, (1,), np.int64)}), actions, lambda _: 1e-3
+            spaces.Dict({"graph_id": spaces.Box(0, 1, (1,), np.int64)}),
+            actions,
+            lambda _: 1e-3,
+            task="fusion",
         )
 
 

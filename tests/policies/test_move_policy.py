@@ -46,8 +46,16 @@ def test_untrained_greedy_policy_is_the_estimate_rule():
 
 def test_stock_ppo_learns_saves_and_loads(tmp_path):
     env = PlacementEditEnv("txl-tiny", cluster="v100-nvlink-2", candidates=4, horizon=8, seed=0)
-    model = PPO(MovePolicy, env, n_steps=32, batch_size=16, n_epochs=2, device="cpu", seed=0,
-                policy_kwargs={"hidden": 16})  # fmt: skip
+    model = PPO(
+        MovePolicy,
+        env,
+        n_steps=32,
+        batch_size=16,
+        n_epochs=2,
+        device="cpu",
+        seed=0,
+        policy_kwargs={"hidden": 16},
+    )
     model.learn(64)
     model.save(tmp_path / "m.zip")
     loaded = PPO.load(tmp_path / "m.zip", device="cpu")

@@ -153,10 +153,16 @@ def tight_cluster(graph: CompGraph, num_devices: int, fraction: float) -> Cluste
     outputs), so that no single device can take the whole graph when ``fraction < 1``."""
     need = float(graph.param_bytes.sum() + graph.output_bytes.sum())
     devices = tuple(
-        Device(f"g{i}", "G", peak_flops=10e12, mem_bandwidth=5e11, memory=need * fraction,
-               launch_overhead=5e-6)
+        Device(
+            f"g{i}",
+            "G",
+            peak_flops=10e12,
+            mem_bandwidth=5e11,
+            memory=need * fraction,
+            launch_overhead=5e-6,
+        )
         for i in range(num_devices)
-    )  # fmt: skip
+    )
     bw = np.full((num_devices, num_devices), 20e9)
     lat = np.full((num_devices, num_devices), 1e-5)
     return Cluster("tight", devices, bandwidth=bw, latency=lat)
@@ -217,8 +223,10 @@ def test_tight_memory_baechi_model_is_valid_under_any_priorities(placer, num_dev
 def chain_graph(n: int, out_bytes: float) -> CompGraph:
     """A chain: each output dies as soon as its consumer ends, so the simulated peak is two
     outputs while Baechi's model charges all ``n``."""
-    ops = [Op(f"o{i}", "X", flops=1e9, bytes_accessed=2 * out_bytes, output_bytes=out_bytes)
-           for i in range(n)]  # fmt: skip
+    ops = [
+        Op(f"o{i}", "X", flops=1e9, bytes_accessed=2 * out_bytes, output_bytes=out_bytes)
+        for i in range(n)
+    ]
     return CompGraph.build("chain", ops, [(f"o{i}", f"o{i + 1}", out_bytes) for i in range(n - 1)])
 
 

@@ -46,9 +46,17 @@ def _balanced(n: int, seed: int, p_edge: float = 0.35) -> CompGraph:
     edge_bytes = (out[np.array(src, dtype=np.int64)] * rng.uniform(0.3, 1.0, len(src))).round()
     names = [f"op{i}" for i in range(n)]
     return CompGraph.from_arrays(
-        f"balanced-{n}-s{seed}", names, ["MatMul"] * n, flops, 2 * out, out, params, src, dst,
+        f"balanced-{n}-s{seed}",
+        names,
+        ["MatMul"] * n,
+        flops,
+        2 * out,
+        out,
+        params,
+        src,
+        dst,
         edge_bytes,
-    )  # fmt: skip
+    )
 
 
 def _brute_force(graph: CompGraph, cluster: Cluster) -> float:

@@ -35,17 +35,37 @@ PAPER_W = [
     [21, 7, 16],
 ]
 PAPER_EDGES = [
-    (1, 2, 18), (1, 3, 12), (1, 4, 9), (1, 5, 11), (1, 6, 14),
-    (2, 8, 19), (2, 9, 16), (3, 7, 23), (4, 8, 27), (4, 9, 23),
-    (5, 9, 13), (6, 8, 15), (7, 10, 17), (8, 10, 11), (9, 10, 13),
-]  # fmt: skip
+    (1, 2, 18),
+    (1, 3, 12),
+    (1, 4, 9),
+    (1, 5, 11),
+    (1, 6, 14),
+    (2, 8, 19),
+    (2, 9, 16),
+    (3, 7, 23),
+    (4, 8, 27),
+    (4, 9, 23),
+    (5, 9, 13),
+    (6, 8, 15),
+    (7, 10, 17),
+    (8, 10, 11),
+    (9, 10, 13),
+]
 # Table 2 of the paper: the upward ranks.
 PAPER_RANKS = [108.0, 77.0, 80.0, 80.0, 69.0, 63.333, 42.667, 35.667, 44.333, 14.667]
 # Fig. 3(a): HEFT's schedule, task -> (processor, start, finish); schedule length 80.
 PAPER_SCHEDULE = {
-    1: (3, 0, 9), 2: (1, 27, 40), 3: (3, 9, 28), 4: (2, 18, 26), 5: (3, 28, 38),
-    6: (2, 26, 42), 7: (3, 38, 49), 8: (1, 57, 62), 9: (2, 56, 68), 10: (2, 73, 80),
-}  # fmt: skip
+    1: (3, 0, 9),
+    2: (1, 27, 40),
+    3: (3, 9, 28),
+    4: (2, 18, 26),
+    5: (3, 28, 38),
+    6: (2, 26, 42),
+    7: (3, 38, 49),
+    8: (1, 57, 62),
+    9: (2, 56, 68),
+    10: (2, 73, 80),
+}
 
 
 def paper_edges() -> list[tuple[int, int, float]]:
@@ -77,10 +97,16 @@ def test_paper_example_through_compgraph_and_cluster():
     edges = [(f"n{a}", f"n{b}", float(c)) for a, b, c in PAPER_EDGES]
     graph = CompGraph.build("topcuoglu-fig2", ops, edges)
     devices = tuple(
-        Device(f"P{p + 1}", f"P{p + 1}", peak_flops=1.0, mem_bandwidth=1.0, memory=1.0,
-               launch_overhead=0.0)
+        Device(
+            f"P{p + 1}",
+            f"P{p + 1}",
+            peak_flops=1.0,
+            mem_bandwidth=1.0,
+            memory=1.0,
+            launch_overhead=0.0,
+        )
         for p in range(3)
-    )  # fmt: skip
+    )
     cluster = Cluster("paper", devices, bandwidth=np.ones((3, 3)), latency=np.zeros((3, 3)))
     result = heft_schedule(graph, cluster)
     assert result.makespan == 80.0

@@ -115,9 +115,21 @@ def test_bench_script_runs():
     root = Path(__file__).resolve().parents[3]
     path = os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH", "")]))
     out = subprocess.run(
-        [sys.executable, str(root / "bench" / "bench_baselines.py"), "--graph", "gnmt-tiny",
-         "--cluster", "v100-nvlink-2", "--repeats", "0"],
-        capture_output=True, text=True, check=True, cwd=root, timeout=600,
+        [
+            sys.executable,
+            str(root / "bench" / "bench_baselines.py"),
+            "--graph",
+            "gnmt-tiny",
+            "--cluster",
+            "v100-nvlink-2",
+            "--repeats",
+            "0",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=root,
+        timeout=600,
         env={**os.environ, "PYTHONPATH": path},
-    )  # fmt: skip
+    )
     assert "m-etf" in out.stdout and "critical-path" in out.stdout

@@ -16,9 +16,15 @@ def test_json_writes_exactly_the_named_files_and_says_so(run_cli, tmp_path):
     keep.write_text("not mine")  # a file of the same directory the command must leave alone
     mine = tmp_path / "mine.json"
     out = run_cli(
-        "baselines", "random-layered-20-s0", "--task", "fusion", "--budget", "20",
-        "--json", str(mine),
-    ).stdout  # fmt: skip
+        "baselines",
+        "random-layered-20-s0",
+        "--task",
+        "fusion",
+        "--budget",
+        "20",
+        "--json",
+        str(mine),
+    ).stdout
     assert sorted(p.name for p in tmp_path.iterdir()) == ["mine.csv", "mine.json", "results.json"]
     assert keep.read_text() == "not mine"
     assert f"wrote {mine} and {tmp_path / 'mine.csv'}" in out.replace("\n", "")

@@ -87,8 +87,10 @@ def test_bad_inputs(capsys, tmp_path):
     assert "no .npz files" in _error(capsys, "costmodel", "train", "--data", str(tmp_path))
     graph_file = tmp_path / "graph.json"
     graph_file.write_text("{}")
-    for argv in (["train", "--data", str(graph_file)],
-                 ["eval", str(tmp_path), "--data", str(graph_file)]):  # fmt: skip
+    for argv in (
+        ["train", "--data", str(graph_file)],
+        ["eval", str(tmp_path), "--data", str(graph_file)],
+    ):
         err = _error(capsys, "costmodel", *argv)
         assert "not a dataset" in err and "graphopt costmodel dataset" in err
         assert "pickled" not in err

@@ -69,7 +69,13 @@ def test_import_without_an_optional_dependency_is_one_line(run_cli, tmp_path):
 
     if importlib.util.find_spec("transformers") is not None:
         pytest.skip("transformers is installed")
-    proc = run_cli("graphs", "import", "torch:gpt2?n_layer=1&seq=16", "-o", str(tmp_path / "g.json"),
-                   check=False)  # fmt: skip
+    proc = run_cli(
+        "graphs",
+        "import",
+        "torch:gpt2?n_layer=1&seq=16",
+        "-o",
+        str(tmp_path / "g.json"),
+        check=False,
+    )
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
     assert 'pip install "graphopt[transformers]"' in proc.stderr

@@ -47,8 +47,16 @@ def edited_copy(run: Path, dst: Path, old: str, new: str) -> Path:
 
 def test_train_then_eval(run_cli, tmp_path):
     runs = tmp_path / "runs"
-    out = run_cli("train", "--config", str(write_config(tmp_path, 64)), "--runs-dir", str(runs),
-                  "--name", "t", "--no-progress").stdout  # fmt: skip
+    out = run_cli(
+        "train",
+        "--config",
+        str(write_config(tmp_path, 64)),
+        "--runs-dir",
+        str(runs),
+        "--name",
+        "t",
+        "--no-progress",
+    ).stdout
     run = runs / "placement" / "t_1"
     assert out.startswith(f"run: {run} (training 64 timesteps)")  # the directory comes first
     assert "finished: 64 timesteps" in out and "validation speed-up" in out  # then a summary
@@ -207,15 +215,30 @@ def test_bad_runs_and_configs(run_cli, tmp_path):
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
 def test_ctrl_c_or_sigterm_leaves_a_resumable_run(tmp_path, signum):
     runs = tmp_path / "runs"
-    cmd = [sys.executable, "-m", "graphopt", "train", "--config", str(write_config(tmp_path, 4096)),
-           "--runs-dir", str(runs), "--name", "i", "--no-progress"]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "graphopt",
+        "train",
+        "--config",
+        str(write_config(tmp_path, 4096)),
+        "--runs-dir",
+        str(runs),
+        "--name",
+        "i",
+        "--no-progress",
+    ]
     # A shell without job control starts background jobs with SIGINT ignored, and Python then
     # never turns it into KeyboardInterrupt: give the child the default disposition back, as an
     # interactive terminal would.
     proc = subprocess.Popen(
-        cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        cmd,
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
-    )  # fmt: skip
+    )
     run = runs / "placement" / "i_1"
     deadline = time.time() + 240
     while not (run / "checkpoints" / "last.zip").exists():
@@ -230,9 +253,24 @@ def test_ctrl_c_or_sigterm_leaves_a_resumable_run(tmp_path, signum):
     wall = state["wall_seconds"]
     # resume with a smaller target so the test stays short
     target = state["timesteps"] + 32
-    done = subprocess.run([sys.executable, "-m", "graphopt", "train", "--resume", str(run), "--no-progress",
-                           "--total-timesteps", str(target)],
-                          cwd=ROOT, capture_output=True, text=True, timeout=300, env={**os.environ})  # fmt: skip
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "graphopt",
+            "train",
+            "--resume",
+            str(run),
+            "--no-progress",
+            "--total-timesteps",
+            str(target),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ},
+    )
     assert done.returncode == 0, done.stderr
     state = json.loads((run / "state.json").read_text())
     assert state["status"] == "finished" and state["timesteps"] >= target

@@ -55,8 +55,9 @@ def test_fit_lowers_the_loss_and_keeps_the_best_epoch(samples: list[data.GraphSa
 def test_predict_is_independent_of_batching(samples: list[data.GraphSamples]) -> None:
     net = _net(samples).eval()
     s = samples[0]
-    np.testing.assert_allclose(predict(net, s, batch_size=5), predict(net, s, batch_size=64),
-                               rtol=1e-5, atol=1e-5)  # fmt: skip
+    np.testing.assert_allclose(
+        predict(net, s, batch_size=5), predict(net, s, batch_size=64), rtol=1e-5, atol=1e-5
+    )
     assert batch_size_for(1000, 32, 10_000) == 10
     assert batch_size_for(10**6, 32, 10_000) == 2
 
@@ -101,8 +102,11 @@ def test_learned_model_drops_into_an_environment(
     samples: list[data.GraphSamples], tmp_path: Path
 ) -> None:
     save_checkpoint(tmp_path / "model.pt", _net(samples), feature_layout(samples))
-    env = envs.PlacementEnv(graphs=["random-sp-100-s0"], cluster="v100-nvlink-4",
-                            cost_model=LearnedCostModel.load(tmp_path / "model.pt"))  # fmt: skip
+    env = envs.PlacementEnv(
+        graphs=["random-sp-100-s0"],
+        cluster="v100-nvlink-4",
+        cost_model=LearnedCostModel.load(tmp_path / "model.pt"),
+    )
     env.reset(seed=0)
     _, reward, terminated, _, info = env.step(env.action_space.sample())
     assert terminated and np.isfinite(reward) and info["step_time"] > 0
@@ -125,8 +129,10 @@ def test_parameter_memory_makes_a_decision_invalid(samples: list[data.GraphSampl
 
 def test_tpugraphs_checkpoint_cannot_price_decisions(tmp_path: Path) -> None:
     net = CostNet(NetLayout(70, 10))
-    save_checkpoint(tmp_path / "model.pt", net,
-                    {"kind": "tpugraphs", "node_features": 70, "config_features": 10,
-                     "summary_features": 0})  # fmt: skip
+    save_checkpoint(
+        tmp_path / "model.pt",
+        net,
+        {"kind": "tpugraphs", "node_features": 70, "config_features": 10, "summary_features": 0},
+    )
     with pytest.raises(ValueError, match="trained on kind"):
         LearnedCostModel.load(tmp_path / "model.pt")

@@ -30,8 +30,12 @@ def _features_reference(f: DecisionFeaturizer, place, prio, fuse) -> np.ndarray:
         t = f.op_time[v, d]
         out[v, d] = 1.0
         out[v, MAX_DEVICES : MAX_DEVICES + 5] = [
-            np.log10(1 + t * 1e6) / 7, t / f.mean, loads[d] / f.total, prio[v] / top, fuse[v]
-        ]  # fmt: skip
+            np.log10(1 + t * 1e6) / 7,
+            t / f.mean,
+            loads[d] / f.total,
+            prio[v] / top,
+            fuse[v],
+        ]
     cin, cout, ccount, ctime, indeg = (np.zeros(n) for _ in range(5))
     for e in range(g.num_edges):
         u, v, b = g.edge_src[e], g.edge_dst[e], g.edge_bytes[e]
@@ -184,8 +188,16 @@ def test_contention_schedule_matches_reference(featurizer: DecisionFeaturizer, w
     f = featurizer
     place = rng.integers(4, size=(3, f.graph.num_ops))
     place[2, : f.graph.num_ops // 2] = 1  # long runs on one device: many gaps to search
-    fast = contention_schedule(place, np.ascontiguousarray(f.op_time), f.succ_ptr, f.succ_dst,
-                               f.nbytes, f.latency, f.inv_bw, window)  # fmt: skip
+    fast = contention_schedule(
+        place,
+        np.ascontiguousarray(f.op_time),
+        f.succ_ptr,
+        f.succ_dst,
+        f.nbytes,
+        f.latency,
+        f.inv_bw,
+        window,
+    )
     for b in range(3):
         assert fast[b] == pytest.approx(
             _contention_schedule_reference(f, place[b], window), rel=1e-9

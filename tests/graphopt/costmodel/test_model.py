@@ -24,8 +24,9 @@ def _inputs(n: int = 12, b: int = 5, c: int = 4, seed: int = 0) -> tuple[torch.T
 @pytest.fixture
 def net() -> CostNet:
     torch.manual_seed(0)
-    return CostNet(NetLayout(node_features=7, config_features=3, summary_features=2, hidden=16,
-                             layers=2)).eval()  # fmt: skip
+    return CostNet(
+        NetLayout(node_features=7, config_features=3, summary_features=2, hidden=16, layers=2)
+    ).eval()
 
 
 def test_output_shape_and_configuration_permutation(net: CostNet) -> None:
@@ -84,8 +85,16 @@ def test_untrained_net_with_a_prior_predicts_the_prior_in_seconds() -> None:
     encoded = torch.as_tensor(encode_seconds(seconds.numpy()))
     torch.testing.assert_close(log_seconds(encoded), torch.log(seconds), rtol=1e-5, atol=1e-5)
     torch.manual_seed(0)
-    net = CostNet(NetLayout(node_features=7, config_features=3, summary_features=2, hidden=16,
-                            layers=2, prior_column=1)).eval()  # fmt: skip
+    net = CostNet(
+        NetLayout(
+            node_features=7,
+            config_features=3,
+            summary_features=2,
+            hidden=16,
+            layers=2,
+            prior_column=1,
+        )
+    ).eval()
     node_feat, opcode, edges, ids, config_feat, summary = _inputs()
     summary[:, 1] = encoded
     out = net(node_feat, opcode, edges, ids, config_feat, summary)

@@ -23,8 +23,9 @@ TINY = {"epochs": 2, "batch_size": 8, "hidden": 8, "layers": 1}
 @pytest.fixture(scope="module")
 def dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("data") / "ds"
-    generate(resolve_graphs("rnnlm-tiny"), get_cluster("v100-nvlink-2"), out, samples=24,
-             progress=False)  # fmt: skip
+    generate(
+        resolve_graphs("rnnlm-tiny"), get_cluster("v100-nvlink-2"), out, samples=24, progress=False
+    )
     return out
 
 
@@ -41,8 +42,11 @@ def test_train_run_writes_a_complete_run(dataset: Path, tmp_path: Path) -> None:
     assert config["split"] == {"test_fraction": 0.2, "val_fraction": 0.1, "seed": 0}
     assert config["loss"] == "listmle"
     assert config["dataset"] == {
-        "graphs": 1, "train_configs": 16, "val_configs": 3, "test_configs": 5
-    }  # fmt: skip
+        "graphs": 1,
+        "train_configs": 16,
+        "val_configs": 3,
+        "test_configs": 5,
+    }
     assert config["net"]["hidden"] == 8 and config["features"]["kind"] == "graphopt"
     state = json.loads((run / "state.json").read_text())
     assert state["status"] == "finished" and state["epochs"] == 2
@@ -56,12 +60,21 @@ def test_train_run_writes_a_complete_run(dataset: Path, tmp_path: Path) -> None:
     net, ckpt = load_checkpoint(run / "model.pt", expect=EXPECTED_FEATURES)
     assert ckpt["epoch"] == state["best_epoch"] and net.layout.hidden == 8
     # a second run with the same name gets the next number; a given val set is recorded as such
-    again = runs.train_run(dataset, val_data=dataset, name="t", runs_root=tmp_path, epochs=1,
-                           batch_size=8, hidden=8, layers=1)  # fmt: skip
+    again = runs.train_run(
+        dataset,
+        val_data=dataset,
+        name="t",
+        runs_root=tmp_path,
+        epochs=1,
+        batch_size=8,
+        hidden=8,
+        layers=1,
+    )
     assert again.name == "t_2"
     assert yaml.safe_load((again / "config.yaml").read_text())["split"] == {
-        "val_data": str(dataset), "test_data": None
-    }  # fmt: skip
+        "val_data": str(dataset),
+        "test_data": None,
+    }
     scored = json.loads((again / "test_metrics.json").read_text())
     with (again / "metrics.csv").open() as f:
         best_tau = max(float(r["val/kendall_tau"]) for r in csv.DictReader(f))

@@ -34,10 +34,21 @@ needs_data = pytest.mark.skipif(
 
 # Forward node counts, from the table in SOURCE.md.
 NODES = {
-    "alexnet": 23, "vgg16": 41, "gnmt": 48, "squeezenet1_0": 68, "resnet18": 71,
-    "gnmt_large": 96, "resnet50": 177, "resnext50": 177, "inception_v3": 326, "resnet101": 347,
-    "resnext101": 347, "densenet121": 429, "nasnetamobile": 921, "nasnetalarge": 1251,
-}  # fmt: skip
+    "alexnet": 23,
+    "vgg16": 41,
+    "gnmt": 48,
+    "squeezenet1_0": 68,
+    "resnet18": 71,
+    "gnmt_large": 96,
+    "resnet50": 177,
+    "resnext50": 177,
+    "inception_v3": 326,
+    "resnet101": 347,
+    "resnext101": 347,
+    "densenet121": 429,
+    "nasnetamobile": 921,
+    "nasnetalarge": 1251,
+}
 
 
 @pytest.fixture(scope="module")
@@ -78,8 +89,12 @@ def test_profile_counts_and_times(graphs, name):
     assert training.num_ops == 2 * NODES[name]
     # every forward edge, its reversed gradient edge, and one stash edge per node
     assert training.num_edges == 2 * forward.num_edges + forward.num_ops
-    assert forward.metadata == {"source": "pipedream", "model": name, "kind": "V100",
-                                "training": False}  # fmt: skip
+    assert forward.metadata == {
+        "source": "pipedream",
+        "model": name,
+        "kind": "V100",
+        "training": False,
+    }
     assert training.metadata["training"] is True
     times = training.measured["V100"]
     back = np.array([_is_backward(n) for n in training.op_names])
@@ -328,8 +343,12 @@ def test_multi_output_rules():
     ("module", "acts", "inputs", "expected"),
     [
         # grouped conv: 2 * out * (C_in / groups) * kh * kw
-        ("Conv2d(64, 64, kernel_size=(3, 3), stride=(1, 1), groups=32, bias=False)", 4000.0, 1,
-         2 * 1000 * 2 * 9),
+        (
+            "Conv2d(64, 64, kernel_size=(3, 3), stride=(1, 1), groups=32, bias=False)",
+            4000.0,
+            1,
+            2 * 1000 * 2 * 9,
+        ),
         ("Linear(in_features=9216, out_features=4096, bias=True)", 4 * 4096.0, 1, 2 * 4096 * 9216),
         # 10 tokens of a bidirectional LSTM: 2 directions * 8 * h * (i + h) per token
         ("LSTM(16, 8, bidirectional=True)", 4 * 10 * 16.0, 1, 10 * 2 * 8 * 8 * (16 + 8)),
@@ -340,12 +359,16 @@ def test_multi_output_rules():
         ("AvgPool2d(kernel_size=(5, 5), stride=(3, 3))", 400.0, 1, 2500),
         ("Add", 400.0, 3, 200),
         ("Concat(1)", 400.0, 2, 0),
-        ("Classifier(  (classifier): Linear(in_features=8, out_features=4, bias=True))", 16.0, 1,
-         2 * 4 * 8),
+        (
+            "Classifier(  (classifier): Linear(in_features=8, out_features=4, bias=True))",
+            16.0,
+            1,
+            2 * 4 * 8,
+        ),
         ("EmuBidirLSTM(  (bidir): LSTM(4, 4)  (layer1): LSTM(4, 4))", 16.0, 1, None),
         ("Mystery(3)", 16.0, 1, None),
     ],
-)  # fmt: skip
+)
 def test_flop_rules(module, acts, inputs, expected):
     assert estimate_forward_flops(module, [acts], inputs) == expected
 
@@ -360,25 +383,40 @@ _GOOD3 = _node(3, "ReLU(inplace)", "12845056.0")
         # truncated inside the last node line
         (TINY.split("\tnode1")[0].rsplit(", param", 1)[0], 3, r"lacks parameter_size.*truncated"),
         (TINY.split("\tnode1")[0][:-40], 3, r"expected 'key=value'.*truncated"),
-        (TINY.replace("forward_compute_time=2.000", "forward_compute_time=2,0"), 2,
-         r"not a number|expected 'key=value'"),
-        (TINY.replace("forward_compute_time=2.000", "forward_compute_time=fast"), 2,
-         r"forward_compute_time='fast' is not a number; expected a finite non-negative"),
+        (
+            TINY.replace("forward_compute_time=2.000", "forward_compute_time=2,0"),
+            2,
+            r"not a number|expected 'key=value'",
+        ),
+        (
+            TINY.replace("forward_compute_time=2.000", "forward_compute_time=fast"),
+            2,
+            r"forward_compute_time='fast' is not a number; expected a finite non-negative",
+        ),
         (TINY.replace("parameter_size=7168.000", "parameter_size=-1"), 2, r"non-negative"),
         (TINY.replace("\tnode2 -- node3", "\tnode2 -- node9"), 5, r"node9, which no node line"),
-        (TINY.replace("activation_size=12845056.0, parameter_size=7168",
-                      "activation_size=[12845056.0; 4.0, parameter_size=7168"), 2,
-         r"bracket list of activation_size does not close: expected '\]'"),
+        (
+            TINY.replace(
+                "activation_size=12845056.0, parameter_size=7168",
+                "activation_size=[12845056.0; 4.0, parameter_size=7168",
+            ),
+            2,
+            r"bracket list of activation_size does not close: expected '\]'",
+        ),
         (TINY + _GOOD3, 6, r"duplicate node id node3 \(first defined on line 3\)"),
         (TINY.replace(", parameter_size=0.000\nnode2", "\nnode2"), 1, r"lacks parameter_size"),
         (TINY + "\tnode3 -- node1\n", 6, r"closes the cycle"),
         (TINY + "\tnode2 -- node3\n", 6, r"duplicate edge node2 -- node3 \(first on line 5\)"),
         (TINY + "hello\n", 6, r"expected a node line 'node<N> -- <module repr> -- "),
         (TINY + "\tnode1 -> node2\n", 6, r"expected an edge line"),
-        ("nodeX -- Input -- forward_compute_time=0, backward_compute_time=0, "
-         "activation_size=0, parameter_size=0\n", 1, r"'nodeX' is not a node id"),
+        (
+            "nodeX -- Input -- forward_compute_time=0, backward_compute_time=0, "
+            "activation_size=0, parameter_size=0\n",
+            1,
+            r"'nodeX' is not a node id",
+        ),
     ],
-)  # fmt: skip
+)
 def test_malformed_inputs_name_the_line(text, line, message):
     with pytest.raises(ValueError, match=rf"^bad\.txt:{line}: .*({message})"):
         parse_profile(text, "bad", source="bad.txt")

@@ -69,11 +69,18 @@ def test_any_fusion_bound_with_measured_ops_below_the_launch_overhead():
     # unfused 2 s; fused into one kernel max(2 - 2 * 0.5, 1) = 1 s, which the bound must allow:
     # weights 0.5, -0.5, 0.5 (measured - launch), path 1 + 0.5 launch - 0.5 for b's negative weight.
     g = CompGraph.from_arrays(
-        name="measured", op_names=["a", "b", "c"], op_types=["T"] * 3, flops=[10.0] * 3,
-        bytes_accessed=[0.0] * 3, output_bytes=[0.0] * 3, param_bytes=[0.0] * 3,
-        edge_src=[0, 1], edge_dst=[1, 2], edge_bytes=[0.0, 0.0],
+        name="measured",
+        op_names=["a", "b", "c"],
+        op_types=["T"] * 3,
+        flops=[10.0] * 3,
+        bytes_accessed=[0.0] * 3,
+        output_bytes=[0.0] * 3,
+        param_bytes=[0.0] * 3,
+        edge_src=[0, 1],
+        edge_dst=[1, 2],
+        edge_bytes=[0.0, 0.0],
         measured={"unit": [1.0, 0.0, 1.0]},
-    )  # fmt: skip
+    )
     cluster = unit_cluster(1, launch=0.5)
     prepared = PreparedGraph(g, cluster)
     assert prepared.evaluate(Decision()).step_time == 2.0

@@ -219,10 +219,17 @@ def test_transfers_queued_at_one_instant_go_by_producer_index():
     # A's and B's outputs are both queued on the busy link at t=2: B (index 2) before A (index 3):
     # B's 2 B [11,13], then A's 3 B [13,16] -- not in the order they were queued.
     g = make_graph(
-        [("x", 1, 0, 10, 0), ("y", 1, 0, 1, 0), ("B", 0, 0, 2, 0), ("A", 1, 0, 3, 0),
-         ("cx", 1, 0, 1, 0), ("cB", 1, 0, 1, 0), ("cA", 1, 0, 1, 0)],
+        [
+            ("x", 1, 0, 10, 0),
+            ("y", 1, 0, 1, 0),
+            ("B", 0, 0, 2, 0),
+            ("A", 1, 0, 3, 0),
+            ("cx", 1, 0, 1, 0),
+            ("cB", 1, 0, 1, 0),
+            ("cA", 1, 0, 1, 0),
+        ],
         [("x", "cx", 10), ("y", "B", 1), ("B", "cB", 2), ("A", "cA", 3)],
-    )  # fmt: skip
+    )
     assert g.op_names == ("x", "y", "B", "A", "cx", "cB", "cA")
     placement = np.array([0, 1, 0, 0, 1, 1, 1])
     m = simulate(

@@ -36,12 +36,28 @@ def model_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def tiny_config(cost_model: str, **overrides: object) -> TrainConfig:
     fields: dict[str, object] = {
-        "task": "placement", "graphs": TRAIN, "val_graphs": VAL, "cluster": CLUSTER,
-        "total_timesteps": 32, "n_envs": 1, "n_steps": 16, "batch_size": 16, "n_epochs": 1,
-        "eval_every": 16, "checkpoint_every": 32, "name": "learned", "cost_model": cost_model,
-        "policy_kwargs": {"hidden": 16, "sage_layers": 1, "attn_layers": 1, "heads": 2,
-                          "segment_len": 32, "mem_len": 32},
-    }  # fmt: skip
+        "task": "placement",
+        "graphs": TRAIN,
+        "val_graphs": VAL,
+        "cluster": CLUSTER,
+        "total_timesteps": 32,
+        "n_envs": 1,
+        "n_steps": 16,
+        "batch_size": 16,
+        "n_epochs": 1,
+        "eval_every": 16,
+        "checkpoint_every": 32,
+        "name": "learned",
+        "cost_model": cost_model,
+        "policy_kwargs": {
+            "hidden": 16,
+            "sage_layers": 1,
+            "attn_layers": 1,
+            "heads": 2,
+            "segment_len": 32,
+            "mem_len": 32,
+        },
+    }
     fields.update(overrides)
     return TrainConfig(**fields).validate()
 
