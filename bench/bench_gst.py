@@ -10,7 +10,7 @@ Every measurement runs in a fresh child interpreter (this script with a hidden `
 2. *idle*: imports torch and graphopt and reports its virtual size, the baseline;
 3. *whole graph*: under ``RLIMIT_AS = baseline + X GiB``, one training step of
    :class:`graphopt.costmodel.model.CostNet` on ``B`` configurations of the whole graph (forward,
-   ListMLE, backward, Adam), as :func:`graphopt.costmodel.train.fit` takes it;
+   ListMLE, backward, Adam), as :func:`graphopt.costmodel.fit.fit` takes it;
 4. *GST*: under the same limit, :func:`graphopt.costmodel.gst.fit_gst` for ``E`` epochs of
    ``K / B`` steps (segments of ``S`` nodes, one with gradient per step), then the head
    fine-tuned on fresh embeddings (:func:`graphopt.costmodel.gst.finetune_head`, ``E`` epochs,
@@ -93,7 +93,7 @@ def _whole_graph_step(s: Any, args: argparse.Namespace) -> dict[str, Any]:
     import torch
 
     from graphopt.costmodel.losses import listmle_loss
-    from graphopt.costmodel.train import GraphTensors
+    from graphopt.costmodel.fit import GraphTensors
 
     net = _net(s, args.hidden)
     opt = torch.optim.Adam(net.parameters(), lr=1e-3)

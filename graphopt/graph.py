@@ -54,6 +54,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from graphopt.typing import FloatArray, IntArray
 
@@ -145,14 +146,14 @@ class CompGraph:
         name: str,
         op_names: Sequence[str],
         op_types: Sequence[str],
-        flops: Any,
-        bytes_accessed: Any,
-        output_bytes: Any,
-        param_bytes: Any,
-        edge_src: Any,
-        edge_dst: Any,
-        edge_bytes: Any,
-        measured: Mapping[str, Any] | None = None,
+        flops: ArrayLike,
+        bytes_accessed: ArrayLike,
+        output_bytes: ArrayLike,
+        param_bytes: ArrayLike,
+        edge_src: ArrayLike,
+        edge_dst: ArrayLike,
+        edge_bytes: ArrayLike,
+        measured: Mapping[str, ArrayLike] | None = None,
         colocation: Sequence[str] | None = None,
         layer: Sequence[str] | None = None,
         metadata: Mapping[str, Any] | None = None,
@@ -477,7 +478,7 @@ class CompGraph:
 def _cost_column(
     graph: str,
     key: str,
-    values: Any,
+    values: ArrayLike,
     n: int,
     names: Sequence[str] | None,
     allow_nan: bool = False,

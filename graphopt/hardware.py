@@ -124,7 +124,7 @@ _UNITS = {"peak_flops": "FLOP/s", "mem_bandwidth": "bytes/s", "memory": "bytes"}
 _UNITS.update(launch_overhead="s", bandwidth="bytes/s", latency="s")
 
 
-def _figure(value: Any, where: str, name: str, *, allow_zero: bool = False) -> float:
+def _figure(value: object, where: str, name: str, *, allow_zero: bool = False) -> float:
     """``value`` as a float, or ``ValueError`` naming ``where`` and the field ``name``."""
     if isinstance(value, str):
         with contextlib.suppress(ValueError):  # else reported below, as the original string
@@ -388,7 +388,7 @@ class Cluster:
             raise ValueError(f"cluster file '{path}': {e}") from e
 
 
-def _parse_devices(entries: Any) -> tuple[Device, ...]:
+def _parse_devices(entries: object) -> tuple[Device, ...]:
     if not isinstance(entries, list) or not entries:
         raise ValueError(f"devices must be a non-empty list of device entries, got {entries!r}")
     devices = []

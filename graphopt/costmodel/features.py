@@ -29,13 +29,7 @@ import numpy as np
 from graphopt.encoding import MAX_DEVICES, OP_FEATURES, encode, op_type_id
 from graphopt.graph import CompGraph
 from graphopt.hardware import Cluster
-from graphopt.sim import PreparedGraph
-from graphopt.sim.estimate import (
-    INSERTION_WINDOW,
-    contention_schedule,
-    link_arrays,
-    path_lengths,
-)
+from graphopt.sim.estimate import INSERTION_WINDOW, PlacementEstimate, link_arrays, path_lengths
 from graphopt.typing import IntArray
 
 NUM_OPCODES = 512
@@ -116,7 +110,8 @@ class DecisionFeaturizer:
             )
         self.graph = graph
         self.cluster = cluster
-        self.op_time = np.ascontiguousarray(PreparedGraph(graph, cluster).op_time)  # (N, D) s
+        self.estimate = PlacementEstimate(graph, cluster, INSERTION_WINDOW)
+        self.op_time = self.estimate.op_time  # (N, D) s
         self.total = max(float(self.op_time.min(axis=1).sum()), 1e-12)
         self.mean = self.total / max(graph.num_ops, 1)
         self.src = np.asarray(graph.edge_src, dtype=np.int64)
@@ -135,17 +130,7 @@ class DecisionFeaturizer:
         """``(B,)`` seconds: the contention-aware insertion schedule (:func:`contention_schedule`)
         of ``B`` placements ``(B, N)``: the analytic step-time estimate (and the learned model's
         prior)."""
-        place = np.ascontiguousarray(placement, dtype=np.int64)
-        return contention_schedule(
-            place,
-            self.op_time,
-            self.succ_ptr,
-            self.succ_dst,
-            self.nbytes,
-            self.latency,
-            self.inv_bw,
-            INSERTION_WINDOW,
-        )
+        return self.estimate.schedule(placement)
 
     def summary(self, placement: IntArray) -> np.ndarray:
         """``(B, len(SUMMARY_FEATURES))`` float32 summary of ``B`` placements ``(B, N)``."""

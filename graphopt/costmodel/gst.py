@@ -44,7 +44,7 @@ Segments here are contiguous ranges of the topological order (:func:`partition`)
 segment's GNN sees only its induced subgraph: **edges between segments are dropped**. A model
 trained this way has learned that input, so it must be scored the same way
 (:func:`predict_segmented`, :func:`evaluate_segmented` with the training ``segment_size``), not
-with :func:`graphopt.costmodel.train.predict`. With ``segment_size >= N`` there is one segment
+with :func:`graphopt.costmodel.fit.predict`. With ``segment_size >= N`` there is one segment
 and both agree.
 """
 
@@ -63,7 +63,7 @@ from graphopt.costmodel.data import GraphSamples
 from graphopt.costmodel.losses import get_loss
 from graphopt.costmodel.metrics import grouped_report
 from graphopt.costmodel.model import CostNet
-from graphopt.costmodel.train import GraphTensors, train_loop
+from graphopt.costmodel.fit import GraphTensors, train_loop
 
 __all__ = [
     "HistoryTable",
@@ -342,7 +342,7 @@ def fit_gst(
 ) -> list[dict[str, float]]:
     """Train ``net`` in place with Graph Segment Training (see the module docstring).
 
-    The loop is that of :func:`graphopt.costmodel.train.fit` (batches of ``batch_size``
+    The loop is that of :func:`graphopt.costmodel.fit.fit` (batches of ``batch_size``
     configurations of one graph, graphs visited in random order, Adam, gradient norm clipped at
     1, best parameters by validation tau) with the whole-graph forward replaced by the segmented
     one. Validation is scored segmented (:func:`evaluate_segmented`), as the model is trained.
@@ -453,7 +453,7 @@ def finetune_head(
     """Fine-tune only the head on fresh embeddings (GST+EFD's "F"; module docstring).
 
     The GNN's parameters are left untouched: the pooled sums of all configurations are computed
-    once (:func:`pooled_segmented`), then :func:`graphopt.costmodel.train.train_loop` trains only
+    once (:func:`pooled_segmented`), then :func:`graphopt.costmodel.fit.train_loop` trains only
     :attr:`CostNet.mlp` for ``epochs`` passes (batches of ``batch_size`` configurations of one
     graph, Adam on the ranking ``loss``), keeping the best epoch's head by validation tau when
     ``val`` is given.
@@ -502,7 +502,7 @@ def predict_segmented(
 
     The model sees each segment's induced subgraph (edges between segments dropped), as in
     :func:`fit_gst` with the same ``segment_size``; with ``segment_size >= N`` this is
-    :func:`graphopt.costmodel.train.predict`. Memory: the activations of one segment for
+    :func:`graphopt.costmodel.fit.predict`. Memory: the activations of one segment for
     ``batch_size`` configurations, plus the batch's ``(B, C, Fc)`` configuration features.
     """
     if samples.num_configs == 0:
@@ -529,7 +529,7 @@ def evaluate_segmented(
     ks: tuple[int, ...] = (1, 5, 10),
 ) -> dict[str, float]:
     """Ranking metrics per graph, averaged over graphs (:func:`metrics.grouped_report`), of
-    :func:`predict_segmented`: the keys of :func:`graphopt.costmodel.train.evaluate`."""
+    :func:`predict_segmented`: the keys of :func:`graphopt.costmodel.fit.evaluate`."""
     preds = [predict_segmented(net, s, segment_size) for s in samples]
     groups = np.concatenate([np.full(s.num_configs, i) for i, s in enumerate(samples)])
     return grouped_report(

@@ -37,7 +37,7 @@ from graphopt.costmodel.features import (
 )
 from graphopt.costmodel.model import CostNet
 from graphopt.costmodel.runs import resolve_model
-from graphopt.costmodel.train import GraphTensors, load_checkpoint
+from graphopt.costmodel.fit import GraphTensors, load_checkpoint
 from graphopt.graph import CompGraph
 from graphopt.hardware import Cluster
 from graphopt.sim.estimate import device_param_bytes

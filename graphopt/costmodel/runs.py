@@ -9,11 +9,11 @@ A run lives in ``runs/costmodel/<name>_<k>/`` (numbered as PPO runs are, by
                           feature layout and the network's ``NetLayout``
 ``state.json``            status (running, interrupted, crashed, finished), epochs done, best
                           validation tau and its epoch
-``metrics.csv``           one row per epoch: the keys of :func:`graphopt.costmodel.train.fit`'s
+``metrics.csv``           one row per epoch: the keys of :func:`graphopt.costmodel.fit.fit`'s
                           rows (``epoch``, ``train/loss``, ``val/kendall_tau``, ``val/opa``,
                           ``val/top{k}_error``, ``val/num_groups``, ``time``)
 ``model.pt``              the best epoch by validation tau so far
-                          (:func:`graphopt.costmodel.train.save_checkpoint`)
+                          (:func:`graphopt.costmodel.fit.save_checkpoint`)
 ``test_metrics.json``     ranking metrics of the final model on the test configurations
 ========================  ==============================================================
 
@@ -45,7 +45,7 @@ import torch
 import yaml
 
 from graphopt import rundir
-from graphopt.costmodel import train as cm_train
+from graphopt.costmodel import fit as cm_fit
 from graphopt.costmodel.data import DecisionConfigs, GraphSamples, load_dataset, split_samples
 from graphopt.costmodel.losses import get_loss
 from graphopt.costmodel.metrics import grouped_report, ranking_report
@@ -186,9 +186,9 @@ def train_run(
         test_data: test data of the same layout, scored in ``test_metrics.json``; default
             (without ``val_data``): ``test_fraction`` of each graph's configurations.
         loss: a name of :data:`graphopt.costmodel.losses.LOSSES`.
-        epochs, batch_size, lr: as :func:`graphopt.costmodel.train.fit`.
+        epochs, batch_size, lr: as :func:`graphopt.costmodel.fit.fit`.
         hidden, layers: the network's width and GraphSAGE layers
-            (:func:`graphopt.costmodel.train.net_layout`).
+            (:func:`graphopt.costmodel.fit.net_layout`).
         seed: seeds the split, the initial parameters and the batch order.
         time_budget: stop after the epoch during which this many seconds have passed.
         name: run name (letters, digits, ``.``, ``_``, ``-``).
@@ -221,8 +221,8 @@ def train_run(
         rest, test = split_samples(samples, test_fraction, seed)
         train, held_out = split_samples(rest, val_fraction / (1.0 - test_fraction), seed + 1)
         split = {"test_fraction": test_fraction, "val_fraction": val_fraction, "seed": seed}
-    features = cm_train.feature_layout(train + held_out + (test or []))
-    layout = cm_train.net_layout(features, hidden=hidden, layers=layers)
+    features = cm_fit.feature_layout(train + held_out + (test or []))
+    layout = cm_fit.net_layout(features, hidden=hidden, layers=layers)
     torch.manual_seed(seed)
     net = CostNet(layout)
 
@@ -269,7 +269,7 @@ def train_run(
         tau = row.get("val/kendall_tau", -math.inf)
         if tau > best["tau"]:  # the rule fit uses to keep its best parameters
             best.update(tau=tau, epoch=done)
-            cm_train.save_checkpoint(run / MODEL, net, features, epoch=done, val_kendall_tau=tau)
+            cm_fit.save_checkpoint(run / MODEL, net, features, epoch=done, val_kendall_tau=tau)
         rundir.write_state(
             run, epochs=done, best_epoch=int(best["epoch"]), best_val_kendall_tau=best["tau"]
         )
@@ -277,7 +277,7 @@ def train_run(
             on_epoch(row)
 
     try:
-        cm_train.fit(
+        cm_fit.fit(
             net,
             train,
             held_out,
@@ -297,11 +297,11 @@ def train_run(
         raise
 
     # ---- final model (fit restored the best epoch's parameters) and its held-out score
-    cm_train.save_checkpoint(
+    cm_fit.save_checkpoint(
         run / MODEL, net, features, epoch=int(best["epoch"]), val_kendall_tau=best["tau"]
     )
     scored_on = "test" if test is not None else "val"
-    report = cm_train.evaluate(net, test if test is not None else held_out)
+    report = cm_fit.evaluate(net, test if test is not None else held_out)
     write_json(
         run / TEST_METRICS,
         {"held_out": split, "scored_on": scored_on, "best_epoch": int(best["epoch"]), **report},
@@ -333,15 +333,15 @@ def evaluate_run(run: str | Path, data: str | Path, batch_size: int = 256) -> di
     samples = [s for s in load_dataset(data) if s.num_configs > 0]
     if not samples:
         raise ValueError(f"{data}: no graph has a valid configuration to score")
-    net, _ = cm_train.load_checkpoint(model_path, expect=cm_train.feature_layout(samples))
+    net, _ = cm_fit.load_checkpoint(model_path, expect=cm_fit.feature_layout(samples))
     torch_threads = torch.get_num_threads()
 
     # ---- ranking metrics and the model's throughput
-    cm_train.predict(net, samples[0].subset(np.arange(1)))  # warm-up
+    cm_fit.predict(net, samples[0].subset(np.arange(1)))  # warm-up
     preds, rows, seconds = [], [], 0.0
     for s in samples:
         start = time.perf_counter()
-        p = cm_train.predict(net, s, batch_size=batch_size)
+        p = cm_fit.predict(net, s, batch_size=batch_size)
         seconds += time.perf_counter() - start
         preds.append(p)
         rows.append({"graph": s.name, "configs": s.num_configs, **ranking_report(p, s.runtime)})

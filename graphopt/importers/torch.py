@@ -102,7 +102,7 @@ _GATHER_LIKE = frozenset({"embedding", "index", "gather", "index_select"})
 
 # ---------------------------------------------------------------------------- public API
 def from_torch(
-    model: Any,
+    model: torch.nn.Module,
     example_inputs: Any = (),
     *,
     name: str,
@@ -185,7 +185,7 @@ def from_torch(
 
 
 def reference_flops(
-    model: Any,
+    model: torch.nn.Module,
     example_inputs: Any = (),
     *,
     training: bool = False,
@@ -214,7 +214,7 @@ def reference_flops(
 
 # ---------------------------------------------------------------------------- fake tensors
 class _FakeState:
-    def __init__(self, mode: Any) -> None:
+    def __init__(self, mode: FakeTensorMode) -> None:
         self.mode = mode
 
     def tensor(self, t: Any) -> Any:
@@ -229,7 +229,7 @@ class _FakeState:
 
 
 @contextlib.contextmanager
-def _fake_state(model: Any, *, training: bool) -> Iterator[_FakeState]:
+def _fake_state(model: torch.nn.Module, *, training: bool) -> Iterator[_FakeState]:
     """Swap every parameter, buffer and tensor attribute of ``model`` for a fake CPU twin (tied
     tensors stay tied) and set train/eval mode; everything is restored on exit."""
     if not isinstance(model, torch.nn.Module):
@@ -308,7 +308,9 @@ def _as_tuple(example_inputs: Any) -> tuple[Any, ...]:
 class _TrainStep(torch.nn.Module):
     """``loss_fn(model(*inputs), *loss_inputs)``: the scalar the joint graph differentiates."""
 
-    def __init__(self, model: Any, loss_fn: Callable[..., Any] | None, n_inputs: int) -> None:
+    def __init__(
+        self, model: torch.nn.Module, loss_fn: Callable[..., Any] | None, n_inputs: int
+    ) -> None:
         super().__init__()
         setattr(self, _WRAPPED, model)
         self.loss_fn = loss_fn
@@ -403,7 +405,7 @@ def _user_frames(e: BaseException, limit: int = 3) -> str:
     return " <- ".join(shown)
 
 
-def _state_keys(module: Any) -> dict[str, str]:
+def _state_keys(module: torch.nn.Module) -> dict[str, str]:
     """Fully qualified name -> a key shared by tied tensors (``torch.export`` lifts a tied
     embedding / LM head as two placeholders, and uses one of them)."""
     keys: dict[str, str] = {}
@@ -416,7 +418,9 @@ def _state_keys(module: Any) -> dict[str, str]:
     return keys
 
 
-def _forward_graph(ep: Any, state_keys: Mapping[str, str]) -> tuple[Any, dict[str, str]]:
+def _forward_graph(
+    ep: torch.export.ExportedProgram, state_keys: Mapping[str, str]
+) -> tuple[Any, dict[str, str]]:
     """Core-ATen forward graph and its placeholders' sources: ``"input"`` or a state key."""
     ep = ep.run_decompositions()
     state = {InputKind.PARAMETER, InputKind.BUFFER, InputKind.CONSTANT_TENSOR}
@@ -430,7 +434,7 @@ def _forward_graph(ep: Any, state_keys: Mapping[str, str]) -> tuple[Any, dict[st
 
 
 def _joint_graph(
-    ep: Any,
+    ep: torch.export.ExportedProgram,
     args: tuple[Any, ...],
     kwargs: dict[str, Any],
     name: str,
@@ -497,7 +501,7 @@ class _Converted(NamedTuple):
     metadata: dict[str, Any]
 
 
-def _nbytes(t: Any) -> int:
+def _nbytes(t: torch.Tensor) -> int:
     return int(t.numel()) * int(t.element_size())
 
 
@@ -534,7 +538,7 @@ def _op_type(target: Any) -> str:
     return getattr(target, "__name__", str(target))
 
 
-def _layer(node: Any, strip_prefix: str, training: bool) -> str:
+def _layer(node: Node, strip_prefix: str, training: bool) -> str:
     stack = node.meta.get("nn_module_stack") or node.meta.get("fwd_nn_module_stack") or {}
     if not stack:
         return ""
@@ -548,7 +552,7 @@ def _layer(node: Any, strip_prefix: str, training: bool) -> str:
     return LOSS_LAYER if training else path
 
 
-def _flops(node: Any, args: Any, kwargs: Any) -> int:
+def _flops(node: Node, args: Any, kwargs: Any) -> int:
     target = node.target
     formula = flop_registry.get(getattr(target, "overloadpacket", target))
     if formula is not None:
@@ -558,19 +562,21 @@ def _flops(node: Any, args: Any, kwargs: Any) -> int:
     return 0
 
 
-def _hop_flops(node: Any) -> int:
+def _hop_flops(node: Node) -> int:
     """``torch.cond``: the dearer branch, as ``FlopCounterMode`` counts it."""
     if node.target is not torch.ops.higher_order.cond:
         raise ValueError(
-            f"op {node.name!r} is the higher-order op {node.target.__name__!r}, which graphopt "
+            f"op {node.name!r} is the higher-order op {getattr(node.target, '__name__', node.target)!r}, which graphopt "
             "cannot cost; only torch.cond is supported (unroll loops, inline the rest)"
         )
     owner = node.graph.owning_module
-    branches = [getattr(owner, branch.target) for branch in node.args[1:3]]
+    branches = [
+        getattr(owner, str(branch.target)) for branch in node.args[1:3] if isinstance(branch, Node)
+    ]
     return max(_subgraph_flops(b.graph) for b in branches)
 
 
-def _subgraph_flops(graph: Any) -> int:
+def _subgraph_flops(graph: torch.fx.Graph) -> int:
     total = 0
     for node in graph.nodes:
         if node.op == "call_function" and node.target is not operator.getitem:
@@ -604,7 +610,12 @@ def _reads(
 
 
 def _convert(
-    gm: Any, sources: Mapping[str, str], *, name: str, strip_prefix: str, training: bool
+    gm: torch.fx.GraphModule,
+    sources: Mapping[str, str],
+    *,
+    name: str,
+    strip_prefix: str,
+    training: bool,
 ) -> _Converted:
     names: list[str] = []
     types: list[str] = []

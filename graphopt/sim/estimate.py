@@ -214,8 +214,12 @@ class PlacementEstimate:
         place = np.ascontiguousarray(placements, dtype=np.int64)
         params = device_param_bytes(place, self.param_bytes, self.num_devices)
         fits = (params <= self.memory[None, :]).all(axis=1)
-        times = contention_schedule(
-            place,
+        return np.where(fits, self.schedule(place), np.inf)
+
+    def schedule(self, placements: IntArray) -> FloatArray:
+        """``(B,)`` seconds: the contention schedule of ``(B, N)`` placements, memory ignored."""
+        return contention_schedule(
+            np.ascontiguousarray(placements, dtype=np.int64),
             self.op_time,
             self.succ_ptr,
             self.succ_dst,
@@ -224,7 +228,6 @@ class PlacementEstimate:
             self.inv_bw,
             self.window,
         )
-        return np.where(fits, times, np.inf)
 
 
 class EstimateCostModel:

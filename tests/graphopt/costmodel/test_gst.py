@@ -24,7 +24,7 @@ from graphopt.costmodel.gst import (
 from graphopt.costmodel.losses import listmle_loss
 from graphopt.costmodel.metrics import ranking_report
 from graphopt.costmodel.model import CostNet, NetLayout
-from graphopt.costmodel.train import GraphTensors, predict
+from graphopt.costmodel.fit import GraphTensors, predict
 from graphopt.hardware import get_cluster
 from graphopt.workloads.registry import get_graph
 

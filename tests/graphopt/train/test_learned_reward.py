@@ -12,7 +12,7 @@ import yaml
 from graphopt.costmodel.data import generate, load_dataset
 from graphopt.costmodel.learned import LearnedCostModel
 from graphopt.costmodel.model import CostNet
-from graphopt.costmodel.train import feature_layout, fit, net_layout, save_checkpoint
+from graphopt.costmodel.fit import feature_layout, fit, net_layout, save_checkpoint
 from graphopt.hardware import get_cluster
 from graphopt.sim import Simulator
 from graphopt.train.config import TrainConfig, load_config

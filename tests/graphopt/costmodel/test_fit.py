@@ -12,7 +12,7 @@ import envs
 from graphopt.costmodel import data
 from graphopt.costmodel.learned import LearnedCostModel
 from graphopt.costmodel.model import CostNet, NetLayout
-from graphopt.costmodel.train import (
+from graphopt.costmodel.fit import (
     batch_size_for,
     evaluate,
     feature_layout,
