@@ -21,6 +21,7 @@ from envs.rewards import reward
 from graphopt import encoding
 from graphopt.graph import CompGraph
 from graphopt.hardware import DEFAULT_CLUSTER, Cluster
+from graphopt.sim.fusion_rules import fusion_mask
 from graphopt.tasks import ARRAYS, get_task
 from graphopt.typing import CostModel, Decision, Measurement
 
@@ -43,6 +44,7 @@ COMMON_SECTIONS = """
     | graph_features | (8,) float32 | cluster and graph totals |
     | counts | (2,) int64 | number of ops, number of edges |
     | hint | (len(action),) int64 | the reference (best heuristic) decision laid out as an action; -1 in padding slots, everywhere with ``hint=False`` |
+    | fusion_mask | (max_ops,) int8 | fusion and joint only: 1 where the op's fusion bit may be set (:func:`graphopt.sim.fusion_rules.fusion_mask`), 0 where it alone breaks a fusion rule and in padding |
 
     The hint lets a policy start from the best heuristic and learn to improve on it; an agent may
     ignore it, and ``hint=False`` removes the information.
@@ -168,11 +170,15 @@ class GraphOptEnv(GraphEnv):
             space = encoding.observation_space(self.max_ops, self.max_edges)
             high = int(self.nvec.max()) - 1
             hint_space = spaces.Box(-1, high, (len(self.nvec),), np.int64)
-            self.observation_space = spaces.Dict({**space.spaces, "hint": hint_space})
+            extra: dict[str, spaces.Space] = {"hint": hint_space}
+            if "fusion" in self.blocks:
+                extra["fusion_mask"] = spaces.Box(0, 1, (self.max_ops,), np.int8)
+            self.observation_space = spaces.Dict({**space.spaces, **extra})
         else:
             self.observation_space = spaces.Dict(
                 {"graph_id": spaces.Box(0, len(self.graphs) - 1, (1,), np.int64)}
             )
+        self._fusion_masks: dict[int, np.ndarray] = {}
         self._seed = seed
         self.last_episode: Episode | None = None
         if seed is not None:
@@ -194,7 +200,27 @@ class GraphOptEnv(GraphEnv):
     def encoded_graphs(self) -> list[dict[str, np.ndarray]]:
         """The full observation of every graph (with its hint), indexed by ``graph_id`` (for
         ``obs_mode="id"``)."""
-        return [{**e.observation, "hint": self.hint_action(i)} for i, e in enumerate(self._encoded)]
+        return [self._full_observation(i) for i in range(len(self._encoded))]
+
+    def _full_observation(self, index: int) -> dict[str, np.ndarray]:
+        """The encoding of graph ``index`` (copied), its hint and, for tasks that fuse, its
+        fusion mask."""
+        obs = {k: v.copy() for k, v in self._encoded[index].observation.items()}
+        obs["hint"] = self.hint_action(index)
+        if "fusion" in self.blocks:
+            obs["fusion_mask"] = self.fusion_mask(index)
+        return obs
+
+    def fusion_mask(self, index: int) -> np.ndarray:
+        """``(max_ops,)`` int8: 1 where graph ``index``'s fusion bit may be set
+        (:func:`graphopt.sim.fusion_rules.fusion_mask`), 0 elsewhere and in padding slots."""
+        cached = self._fusion_masks.get(index)
+        if cached is None:
+            cached = np.zeros(self.max_ops, dtype=np.int8)
+            allowed = fusion_mask(self.graphs[index])
+            cached[: len(allowed)] = allowed
+            self._fusion_masks[index] = cached
+        return cached.copy()
 
     def hint_action(self, index: int) -> np.ndarray:
         """The reference decision of graph ``index`` laid out as an action (``-1`` in padding slots,
@@ -220,9 +246,7 @@ class GraphOptEnv(GraphEnv):
         """A fresh copy of the current graph's observation (callers may keep or modify it)."""
         if self.obs_mode == "id":
             return {"graph_id": np.array([self._current], dtype=np.int64)}
-        obs = {k: v.copy() for k, v in self._encoded[self._current].observation.items()}
-        obs["hint"] = self.hint_action(self._current)
-        return obs
+        return self._full_observation(self._current)
 
     def _terminal_observation(self) -> dict[str, np.ndarray]:
         """What ``step`` returns: all zeros (``counts == [0, 0]``: no ops). The episode is over after

@@ -9,6 +9,9 @@ Per op (arrays of length ``N``):
 ========================  ===============================================================
 ``op_names``              unique name
 ``op_types``              op type, e.g. ``"MatMul"``, ``"Conv2DBackpropFilter"``
+``op_classes``            op class (:mod:`graphopt.op_classes`: elementwise, reduction, contraction,
+                          data_movement, opaque, source), used by the fusion rules; derived
+                          from the op type when not given
 ``flops``                 floating-point operations of the op (FLOPs)
 ``bytes_accessed``        bytes the op's kernel reads plus writes (inputs, parameters, outputs)
 ``output_bytes``          bytes of the op's output (the activation it produces)
@@ -23,19 +26,20 @@ and ``edge_bytes`` (bytes of the tensor carried from producer to consumer).
 
 All costs are SI units: seconds, bytes, FLOPs.
 
-File format (``graphopt-graph``, version 1), JSON, optionally gzip-compressed when the path ends
+File format (``graphopt-graph``, version 2), JSON, optionally gzip-compressed when the path ends
 in ``.gz``; columnar so that large graphs load quickly::
 
     {
-      "format": "graphopt-graph", "version": 1,
+      "format": "graphopt-graph", "version": 2,
       "name": "gnmt-2", "metadata": {...},
-      "ops": {"name": [...], "type": [...], "flops": [...], "bytes": [...],
+      "ops": {"name": [...], "type": [...], "class": [...], "flops": [...], "bytes": [...],
               "output_bytes": [...], "param_bytes": [...], "layer": [...], "colocation": [...]},
       "measured": {"V100": [seconds or null, ...]},
       "edges": {"src": [op name, ...], "dst": [op name, ...], "bytes": [...]}
     }
 
-``layer``, ``colocation``, ``measured`` and ``metadata`` may be omitted. Ops may be listed in any
+``class``, ``layer``, ``colocation``, ``measured`` and ``metadata`` may be omitted (a missing class
+is derived from the op type). Version 1 files (no ``class`` column) still load. Ops may be listed in any
 order (they are sorted topologically on load; files written by graphopt are already sorted).
 Floats are written with Python's shortest round-tripping repr, so save/load is lossless.
 """
@@ -56,10 +60,13 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike
 
+from graphopt.op_classes import check_class, classify
 from graphopt.typing import FloatArray, IntArray
 
 FORMAT_NAME = "graphopt-graph"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+READ_VERSIONS = (1, 2)
+"""Graph file versions this graphopt reads (version 1 has no op classes: they are derived)."""
 
 
 @dataclass(frozen=True)
@@ -75,6 +82,8 @@ class Op:
     measured: Mapping[str, float] = field(default_factory=dict)
     colocation: str = ""
     layer: str = ""
+    op_class: str = ""
+    """Its class (:mod:`graphopt.op_classes`); empty: derived from ``type``."""
 
 
 def _readonly(array: np.ndarray) -> np.ndarray:
@@ -101,6 +110,7 @@ class CompGraph:
     colocation: tuple[str, ...] = ()
     layer: tuple[str, ...] = ()
     metadata: Mapping[str, Any] = field(default_factory=dict)
+    op_classes: tuple[str, ...] = ()
 
     # ------------------------------------------------------------------ construction
     @classmethod
@@ -138,6 +148,7 @@ class CompGraph:
             colocation=[op.colocation for op in ops],
             layer=[op.layer for op in ops],
             metadata=metadata,
+            op_classes=[op.op_class for op in ops],
         )
 
     @classmethod
@@ -157,11 +168,13 @@ class CompGraph:
         colocation: Sequence[str] | None = None,
         layer: Sequence[str] | None = None,
         metadata: Mapping[str, Any] | None = None,
+        op_classes: Sequence[str] | None = None,
     ) -> CompGraph:
         """Validate columns, sort ops topologically (stable: input order wins among ready ops)
         and return the graph.
 
         ``edge_src``/``edge_dst`` hold either op indices (ints, into the given op order) or op names.
+        ``op_classes``: one class per op, ``""`` (or no column) to derive it from the op type.
 
         Raises:
             ValueError: see :meth:`build`.
@@ -186,6 +199,13 @@ class CompGraph:
         arrays = {key: _cost_column(name, key, value, n, names) for key, value in columns.items()}
         if len(types) != n:
             raise ValueError(f"graph {name!r}: {len(types)} op types for {n} ops")
+        given = [str(c) for c in op_classes] if op_classes is not None else [""] * n
+        if len(given) != n:
+            raise ValueError(f"graph {name!r}: {len(given)} op classes for {n} ops")
+        classes = [
+            check_class(c, f"graph {name!r}, op {names[i]!r}") if c else classify(types[i])
+            for i, c in enumerate(given)
+        ]
         meas = {
             str(kind): _cost_column(name, f"measured[{kind}]", value, n, names, allow_nan=True)
             for kind, value in (measured or {}).items()
@@ -227,6 +247,7 @@ class CompGraph:
             colocation=tuple(coloc[i] for i in order),
             layer=tuple(lay[i] for i in order),
             metadata=dict(metadata or {}),
+            op_classes=tuple(classes[i] for i in order),
         )
 
     # ------------------------------------------------------------------ basic views
@@ -275,6 +296,7 @@ class CompGraph:
         h.update(self.name.encode())
         h.update("\0".join(self.op_names).encode())
         h.update("\0".join(self.op_types).encode())
+        h.update("\0".join(self.op_classes).encode())
         for arr in (self.flops, self.bytes_accessed, self.output_bytes, self.param_bytes):
             h.update(arr.tobytes())
         for kind, arr in self.measured.items():
@@ -313,6 +335,7 @@ class CompGraph:
             "ops": {
                 "name": list(self.op_names),
                 "type": list(self.op_types),
+                "class": list(self.op_classes),
                 "flops": self.flops.tolist(),
                 "bytes": self.bytes_accessed.tolist(),
                 "output_bytes": self.output_bytes.tolist(),
@@ -343,10 +366,11 @@ class CompGraph:
                 f'{source}: not a graphopt graph file (expected "format": "{FORMAT_NAME}")'
             )
         version = data.get("version")
-        if version != FORMAT_VERSION:
+        if isinstance(version, bool) or version not in READ_VERSIONS:
             raise ValueError(
                 f"{source}: graph file version {version!r} is not supported; this graphopt reads "
-                f"version {FORMAT_VERSION} (re-export the graph with a matching graphopt)"
+                f"versions {', '.join(map(str, READ_VERSIONS))} (re-export the graph with a "
+                "matching graphopt)"
             )
         try:
             ops, edges = data["ops"], data["edges"]
@@ -369,6 +393,7 @@ class CompGraph:
                 colocation=ops.get("colocation"),
                 layer=ops.get("layer"),
                 metadata=data.get("metadata", {}),
+                op_classes=ops.get("class"),
             )
         except KeyError as e:
             raise ValueError(f"{source}: graph file is missing the key {e.args[0]!r}") from e
@@ -424,6 +449,7 @@ class CompGraph:
             g.add_node(
                 op_name,
                 type=self.op_types[i],
+                op_class=self.op_classes[i],
                 flops=float(self.flops[i]),
                 bytes=float(self.bytes_accessed[i]),
                 output_bytes=float(self.output_bytes[i]),
@@ -441,7 +467,7 @@ class CompGraph:
     @classmethod
     def from_networkx(cls, g: Any, name: str | None = None) -> CompGraph:
         """Inverse of :meth:`to_networkx`. Missing node attributes default to 0 / ``""``; the
-        ``type`` attribute defaults to ``"Op"``; missing edge ``bytes`` defaults to the producer's
+        ``type`` attribute defaults to ``"Op"``, ``op_class`` to the type's class; missing edge ``bytes`` defaults to the producer's
         ``output_bytes``. Kinds named in the graph attribute ``measured_kinds`` but measured for
         no op become all-``NaN`` columns."""
         ops = []
@@ -457,6 +483,7 @@ class CompGraph:
                     measured=dict(attrs.get("measured", {})),
                     colocation=str(attrs.get("colocation", "")),
                     layer=str(attrs.get("layer", "")),
+                    op_class=str(attrs.get("op_class", "")),
                 )
             )
         out_bytes = {op.name: op.output_bytes for op in ops}

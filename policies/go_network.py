@@ -140,6 +140,8 @@ class GONetwork(nn.Module):
                 if hints:
                     bias = F.one_hot(hints[j].clamp(min=0), x.shape[-1]).to(x.dtype)
                     x = x + self.hint_weight[j] * bias * (hints[j] >= 0).unsqueeze(-1)
+                if name == "fusion" and batch.fusion_mask is not None:
+                    x = mask_fusion(x, batch.fusion_mask[:, : x.shape[1]])
                 logits[name] = F.pad(x, (0, 0, 0, pad))
         return logits, value, full_mask
 
@@ -150,3 +152,11 @@ class GONetwork(nn.Module):
             return []
         m = batch.max_ops
         return [batch.hint[:, j * m : j * m + length] for j in range(len(self.num_classes))]
+
+
+def mask_fusion(logits: Tensor, allowed: Tensor) -> Tensor:
+    """Fusion logits ``(B, L, 2)`` with class 1 (fuse) at ``-inf`` where ``allowed`` ``(B, L)`` is
+    False: a masked bit is never sampled nor chosen (its probability is exactly 0)."""
+    forbid = torch.zeros_like(logits)
+    forbid[..., 1] = torch.where(allowed, 0.0, float("-inf"))
+    return logits + forbid

@@ -2,7 +2,7 @@
 
 The order, lowest first (``docs/architecture.md`` draws it):
 
-1. ``graphopt.graph``, ``graphopt.hardware``, ``graphopt.typing``, ``graphopt.tasks``,
+1. ``graphopt.graph``, ``graphopt.op_classes``, ``graphopt.hardware``, ``graphopt.typing``, ``graphopt.tasks``,
    ``graphopt.configs``
 2. ``graphopt.sim`` (engine, simulator, bounds, estimate), ``graphopt.workloads``,
    ``graphopt.importers``, ``graphopt.decision_io``
@@ -32,6 +32,7 @@ LAYERS: dict[str, int] = {
     "graphopt.hardware": 1,
     "graphopt.typing": 1,
     "graphopt.tasks": 1,
+    "graphopt.op_classes": 1,
     "graphopt.configs": 1,
     "graphopt.sim": 2,
     "graphopt.workloads": 2,

@@ -1,10 +1,12 @@
 """Fusion baselines: no fusion, an XLA-like rule set, and simulator-guided greedy fusion.
 
+Every fuser respects the fusion rules of the simulator (:mod:`graphopt.sim.fusion_rules`).
+
 Each fuser takes ``(graph, cluster, decision)`` and returns ``int64`` fusion bits, one per op in
 topological order, for the decision's placement and priorities (:data:`FUSERS`). The semantics are
 the simulator's (:mod:`graphopt.sim`, rules 1-2): an op whose bit is 1 is merged with *every* one of
-its consumers; a kernel runs on its root's (highest-index member's) device; a fusion whose
-contracted kernel graph has a cycle is illegal.
+its consumers; a kernel holds at most one contraction or reduction, never an opaque op or a source,
+and stays on one device; a fusion whose contracted kernel graph has a cycle is illegal.
 """
 
 from __future__ import annotations
@@ -15,174 +17,17 @@ import numpy as np
 
 from graphopt.graph import CompGraph
 from graphopt.hardware import Cluster
+from graphopt.op_classes import CONTRACTION, DATA_MOVEMENT, ELEMENTWISE, HEROES, REDUCTION
 from graphopt.sim import PreparedGraph
+from graphopt.sim.fusion_rules import RULE_IO, FusionRules, fusion_mask
 from graphopt.typing import Decision, IntArray
 
 Fuser = Callable[[CompGraph, Cluster, Decision], IntArray]
 """A fusion heuristic: ``(graph, cluster, decision) -> fusion bits`` for the decision's placement
 and priorities."""
 
-_UNARY = (
-    # TensorFlow
-    "Relu",
-    "Relu6",
-    "Elu",
-    "Selu",
-    "LeakyRelu",
-    "Softplus",
-    "Sigmoid",
-    "Tanh",
-    "Exp",
-    "Log",
-    "Log1p",
-    "Expm1",
-    "Sqrt",
-    "Rsqrt",
-    "Square",
-    "Reciprocal",
-    "Neg",
-    "Abs",
-    "Sign",
-    "Floor",
-    "Ceil",
-    "Round",
-    "Sin",
-    "Cos",
-    "Erf",
-    "Cast",
-    "Identity",
-    "StopGradient",
-    "ZerosLike",
-    "OnesLike",
-    # PipeDream / torch.nn module classes
-    "ReLU",
-    "ReLU6",
-    "LeakyReLU",
-    "ELU",
-    "GELU",
-    "SiLU",
-    "Hardtanh",
-    "Dropout",
-    # ATen (torch importer)
-    "relu",
-    "gelu",
-    "silu",
-    "sigmoid",
-    "tanh",
-    "exp",
-    "log",
-    "sqrt",
-    "rsqrt",
-    "neg",
-    "abs",
-    "clone",
-    "native_dropout",
-    "hardtanh",
-    "leaky_relu",
-    "elu",
-)
-_BINARY = (
-    # TensorFlow
-    "Add",
-    "AddV2",
-    "AddN",
-    "Sub",
-    "Mul",
-    "Div",
-    "RealDiv",
-    "Maximum",
-    "Minimum",
-    "Pow",
-    "SquaredDifference",
-    "BiasAdd",
-    "Select",
-    "SelectV2",
-    # gradients of elementwise ops (TensorFlow)
-    "SigmoidGrad",
-    "TanhGrad",
-    "ReluGrad",
-    "Relu6Grad",
-    "EluGrad",
-    "RsqrtGrad",
-    "SqrtGrad",
-    # PipeDream / torch.nn
-    "Mul",
-    "Add",
-    # ATen
-    "add",
-    "sub",
-    "mul",
-    "div",
-    "pow",
-    "where",
-    "maximum",
-    "minimum",
-    "threshold_backward",
-    "sigmoid_backward",
-    "tanh_backward",
-    "gelu_backward",
-    "silu_backward",
-    "native_dropout_backward",
-)
-
-ELEMENTWISE_TYPES: frozenset[str] = frozenset(_UNARY + _BINARY) | frozenset(
-    f"{t}Backward"
-    for t in (
-        "ReLU",
-        "ReLU6",
-        "LeakyReLU",
-        "ELU",
-        "GELU",
-        "SiLU",
-        "Hardtanh",
-        "Dropout",
-        "Sigmoid",
-        "Tanh",
-        "Add",
-        "Mul",
-    )
-)
-"""Op types the "xla" fuser treats as elementwise (TensorFlow, PipeDream module and ATen names;
-PipeDream's backward ops are ``<type>Backward``)."""
-
-REDUCTION_TYPES: frozenset[str] = frozenset(
-    (
-        # TensorFlow
-        "Sum",
-        "Mean",
-        "Max",
-        "Min",
-        "Prod",
-        "BiasAddGrad",
-        "Softmax",
-        "LogSoftmax",
-        "FusedBatchNormV3",
-        "LayerNorm",
-        # PipeDream / torch.nn
-        "BatchNorm1d",
-        "BatchNorm2d",
-        "BatchNorm3d",
-        "Softmax",
-        "LogSoftmax",
-        # ATen
-        "sum",
-        "mean",
-        "amax",
-        "amin",
-        "_softmax",
-        "_log_softmax",
-        "native_layer_norm",
-        "native_batch_norm",
-        "_native_batch_norm_legit_functional",
-        "var_mean",
-    )
-) | frozenset(
-    f"{t}Backward"
-    for t in ("BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "LayerNorm", "Softmax", "LogSoftmax")
-)
-"""Op types the "xla" fuser treats as reductions (normalisations and softmax reduce, then map)."""
-
-FUSIBLE_TYPES: frozenset[str] = ELEMENTWISE_TYPES | REDUCTION_TYPES
+_CONSUMERS = frozenset((ELEMENTWISE, DATA_MOVEMENT, REDUCTION))
+"""The classes of a consumer the "xla" fuser fuses a producer into."""
 
 MAX_KERNEL_OPS = 32
 """Default cap on the number of ops in one kernel built by the "xla" fuser."""
@@ -199,38 +44,36 @@ def xla_fusion(
     decision: Decision,
     *,
     max_kernel_ops: int = MAX_KERNEL_OPS,
-    fusible_types: frozenset[str] = FUSIBLE_TYPES,
 ) -> IntArray:
-    """XLA-like default fusion: elementwise and reduction consumers fused into their producers.
+    """XLA-like default fusion: each op fused into its single consumer where the rules allow.
 
     Rule: op ``u`` gets bit 1 when
 
     1. ``u`` has **exactly one** consumer ``v`` (no duplication of multi-consumer producers: in
        our semantics a bit merges ``u`` with *all* its consumers, and XLA would instead duplicate
        ``u`` into each of them, which the simulator cannot express);
-    2. ``v``'s op type is in ``fusible_types`` (by default :data:`ELEMENTWISE_TYPES` and
-       :data:`REDUCTION_TYPES`); ``u`` may be of any type (so ``MatMul -> BiasAdd -> Relu``
-       becomes one kernel, as XLA's output fusion does);
-    3. ``u`` and ``v`` are on the same device in ``decision.placement`` (so that fusion never
-       silently moves an op: a kernel runs on its root's device);
+    2. ``u``'s bit is not masked (:func:`graphopt.sim.fusion_rules.fusion_mask`: neither is opaque
+       or a source, and not both are heroes) and ``v`` is elementwise, data movement or a
+       reduction (XLA's loop and input fusions; a contraction consumer is left alone, as cuBLAS
+       and cuDNN calls take their inputs from memory);
+    3. the merged kernel keeps at most one hero and no data movement beside a contraction
+       (rule 2b), and ``u`` and ``v`` are on the same device in ``decision.placement`` (rule 2c);
     4. the merged kernel has at most ``max_kernel_ops`` ops (ops are visited in topological order
        and a merge that would exceed the cap is skipped; XLA bounds fusion size likewise).
 
-    Legality (always legal, for any graph and placement). Every op with bit 1 has exactly one
-    consumer, so each fused edge is the *only* out-edge of its producer and each kernel is an
-    in-tree whose root is its only member with out-edges leaving the kernel: a member ``m`` other
-    than the root has bit 1, and its single consumer is in the kernel. So every edge between two
-    kernels ``K -> K'`` leaves from ``root(K)`` and enters some member ``w`` of ``K'``, hence
-    ``root(K) < w <= root(K')`` in topological index. Root indices strictly increase along every
-    path of the contracted graph, which therefore has no cycle. (This holds for *any* subset of the
-    single-consumer ops, so rules 2-4 are only about profitability.)
+    Finally, a kernel with more than ``MAX_KERNEL_IO`` inputs plus outputs (rule 2d) is split
+    back into single ops. The result is always legal: rules 2a-2d by construction, and acyclic
+    because every op with bit 1 has exactly one consumer, so each kernel is an in-tree whose root
+    is its only member with out-edges leaving the kernel; every edge between two kernels
+    ``K -> K'`` leaves from ``root(K)`` and enters some member ``w`` of ``K'``, hence
+    ``root(K) < w <= root(K')``: root indices strictly increase along every path of the
+    contracted graph, which therefore has no cycle.
 
     Args:
         graph: the computation graph.
         cluster: the devices (unused; part of the fuser signature).
         decision: its placement is read (``None``: all on device 0).
         max_kernel_ops: most ops in one fused kernel (>= 1; 1 disables fusion).
-        fusible_types: consumer op types that may be fused into their producer.
 
     Raises:
         ValueError: ``max_kernel_ops < 1``.
@@ -245,15 +88,19 @@ def xla_fusion(
         else np.asarray(decision.placement)
     )
     indptr, dst = graph.successors_csr
-    single = np.flatnonzero(np.diff(indptr) == 1)
+    single = np.flatnonzero((np.diff(indptr) == 1) & (fusion_mask(graph) == 1))
     if len(single) == 0:
         return bits
     consumer = dst[indptr[single]]
+    classes = graph.op_classes
     ok = placement[single] == placement[consumer]
-    ok &= np.array([graph.op_types[v] in fusible_types for v in consumer.tolist()], dtype=bool)
-    # Union-find with sizes; ops visited in topological order (single is ascending).
+    ok &= np.array([classes[v] in _CONSUMERS for v in consumer.tolist()], dtype=bool)
+    # Union-find with sizes and hero flags; ops visited in topological order (single is ascending).
     parent = np.arange(n)
     size = np.ones(n, dtype=np.int64)
+    hero = np.array([c in HEROES for c in classes], dtype=bool)
+    gemm = np.array([c == CONTRACTION for c in classes], dtype=bool)  # holds a contraction
+    moves = np.array([c == DATA_MOVEMENT for c in classes], dtype=bool)  # holds data movement
 
     def find(i: int) -> int:
         while parent[i] != i:
@@ -263,11 +110,22 @@ def xla_fusion(
 
     for u, v in zip(single[ok].tolist(), consumer[ok].tolist(), strict=True):
         a, b = find(u), find(v)
-        if size[a] + size[b] > max_kernel_ops:
+        if size[a] + size[b] > max_kernel_ops or (hero[a] and hero[b]):
+            continue
+        if (gemm[a] or gemm[b]) and (moves[a] or moves[b]):
             continue
         parent[a] = b
         size[b] += size[a]
+        hero[b] |= hero[a]
+        gemm[b] |= gemm[a]
+        moves[b] |= moves[a]
         bits[u] = 1
+    rules = FusionRules(graph)
+    rule, root, _ = rules.violation(placement, bits)
+    while rule == RULE_IO:  # split the kernel back into single ops
+        members = [i for i in range(n) if bits[i] and find(i) == find(root)]
+        bits[members] = 0
+        rule, root, _ = rules.violation(placement, bits)
     return bits
 
 
@@ -282,8 +140,8 @@ def greedy_fusion(
 ) -> IntArray:
     """Simulator-guided greedy fusion: set one more fusion bit at a time while step time improves.
 
-    Starting from the ``start`` fuser's bits, the candidates are the ops with bit 0 and at least one
-    consumer, visited in topological order in batches of ``batch_size``; each candidate's flip
+    Starting from the ``start`` fuser's bits, the candidates are the ops with bit 0 that
+    :func:`~graphopt.sim.fusion_rules.fusion_mask` allows, visited in topological order in batches of ``batch_size``; each candidate's flip
     (0 -> 1) is simulated with :meth:`~graphopt.sim.PreparedGraph.evaluate_batch` against the
     current bits, and the best flip of the batch that is valid (legal and in memory) and strictly
     faster (or the first valid one, while the current bits are invalid) is kept. A pass ends when
@@ -325,11 +183,11 @@ def greedy_fusion(
     valid, step = run(bits[None, :])
     best = (not bool(valid[0]), float(step[0]))
     used = 1
-    has_consumer = np.diff(graph.successors_csr[0]) > 0
+    allowed = fusion_mask(graph) == 1  # bits that are never legal are not tried
     improved = True
     while improved and used < budget:
         improved = False
-        candidates = np.flatnonzero((bits == 0) & has_consumer)
+        candidates = np.flatnonzero((bits == 0) & allowed)
         for pos in range(0, len(candidates), batch_size):
             if used >= budget:
                 break

@@ -43,6 +43,7 @@ from graphopt.baselines.staged import Key, run_chain
 from graphopt.graph import CompGraph
 from graphopt.hardware import Cluster
 from graphopt.sim import PreparedGraph
+from graphopt.sim.fusion_rules import fusion_mask
 from graphopt.tasks import ONE_SHOT_TASKS, get_task
 from graphopt.typing import Decision, FloatArray, IntArray, Measurement
 
@@ -97,11 +98,12 @@ class _Budget:
         assert 0 < b <= self.left, "search would exceed its evaluation budget"
         out = self.prepared.evaluate_batch(placements, priorities, fusions)
         overshoot = (out.peak_memory / self.prepared.capacity[None, :]).max(axis=1)
-        cost = np.where(
-            out.valid,
-            out.step_time,
-            np.where(out.status == 1, out.step_time * OOM_PENALTY * overshoot, np.inf),
-        )
+        with np.errstate(invalid="ignore"):  # inf * 0 overshoot of illegal rows, discarded
+            cost = np.where(
+                out.valid,
+                out.step_time,
+                np.where(out.status == 1, out.step_time * OOM_PENALTY * overshoot, np.inf),
+            )
         for i in range(b):
             key = (not bool(out.valid[i]), float(out.step_time[i] if out.valid[i] else cost[i]))
             if key < self.best_key or self.best is None:
@@ -217,8 +219,9 @@ def random_search(
       none), else a random contiguous split (``D - 1`` uniform cut points in topological order,
       stages dealt to a random permutation of the devices);
     - priority: uniform levels in ``[0, num_priorities)``;
-    - fusion: ``q ~ U(0, 1)`` per sample, then each op with a consumer fused with probability ``q``
-      (random fusions are often illegal; they cost their evaluation, see the module docstring).
+    - fusion: ``q ~ U(0, 1)`` per sample, then each op whose bit the fusion mask allows
+      (:func:`~graphopt.sim.fusion_rules.fusion_mask`) fused with probability ``q`` (bits that
+      break the rules together are illegal; they cost their evaluation, see the module docstring).
 
     Decisions are simulated in batches of ``batch_size`` with ``evaluate_batch``.
 
@@ -249,7 +252,7 @@ def random_search(
         tracker.evaluate(*(a[None, :] for a in _filled(start, n)))
     base = _filled(start or Decision(), n)
     groups = _groups(graph, by_layer=False)
-    has_consumer = np.diff(graph.successors_csr[0]) > 0
+    allowed = fusion_mask(graph) == 1  # never a bit that breaks the fusion rules on its own
     while tracker.left:
         b = min(batch_size, tracker.left)
         placements, priorities, fusions = (np.repeat(a[None, :], b, axis=0) for a in base)
@@ -259,7 +262,7 @@ def random_search(
             priorities = rng.integers(0, levels, size=(b, n))
         if "fusion" in searched:
             q = rng.random((b, 1))
-            fusions = ((rng.random((b, n)) < q) & has_consumer).astype(np.int64)
+            fusions = ((rng.random((b, n)) < q) & allowed).astype(np.int64)
         tracker.evaluate(placements, priorities, fusions)
     return tracker.result(start)
 
@@ -287,7 +290,7 @@ def simulated_annealing(
       topological order to one device (default ``max_run = max(2, N // D)``), or (c) a colocation
       group (else a layer) to another device;
     - scheduling: one op's priority to another level in ``[0, num_priorities)``;
-    - fusion: flip one fusion bit (among ops with consumers).
+    - fusion: flip one fusion bit (among the ops the fusion mask allows).
 
     Acceptance (Metropolis on log cost, so the temperature is relative): with ``c`` the penalised
     cost (module docstring), a move from ``c`` to ``c'`` is accepted when
@@ -332,9 +335,9 @@ def simulated_annealing(
         cost = float(tracker.evaluate(*(a[None, :] for a in state))[0][0])
     groups = _groups(graph, by_layer=True)
     run = max(2, max_run or n // num_dev)
-    fusible = np.flatnonzero(np.diff(graph.successors_csr[0]) > 0)
+    fusible = np.flatnonzero(fusion_mask(graph))
     families = [f for f in ("placement", "priority", "fusion") if f in searched]
-    if task == "joint" and len(fusible) == 0:
+    if task == "joint" and len(fusible) == 0 and "fusion" in families:
         families.remove("fusion")
     moves = tracker.left
     for k in range(moves):

@@ -61,6 +61,9 @@ class GraphBatch:
     hint: Tensor | None = None
     """``(B, A)`` int64: the environment's hint (the reference decision laid out as an action,
     ``-1`` where absent), or None when the observations carry no hint."""
+    fusion_mask: Tensor | None = None
+    """``(B, M)`` bool: the op slots whose fusion bit may be 1 (observation key ``fusion_mask`` of
+    the fusion and joint environments), or None."""
 
     @property
     def size(self) -> int:
@@ -118,6 +121,7 @@ def graph_batch(obs: Mapping[str, Tensor]) -> GraphBatch:
         num_ops=counts[:, 0],
         num_edges=counts[:, 1],
         hint=obs["hint"].long() if "hint" in obs else None,
+        fusion_mask=obs["fusion_mask"] > 0.5 if "fusion_mask" in obs else None,
     )
 
 

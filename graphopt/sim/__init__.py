@@ -8,10 +8,18 @@ missing arrays default to all zeros (everything on device 0, topological order, 
    (union-find over those edges; the bit of an op without consumers is ignored). Each connected group
    is one kernel. Its *root* is its member with the highest topological index; the kernel runs on
    the root's device with the root's priority, and ties are broken by the root's index. The
-   placements and priorities of the other members are ignored.
-2. **Legality.** Contracting each kernel to a node must leave the graph acyclic; otherwise the fusion
-   is illegal: the measurement is invalid with ``step_time = inf`` and the reason names a kernel on
-   the cycle.
+   priorities of the other members are ignored.
+2. **Legality** (:mod:`graphopt.sim.fusion_rules`, modelled on XLA's GPU fusion and PyTorch
+   Inductor's scheduler). A kernel of two or more ops is legal when
+   a. no member is ``opaque`` or a ``source`` (op classes, :mod:`graphopt.op_classes`);
+   b. at most one member is a hero (a contraction or a reduction); the others are elementwise or
+      data movement around a reduction or in a kernel without a hero, and only elementwise around
+      a contraction;
+   c. every member is placed on the root's device: fusion never crosses devices;
+   d. its distinct inputs plus outputs number at most 96;
+   e. contracting each kernel to a node leaves the graph acyclic.
+   Otherwise the fusion is illegal: the measurement is invalid with ``step_time = inf`` and the
+   reason names the rule and the ops (for e, a kernel on the cycle).
 3. **Op time.** On device ``d`` of kind ``k``: the op's measured time for kind ``k`` if it has one
    (the measurement includes the launch), else the roofline
    ``max(flops / peak_flops[d], bytes / mem_bandwidth[d]) + launch_overhead[d]``.

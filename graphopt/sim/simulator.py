@@ -8,6 +8,7 @@ protocol and keeps a small cache of prepared graphs. The rules are in :mod:`grap
 
 from __future__ import annotations
 
+import math
 from collections import OrderedDict
 from dataclasses import dataclass
 
@@ -17,6 +18,7 @@ from graphopt.graph import CompGraph
 from graphopt.hardware import Cluster
 from graphopt.sim import engine
 from graphopt.sim.arrays import GraphArrays, Workspace, succ_to_pred
+from graphopt.sim.fusion_rules import RULE_OK, FusionRules
 from graphopt.typing import (
     Decision,
     FloatArray,
@@ -143,6 +145,14 @@ class PreparedGraph:
         self._engine_graph = tuple(self.engine_arrays)  # plain: see engine.simulate_core
         self._zeros = np.zeros(n, dtype=np.int64)
         self._workspace: Workspace | None = None
+        self._rules: FusionRules | None = None
+
+    @property
+    def rules(self) -> FusionRules:
+        """The fusion rules 2a-2d of this graph (prepared on first use)."""
+        if self._rules is None:
+            self._rules = FusionRules(self.graph)
+        return self._rules
 
     def workspace(self) -> Workspace:
         """The engine's scratch arrays, allocated on first use and reused (see arrays.Workspace)."""
@@ -180,6 +190,12 @@ class PreparedGraph:
             ValueError: a decision array of the wrong shape, type or range.
         """
         placement, priority, fusion = self._decision_arrays(decision or Decision())
+        if fusion.any():
+            rule, a, b = self.rules.violation(placement, fusion)
+            if rule != RULE_OK:
+                d = self.cluster.num_devices
+                reason = self.rules.describe(rule, a, b)
+                return Measurement(math.inf, np.zeros(d), np.zeros(d), 0.0, False, reason)
         out = engine.simulate_core(
             self._engine_graph, placement, priority, fusion, tuple(self.workspace())
         )
@@ -282,9 +298,28 @@ class PreparedGraph:
                 )
             arrays.append(_check_array(name, arr.reshape(-1), batch * n, high).reshape(batch, n))
         placement, priority, fusion = arrays
-        status, _, step, busy, peak_mem, moved = engine.simulate_batch(
-            self._engine_graph, placement, priority, fusion, tuple(self.workspace())
-        )
+        fused = np.flatnonzero(fusion.any(axis=1))
+        illegal = fused[self.rules.violations(placement[fused], fusion[fused]) != RULE_OK]
+        if len(illegal) == 0:
+            status, _, step, busy, peak_mem, moved = engine.simulate_batch(
+                self._engine_graph, placement, priority, fusion, tuple(self.workspace())
+            )
+        else:  # simulate the legal rows only; the others are illegal fusion (rules 2a-2d)
+            legal = np.setdiff1d(np.arange(batch), illegal)
+            d = self.cluster.num_devices
+            status = np.full(batch, engine.STATUS_ILLEGAL_FUSION, dtype=np.int64)
+            step = np.full(batch, math.inf)
+            busy, peak_mem, moved = np.zeros((batch, d)), np.zeros((batch, d)), np.zeros(batch)
+            if len(legal):
+                out = engine.simulate_batch(
+                    self._engine_graph,
+                    placement[legal],
+                    priority[legal],
+                    fusion[legal],
+                    tuple(self.workspace()),
+                )
+                status[legal], step[legal], busy[legal] = out[0], out[2], out[3]
+                peak_mem[legal], moved[legal] = out[4], out[5]
         return BatchResult(
             step_time=step,
             valid=status == engine.STATUS_OK,

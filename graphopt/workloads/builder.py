@@ -45,6 +45,10 @@ from graphopt.graph import CompGraph
 BYTES_PER_ELEMENT = 4
 """Every tensor is fp32 (or int32 for ids and labels): 4 bytes per element."""
 
+VIEW_TYPES = frozenset(("Reshape", "ExpandDims", "Squeeze"))
+"""Op types that access no bytes: TensorFlow's reshape aliases its input's buffer (XLA's
+bitcast), so such an op costs only its launch."""
+
 
 class Tensor(NamedTuple):
     """One output of a recorded op.
@@ -180,7 +184,8 @@ class GraphBuilder:
             differentiable: ``False`` stops gradients here (``StopGradient``, integer ops).
             grad_rule: the gradient rule's key in :mod:`~graphopt.workloads.gradients`;
                 defaults to ``op_type``.
-            bytes_accessed: override of the default ``reads + writes + extra_bytes``.
+            bytes_accessed: override of the default ``reads + writes + extra_bytes`` (0 for the
+                view ops of :data:`VIEW_TYPES`).
             extra_bytes: bytes accessed beyond the inputs and outputs (e.g. optimizer slots).
             param_bytes: bytes resident with the op (optimizer slots of an update op).
             layer: module path; defaults to the current scope's layer.
@@ -225,7 +230,10 @@ class GraphBuilder:
         self._names.append(full)
         self._types.append(op_type)
         self._flops.append(float(flops))
-        total = read + out_bytes + extra_bytes if bytes_accessed is None else bytes_accessed
+        if bytes_accessed is None:
+            total = 0.0 if op_type in VIEW_TYPES else read + out_bytes + extra_bytes
+        else:
+            total = bytes_accessed
         self._bytes.append(float(total))
         self._out_bytes.append(float(out_bytes))
         self._param_bytes.append(float(param_bytes))

@@ -246,7 +246,8 @@ def reshape(
     name: str = "Reshape",
     op_type: str = "Reshape",
 ) -> Tensor:
-    """``Reshape`` (or ``ExpandDims``/``Squeeze``): same elements, new shape.
+    """``Reshape`` (or ``ExpandDims``/``Squeeze``): same elements, new shape; a view that accesses
+    no bytes (:data:`graphopt.workloads.builder.VIEW_TYPES`).
 
     Raises:
         ValueError: the element counts differ.

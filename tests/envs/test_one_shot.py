@@ -16,6 +16,7 @@ from stable_baselines3.common.env_checker import check_env as sb3_check_env
 import envs
 from graphopt.hardware import get_cluster
 from graphopt.sim import simulate
+from graphopt.sim.fusion_rules import fusion_mask
 from graphopt.tasks import ONE_SHOT_TASKS, TASKS
 from graphopt.typing import Decision
 from graphopt.workloads import get_graph
@@ -215,3 +216,23 @@ def test_hint_is_the_reference_decision_laid_out_as_an_action():
     assert reward == 0.0  # the hint decodes to the reference decision itself
     off = envs.PlacementEnv(graphs=SMALL, cluster="v100-nvlink-2", hint=False, seed=0)
     assert (off.reset(seed=0)[0]["hint"] == -1).all()
+
+
+@pytest.mark.parametrize("task", ["fusion", "joint"])
+def test_fusion_tasks_observe_the_fusion_mask(task):
+    env = envs.make_env(task, ["txl-tiny", "wavenet-tiny"], "v100-nvlink-4", max_ops=300)
+    obs, _ = env.reset(seed=0, options={"graph": 1})
+    graph = env.graphs[1]
+    expected = np.zeros(env.max_ops, np.int8)
+    expected[: graph.num_ops] = fusion_mask(graph)
+    assert obs["fusion_mask"].dtype == np.int8 and np.array_equal(obs["fusion_mask"], expected)
+    assert 0 < expected.sum() < graph.num_ops
+    assert env.observation_space.contains(obs)
+    # the reference's bits are legal, so the mask never hides them
+    hint = env.hint_action(1).reshape(-1, env.max_ops)[-1][: graph.num_ops]
+    assert not np.any((hint == 1) & (expected[: graph.num_ops] == 0))
+
+
+def test_placement_has_no_fusion_mask():
+    env = envs.make_env("placement", "txl-tiny", "v100-nvlink-4")
+    assert "fusion_mask" not in env.reset(seed=0)[0]

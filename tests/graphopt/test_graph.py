@@ -473,7 +473,7 @@ def test_to_json_dict_is_strict_json_in_topological_order() -> None:
     data = g.to_json_dict()
     text = json.dumps(data, allow_nan=False)  # NaN is written as null, never as a bare NaN
     assert data["format"] == FORMAT_NAME == "graphopt-graph"
-    assert data["version"] == FORMAT_VERSION == 1
+    assert data["version"] == FORMAT_VERSION == 2
     assert data["ops"]["name"] == list(g.op_names)
     assert data["measured"]["V100"][1] is None
     assert data["edges"]["src"][0] == "in"  # edges name their ops
@@ -726,7 +726,7 @@ def test_column_length_mismatch(kwargs: dict[str, Any], pattern: str) -> None:
         CompGraph.from_arrays(**columns)
 
 
-@pytest.mark.parametrize("version", [2, 0, "1", None])
+@pytest.mark.parametrize("version", [3, 0, "1", None, True])
 def test_wrong_file_version(tmp_path: Path, version: Any) -> None:
     data = minimal_file()
     data["version"] = version
@@ -827,3 +827,38 @@ def test_invalid_graph_in_file_names_the_culprit(tmp_path: Path) -> None:
     data["ops"]["flops"][2] = -5
     with pytest.raises(ValueError, match=r"op 'z' has flops = -5.0"):
         CompGraph.load(write_json(tmp_path / "negative.json", data))
+
+
+# ---------------------------------------------------------------------- op classes
+def test_version_1_file_derives_op_classes(tmp_path: Path) -> None:
+    g = CompGraph.load(write_json(tmp_path / "v1.json", minimal_file()))
+    assert g.op_classes == ("source", "contraction", "elementwise")
+    again = CompGraph.load(g.save(tmp_path / "v2.json"))
+    assert again.to_json_dict()["version"] == 2 and again.op_classes == g.op_classes
+
+
+def test_file_classes_override_the_op_type(tmp_path: Path) -> None:
+    data = minimal_file()
+    data["version"] = 2
+    data["ops"]["class"] = ["source", "opaque", ""]  # "" derives the class from the type
+    g = CompGraph.load(write_json(tmp_path / "g.json", data))
+    assert g.op_classes == ("source", "opaque", "elementwise")
+    assert g.fingerprint != CompGraph.from_json_dict(minimal_file()).fingerprint
+
+
+def test_unknown_op_class_is_refused(tmp_path: Path) -> None:
+    data = minimal_file()
+    data["ops"]["class"] = ["source", "matmul", "elementwise"]
+    with pytest.raises(ValueError, match=r"op 'y': unknown op class 'matmul'; choose one of"):
+        CompGraph.load(write_json(tmp_path / "g.json", data))
+    data["ops"]["class"] = ["source"]
+    with pytest.raises(ValueError, match="1 op classes for 3 ops"):
+        CompGraph.load(write_json(tmp_path / "g.json", data))
+
+
+def test_op_class_survives_networkx() -> None:
+    g = CompGraph.build(
+        "c", [Op("a", "Foo", op_class="elementwise"), Op("b", "Foo")], [("a", "b", 1.0)]
+    )
+    assert g.op_classes == ("elementwise", "opaque")  # an unknown type is opaque
+    assert CompGraph.from_networkx(g.to_networkx()).op_classes == g.op_classes

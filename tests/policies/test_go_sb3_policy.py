@@ -147,3 +147,23 @@ def policies_batch(obs):
     from graphopt.nn.batching import graph_batch, obs_to_tensors
 
     return graph_batch(obs_to_tensors(obs))
+
+
+def test_masked_fusion_bits_are_never_chosen():
+    env = envs.make_env("fusion", ["txl-tiny"], "v100-nvlink-2", seed=0)
+    policy = GOPolicy(
+        env.observation_space,
+        env.action_space,
+        lambda _: 1e-3,
+        task="fusion",
+        hint_weight=0.0,
+        **SMALL_NET,
+    )
+    obs, _ = env.reset(seed=0)
+    mask = obs["fusion_mask"].astype(bool)
+    batch = {k: torch.as_tensor(np.stack([v] * 64)) for k, v in obs.items()}
+    with torch.no_grad():
+        actions, _, _ = policy(batch)
+    assert actions.shape == (64, env.max_ops)
+    chosen = actions.numpy().astype(bool)
+    assert not np.any(chosen[:, ~mask]) and np.any(chosen[:, mask])

@@ -41,7 +41,8 @@ def unit_cluster(
 
 
 def make_graph(ops: list[tuple], edges: list[tuple[str, str, float]], name: str = "t") -> CompGraph:
-    """``ops``: ``(name, flops, bytes_accessed, output_bytes, param_bytes)`` tuples."""
+    """``ops``: ``(name, flops, bytes_accessed, output_bytes, param_bytes)`` tuples, optionally
+    with an op class as a sixth entry (default ``elementwise``: every op may fuse)."""
     return CompGraph.build(
         name,
         [
@@ -52,6 +53,7 @@ def make_graph(ops: list[tuple], edges: list[tuple[str, str, float]], name: str 
                 bytes_accessed=o[2],
                 output_bytes=o[3],
                 param_bytes=o[4],
+                op_class=o[5] if len(o) > 5 else "elementwise",
             )
             for o in ops
         ],

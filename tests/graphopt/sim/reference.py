@@ -32,6 +32,69 @@ class ReferenceResult:
     """(producer op, destination device) -> (bytes, start, end)"""
 
 
+def fusion_violation(
+    graph: CompGraph, placement: list[int], fusion: list[int], max_io: int = 96
+) -> tuple[int, int, int]:
+    """Rules 2a-2d of :mod:`graphopt.sim.fusion_rules`, plainly: ``(rule, op_a, op_b)`` of the
+    first violation (rules a, b and c over the members of fused kernels in topological order, then
+    a data-movement member of a contraction's kernel, rule code 5, then rule d over the kernels in
+    root order), ``(0, -1, -1)`` when legal."""
+    n = graph.num_ops
+    fused = nx.Graph()
+    fused.add_nodes_from(range(n))
+    for s, d in zip(graph.edge_src.tolist(), graph.edge_dst.tolist(), strict=True):
+        if fusion[s]:
+            fused.add_edge(s, d)
+    root_of = {}
+    for component in nx.connected_components(fused):
+        for u in component:
+            root_of[u] = max(component) if len(component) > 1 else None
+    heroes: dict[int, int] = {}
+    for v in range(n):
+        r = root_of[v]
+        if r is None:
+            continue
+        op_class = graph.op_classes[v]
+        if op_class in ("opaque", "source"):
+            return 1, v, -1
+        if op_class in ("contraction", "reduction"):
+            if r in heroes:
+                return 2, heroes[r], v
+            heroes[r] = v
+        if placement[v] != placement[r]:
+            return 3, v, r
+    for v in range(n):
+        r = root_of[v]
+        hero = heroes.get(r) if r is not None else None
+        moved = graph.op_classes[v] == "data_movement"
+        if hero is not None and moved and graph.op_classes[hero] == "contraction":
+            return 5, v, hero
+    inputs: dict[int, set[int]] = {}
+    outputs: dict[int, set[int]] = {}
+    for v in range(n):
+        r = root_of[v]
+        if r is None:
+            continue
+        consumers = [
+            d
+            for s, d in zip(graph.edge_src.tolist(), graph.edge_dst.tolist(), strict=True)
+            if s == v
+        ]
+        producers = [
+            s
+            for s, d in zip(graph.edge_src.tolist(), graph.edge_dst.tolist(), strict=True)
+            if d == v
+        ]
+        inputs.setdefault(r, set()).update(p for p in producers if root_of[p] != r)
+        if not consumers or any(root_of[c] != r for c in consumers):
+            outputs.setdefault(r, set()).add(v)
+    for r in sorted(inputs):
+        count = len(inputs[r]) + len(outputs.get(r, set()))
+        if count > max_io:
+            return 4, r, count
+    return 0, -1, -1
+
+
 def simulate_reference(graph: CompGraph, cluster: Cluster, decision: Decision) -> ReferenceResult:
     n, num_dev = graph.num_ops, cluster.num_devices
     placement = [0] * n if decision.placement is None else [int(x) for x in decision.placement]
@@ -64,7 +127,11 @@ def simulate_reference(graph: CompGraph, cluster: Cluster, decision: Decision) -
     device = {k: placement[k] for k in members}
     busy = [0.0] * num_dev
 
-    # Rule 2: the contracted graph must be acyclic.
+    # Rules 2a-2d: what a compiler could fuse.
+    if fusion_violation(graph, placement, fusion)[0] != 0:
+        return ReferenceResult("illegal_fusion", math.inf, busy, [0.0] * num_dev, 0.0)
+
+    # Rule 2e: the contracted graph must be acyclic.
     contracted = nx.DiGraph()
     contracted.add_nodes_from(members)
     for u in range(n):

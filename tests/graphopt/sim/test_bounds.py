@@ -72,6 +72,7 @@ def test_any_fusion_bound_with_measured_ops_below_the_launch_overhead():
         name="measured",
         op_names=["a", "b", "c"],
         op_types=["T"] * 3,
+        op_classes=["elementwise"] * 3,
         flops=[10.0] * 3,
         bytes_accessed=[0.0] * 3,
         output_bytes=[0.0] * 3,

@@ -7,11 +7,13 @@ import math
 import numpy as np
 import pytest
 from conftest import unit_cluster
-from reference import simulate_reference
+from reference import fusion_violation, simulate_reference
 
 from graphopt.graph import CompGraph
 from graphopt.hardware import Cluster, Device
+from graphopt.op_classes import OP_CLASSES
 from graphopt.sim import PreparedGraph
+from graphopt.sim.fusion_rules import FusionRules
 from graphopt.typing import Decision
 
 NUM_CASES = 240
@@ -45,6 +47,7 @@ def random_case(seed: int) -> tuple[CompGraph, Cluster, Decision]:
         name=f"rand{seed}",
         op_names=[f"op{i}" for i in range(n)],
         op_types=["T"] * n,
+        op_classes=rng.choice(OP_CLASSES, size=n, p=[0.72, 0.06, 0.06, 0.1, 0.03, 0.03]).tolist(),
         flops=flops,
         bytes_accessed=nbytes,
         output_bytes=out,
@@ -72,10 +75,11 @@ def random_case(seed: int) -> tuple[CompGraph, Cluster, Decision]:
     np.fill_diagonal(bw, np.inf)
     np.fill_diagonal(lat, 0.0)
     cluster = Cluster(name="rand", devices=devices, bandwidth=bw, latency=lat)
+    one_device = rng.random() < 0.6  # so that fused kernels often pass rule 2c
     decision = Decision(
-        placement=rng.integers(0, num_dev, n),
+        placement=np.zeros(n, np.int64) if one_device else rng.integers(0, num_dev, n),
         priority=rng.integers(0, int(rng.integers(1, 4)), n),
-        fusion=(rng.random(n) < rng.choice([0.0, 0.15, 0.4])).astype(np.int64),
+        fusion=(rng.random(n) < rng.choice([0.0, 0.1, 0.3])).astype(np.int64),
     )
     return graph, cluster, decision
 
@@ -110,10 +114,29 @@ def test_engine_matches_reference(chunk: int) -> None:
 
 
 def test_random_cases_cover_every_outcome() -> None:
-    """The random cases must exercise OOM, illegal fusion and valid runs, or the test above is weak."""
-    statuses = [simulate_reference(*random_case(seed)).status for seed in range(NUM_CASES)]
+    """The random cases must exercise OOM, illegal fusion, valid runs and valid fused kernels, and
+    every fusion rule, or the tests above are weak."""
+    statuses, rules, fused_ok = [], set(), 0
+    for seed in range(NUM_CASES):
+        graph, cluster, decision = random_case(seed)
+        statuses.append(simulate_reference(graph, cluster, decision).status)
+        rules.add(fusion_violation(graph, list(decision.placement), list(decision.fusion), 4)[0])
+        fused_ok += statuses[-1] == "ok" and bool(decision.fusion.any())
     assert {"ok", "oom", "illegal_fusion"} <= set(statuses)
+    assert rules == {0, 1, 2, 3, 4, 5} and fused_ok > 10
     assert statuses.count("ok") > NUM_CASES // 3
+
+
+@pytest.mark.parametrize("max_io", [4, 96])
+def test_fusion_rules_match_reference(max_io: int) -> None:
+    for seed in range(NUM_CASES):
+        graph, _, decision = random_case(seed)
+        rules = FusionRules(graph, max_io=max_io)
+        fast = rules.violation(decision.placement, decision.fusion)
+        ref = fusion_violation(graph, list(decision.placement), list(decision.fusion), max_io)
+        assert fast == ref, f"seed {seed}"
+        if fast[0]:
+            assert "illegal fusion (rule 2" in rules.describe(*fast)
 
 
 def test_unit_cluster_helper_is_uniform() -> None:

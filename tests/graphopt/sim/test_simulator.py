@@ -140,16 +140,18 @@ def test_fused_kernel_takes_root_device_and_measured_times():
 
     g = CompGraph.build(
         "m",
-        [Op("a", "X", measured={"unit": 3.0}), Op("b", "Y", measured={"unit": 2.0})],
+        [Op("a", "Add", measured={"unit": 3.0}), Op("b", "Relu", measured={"unit": 2.0})],
         [("a", "b", 1.0)],
     )
     cluster = unit_cluster(2, launch=0.5)
     m = simulate(
-        g, cluster, Decision(placement=np.array([0, 1]), fusion=np.array([1, 0])), schedule=True
+        g, cluster, Decision(placement=np.array([1, 1]), fusion=np.array([1, 0])), schedule=True
     )
     assert m.step_time == 4.5
-    assert m.schedule.kernels[0].device == 1  # the root (b) decides the device
+    assert m.schedule.kernels[0].device == 1 and m.schedule.kernels[0].ops == (0, 1)
     assert m.bytes_moved == 0.0
+    across = simulate(g, cluster, Decision(placement=np.array([0, 1]), fusion=np.array([1, 0])))
+    assert not across.valid and "rule 2c" in across.reason and "'a'" in across.reason
 
 
 def test_fusion_that_makes_a_cycle_is_illegal():

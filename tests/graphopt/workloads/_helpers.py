@@ -21,8 +21,8 @@ SINK_TYPES = {
 def assert_valid_training_graph(g: CompGraph) -> None:
     """A well-formed training graph: topologically ordered edges, finite nonnegative costs, every
     op's ``bytes_accessed`` covering what it reads over its edges plus what it writes (except the
-    row-sparse gather and embedding updates), and every sink a loss, an update or a cached
-    output."""
+    row-sparse gather and embedding updates, and reshapes, which alias their input), and every
+    sink a loss, an update or a cached output."""
     assert g.num_ops > 0
     assert np.all(g.edge_src < g.edge_dst)
     for arr in (g.flops, g.bytes_accessed, g.output_bytes, g.param_bytes, g.edge_bytes):
@@ -30,7 +30,11 @@ def assert_valid_training_graph(g: CompGraph) -> None:
     assert g.param_bytes.sum() > 0
     reads = np.bincount(g.edge_dst, weights=g.edge_bytes, minlength=g.num_ops)
     sparse = np.array(
-        [t in ("GatherV2", "ScatterSub") or t.startswith("SparseApply") for t in g.op_types]
+        [
+            t in ("GatherV2", "ScatterSub", "Reshape", "ExpandDims", "Squeeze")
+            or t.startswith("SparseApply")
+            for t in g.op_types
+        ]
     )
     dense_ok = g.bytes_accessed + 1e-6 >= reads + g.output_bytes
     assert np.all(dense_ok | sparse)
