@@ -60,7 +60,8 @@ have no FLOP formula.
 
 Metadata: ``source``, ``importer_version``, ``torch_version``, ``training``, ``forward_ops`` (ops
 of the forward part), ``state_bytes`` (all state, ties counted once) and
-``unattributed_state_bytes``.
+``unattributed_state_bytes``. Op types without an op class (:mod:`graphopt.op_classes`: they are
+opaque to the fusion rules) are listed in ``metadata["unknown_op_types"]``.
 
 Requires torch >= 2.9 for training graphs (``aot_export_joint_with_descriptors``); forward graphs
 need only ``torch.export``.
@@ -90,6 +91,7 @@ from torch.utils._pytree import tree_leaves, tree_map
 from torch.utils.flop_counter import FlopCounterMode, flop_registry
 
 from graphopt.graph import CompGraph
+from graphopt.op_classes import OP_TYPE_CLASSES
 
 IMPORTER_VERSION = 1
 """Bumped whenever the graphs :func:`from_torch` produces change (keys the zoo's cache)."""
@@ -725,5 +727,6 @@ def _convert(
             "forward_ops": int(forward_ops),
             "state_bytes": int(sum(state_bytes)),
             "unattributed_state_bytes": int(unattributed),
+            "unknown_op_types": sorted({t for t in types if t not in OP_TYPE_CLASSES}),
         },
     )

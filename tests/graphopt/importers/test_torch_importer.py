@@ -96,6 +96,8 @@ def test_mlp_forward_matches_flop_counter_and_folds_views() -> None:
     assert graph.flops.sum() == reference_flops(model, (x,)) == 2 * 8 * (16 * 32 + 32 * 10)
     # Views (the weights' transposes) and getitem are folded: only kernels remain.
     assert graph.op_types == ("addmm", "native_layer_norm", "relu", "addmm")
+    assert graph.op_classes == ("contraction", "reduction", "elementwise", "contraction")
+    assert graph.metadata["unknown_op_types"] == []
     assert graph.layer == ("fc1", "norm", "", "fc2")
     assert graph.metadata["training"] is False and graph.metadata["forward_ops"] == 4
 
