@@ -38,11 +38,11 @@ import torch
 
 from graphopt.costmodel import data
 from graphopt.costmodel.features import PRIOR, SUMMARY_FEATURES
+from graphopt.costmodel.fit import feature_layout, fit, net_layout, predict
 from graphopt.costmodel.gbdt import GBDTRanker, layout_features
 from graphopt.costmodel.metrics import grouped_report, kendall_tau, ranking_report
 from graphopt.costmodel.model import CostNet, log_seconds
 from graphopt.costmodel.noise import noise_ceiling_tau, relative_noise, repeat_groups, repeat_tau
-from graphopt.costmodel.fit import feature_layout, fit, net_layout, predict
 
 ROOT = Path(__file__).resolve().parents[1]
 TPU_FILE = "tpugraphs/layout_xla_alexnet.npz"

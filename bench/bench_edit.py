@@ -64,10 +64,10 @@ def main() -> None:
     config = load_config(run / rundir.CONFIG_FILE)
     if config.task != "placement-edit":
         raise SystemExit(f"{run} is a {config.task} run; this bench takes placement-edit runs")
-    model: PPO = PPO.load(run / rundir.FINAL, device="cpu") if args.final else load_run_model(run)
+    model: PPO = load_run_model(run, run / rundir.FINAL) if args.final else load_run_model(run)
     sim = Simulator()
     env = PlacementEditEnv(
-        args.graphs.split(","), config.cluster, cost_model=sim, **config.env_extra
+        args.graphs.split(","), config.cluster, cost_model=sim, **config.env_settings()
     )
 
     def greedy(obs: np.ndarray) -> int:

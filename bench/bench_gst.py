@@ -92,8 +92,8 @@ def _whole_graph_step(s: Any, args: argparse.Namespace) -> dict[str, Any]:
     import numpy as np
     import torch
 
-    from graphopt.costmodel.losses import listmle_loss
     from graphopt.costmodel.fit import GraphTensors
+    from graphopt.costmodel.losses import listmle_loss
 
     net = _net(s, args.hidden)
     opt = torch.optim.Adam(net.parameters(), lr=1e-3)

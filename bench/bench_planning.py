@@ -41,14 +41,12 @@ def policy_setup(run: str, graphs: list, cluster: str) -> tuple:
     """``(model, env)`` for the run's best model on ``graphs``."""
     from pathlib import Path
 
+    from envs import make_env
     from graphopt.eval.evaluate import load_run_model, model_sizes
-    from graphopt.train.trainer import ENV_CLASSES
 
     model = load_run_model(Path(run))
     max_ops, max_edges = model_sizes(model, "placement")
-    env = ENV_CLASSES["placement"](
-        graphs=graphs, cluster=cluster, max_ops=max_ops, max_edges=max_edges
-    )
+    env = make_env("placement", graphs, cluster, max_ops=max_ops, max_edges=max_edges)
     return model, env
 
 

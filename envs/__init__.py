@@ -15,6 +15,7 @@ In code, :func:`make_env` builds the environment of a task by name.
 from __future__ import annotations
 
 import inspect
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +32,7 @@ from graphopt.hardware import Cluster
 from graphopt.tasks import TASKS, get_task
 from graphopt.typing import CostModel
 
-ENV_CLASSES: dict[str, type[GraphEnv]] = {
+ENV_CLASSES: dict[str, Callable[..., GraphEnv]] = {
     cls.task: cls for cls in (PlacementEnv, SchedulingEnv, FusionEnv, JointEnv, PlacementEditEnv)
 }
 """The environment class of every task."""

@@ -165,7 +165,7 @@ class GraphOptEnv(GraphEnv):
         self.nvec: np.ndarray = np.repeat(np.array(nvec, dtype=np.int64), self.max_ops)
         """Classes per action slot (``action_space.nvec``)."""
         self.action_space = spaces.MultiDiscrete(self.nvec)
-        self.observation_space: spaces.Dict  # type: ignore[assignment]
+        self.observation_space: spaces.Dict
         if obs_mode == "full":
             space = encoding.observation_space(self.max_ops, self.max_edges)
             high = int(self.nvec.max()) - 1

@@ -5,12 +5,19 @@
 ``state.json``              status (running, interrupted, crashed, finished), timesteps done
                             and the target, wall seconds of training (over every session),
                             best and last validation speed-up, error message of a crash
-``checkpoints/last.zip``    the latest PPO model (resume point), replaced atomically
-``best_model.zip``          the model with the best validation speed-up so far
-``final_model.zip``         the model at the end of training
+``model.json``              the spaces the policy was built for (observation and action),
+                            JSON: with ``config.yaml`` all that rebuilds the model
+``checkpoints/last.pt``     the latest PPO weights (resume point), replaced atomically
+``best_model.pt``           the weights with the best validation speed-up so far
+``final_model.pt``          the weights at the end of training
 ``metrics.csv``             one row per rollout and per validation (appended on resume)
 ``tb/``                     TensorBoard event files
 ==========================  ============================================================
+
+A model file holds tensors and numbers only (:mod:`policies.checkpoint`: read back with
+``torch.load(weights_only=True)``); the model is rebuilt from ``config.yaml`` and ``model.json``.
+Runs of older versions hold Stable-Baselines3 ``.zip`` models instead, which can run code when
+loaded: graphopt refuses them (:func:`legacy_model_error`) and never opens them.
 
 Every file is written to a temporary name and renamed into place, so an interrupted write never
 leaves a truncated checkpoint or state file behind.
@@ -32,9 +39,12 @@ from typing import Any
 
 STATE_FILE = "state.json"
 CONFIG_FILE = "config.yaml"
-LAST = "checkpoints/last.zip"
-BEST = "best_model.zip"
-FINAL = "final_model.zip"
+MODEL_INFO = "model.json"
+LAST = "checkpoints/last.pt"
+BEST = "best_model.pt"
+FINAL = "final_model.pt"
+LEGACY_MODELS = ("best_model.zip", "final_model.zip", "checkpoints/last.zip")
+"""Model files of runs from older versions (Stable-Baselines3 zips, pickled): never loaded."""
 METRICS = "metrics.csv"
 METRIC_COLUMNS = (
     "timesteps",
@@ -189,21 +199,40 @@ def is_interrupt(error: BaseException) -> bool:
     return False
 
 
-def save_model_atomic(model: Any, path: Path) -> None:
-    """``model.save`` to a temporary file, then rename into place; Ctrl-C waits until the file is
-    complete (:func:`uninterrupted`)."""
+def write_atomic(path: Path, write: Callable[[Path], None]) -> None:
+    """``write(tmp)`` a temporary file next to ``path``, then rename it into place; Ctrl-C waits
+    until the file is complete (:func:`uninterrupted`). The temporary name keeps the suffix
+    (``last.pt`` -> ``last.tmp.pt``)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.stem + ".tmp.zip")
+    tmp = path.with_name(path.stem + ".tmp" + path.suffix)
     with uninterrupted():
-        model.save(tmp)
+        write(tmp)
         os.replace(tmp, path)
+
+
+def legacy_model_error(run: Path, names: list[str] | tuple[str, ...]) -> ValueError:
+    """The error for a run that holds only Stable-Baselines3 ``.zip`` models (``names``)."""
+    return ValueError(
+        f"run {run} holds only an SB3 .zip model ({', '.join(names)}), which can execute code "
+        f"when loaded; graphopt loads only weights ({BEST}, {FINAL}, {LAST}: torch.load with "
+        f"weights_only) and never a .zip: retrain the run (graphopt train --config "
+        f"{run / CONFIG_FILE})"
+    )
+
+
+def _refuse_legacy(run: Path) -> None:
+    """Raise :func:`legacy_model_error` if ``run`` holds an old ``.zip`` model."""
+    legacy = [name for name in LEGACY_MODELS if (run / name).exists()]
+    if legacy:
+        raise legacy_model_error(run, legacy)
 
 
 def check_run_dir(run: str | Path, need_model: bool = True) -> Path:
     """Validate that ``run`` is a run directory (and holds a model).
 
     Raises:
-        ValueError: the directory does not exist, is not a run, or holds no model.
+        ValueError: the directory does not exist, is not a run, or holds no model (a run that
+            holds only ``.zip`` models of an older version: :func:`legacy_model_error`).
     """
     path = Path(run)
     if not path.is_dir():
@@ -213,6 +242,7 @@ def check_run_dir(run: str | Path, need_model: bool = True) -> Path:
     if not (path / CONFIG_FILE).exists():
         raise ValueError(f"{path} is not a graphopt run: it has no {CONFIG_FILE}")
     if need_model and not any((path / f).exists() for f in (BEST, FINAL, LAST)):
+        _refuse_legacy(path)
         raise ValueError(
             f"run {path} holds no model yet ({BEST}, {FINAL} or {LAST}); train it first"
         )
@@ -224,6 +254,7 @@ def best_model_path(run: Path) -> Path:
     for name in (BEST, FINAL, LAST):
         if (run / name).exists():
             return run / name
+    _refuse_legacy(run)
     raise ValueError(f"run {run} holds no model")
 
 

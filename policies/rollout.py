@@ -15,9 +15,8 @@ from __future__ import annotations
 
 import math
 import re
-import tempfile
+from copy import deepcopy
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -220,12 +219,44 @@ def finetune(model: Any, env: Any, index: int, steps: int, seed: int) -> tuple[A
         seed=seed,
         **env.settings(),
     )
-    with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "model.zip"
-        model.save(path)
-        copy = PPO.load(path, env=DummyVecEnv([lambda: single]), device="cpu")
+    copy = copy_model(model, single)
     copy.learn(total_timesteps=steps, reset_num_timesteps=True)
     return copy, int(copy.num_timesteps)
+
+
+def copy_model(model: Any, env: Any) -> Any:
+    """A new PPO on ``env`` with ``model``'s policy, hyper-parameters, weights and optimizer state,
+    copied in memory (no file is written or read); training it leaves ``model`` untouched. An
+    ``obs_mode="id"`` policy is given ``env``'s graphs."""
+    policy_kwargs = dict(model.policy_kwargs)
+    if "graphs" in policy_kwargs and hasattr(env, "encoded_graphs"):
+        policy_kwargs["graphs"] = env.encoded_graphs()
+    copy = PPO(
+        model.policy_class,
+        DummyVecEnv([lambda: env]),
+        learning_rate=model.learning_rate,
+        n_steps=model.n_steps,
+        batch_size=model.batch_size,
+        n_epochs=model.n_epochs,
+        gamma=model.gamma,
+        gae_lambda=model.gae_lambda,
+        clip_range=model.clip_range,
+        clip_range_vf=model.clip_range_vf,
+        normalize_advantage=model.normalize_advantage,
+        ent_coef=model.ent_coef,
+        vf_coef=model.vf_coef,
+        max_grad_norm=model.max_grad_norm,
+        target_kl=model.target_kl,
+        seed=model.seed,
+        device="cpu",
+        policy_kwargs=policy_kwargs,
+        verbose=0,
+    )
+    copy.policy.load_state_dict(model.policy.state_dict())
+    # deep-copied: loading an optimizer state keeps its tensors, which Adam updates in place
+    copy.policy.optimizer.load_state_dict(deepcopy(model.policy.optimizer.state_dict()))
+    copy.num_timesteps = int(model.num_timesteps)
+    return copy
 
 
 def geomean(values: list[float]) -> float:

@@ -27,6 +27,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 
 from graphopt.baselines.fusion import FUSERS, Fuser
 from graphopt.baselines.placement import PLACERS
@@ -34,10 +35,12 @@ from graphopt.baselines.scheduling import SCHEDULERS
 from graphopt.graph import CompGraph
 from graphopt.hardware import Cluster
 from graphopt.tasks import get_task
-from graphopt.typing import CostModel, Decision, Measurement
+from graphopt.typing import CostModel, Decision, IntArray, Measurement
 
 Key = tuple[bool, float]
 """How candidates are ranked: ``(invalid, cost)``, lower is better."""
+Placer = Callable[[CompGraph, Cluster], IntArray]
+Scheduler = Callable[[CompGraph, Cluster, object], IntArray]
 Score = Callable[[Sequence[Decision]], Sequence[Key]]
 """The chain's hook: keys for a prefix of the given decisions (all of them when it can)."""
 
@@ -86,32 +89,36 @@ def _decide(method: str, make: Callable[[], Decision]) -> Candidate:
     return Candidate(method, decision, "", time.perf_counter() - began)
 
 
+def _placed(placer: Placer, graph: CompGraph, cluster: Cluster) -> Decision:
+    return Decision(placement=placer(graph, cluster))
+
+
+def _scheduled(
+    scheduler: Scheduler, graph: CompGraph, cluster: Cluster, base: Decision
+) -> Decision:
+    return Decision(placement=base.placement, priority=scheduler(graph, cluster, base.placement))
+
+
+def _fused(fuser: Fuser, graph: CompGraph, cluster: Cluster, base: Decision) -> Decision:
+    return Decision(base.placement, base.priority, fuser(graph, cluster, base))
+
+
 def _stage(
     graph: CompGraph, cluster: Cluster, stage: str, base: Decision, fusers: Mapping[str, Fuser]
 ) -> list[Candidate]:
     """The candidates of one stage, built from the best decision so far (``base``)."""
     if stage == "placement":
         return [
-            _decide(name, lambda p=placer: Decision(placement=p(graph, cluster)))
+            _decide(name, partial(_placed, placer, graph, cluster))
             for name, placer in PLACERS.items()
         ]
     if stage == "scheduling":
         return [
-            _decide(
-                f"best+{name}",
-                lambda s=scheduler: Decision(
-                    placement=base.placement, priority=s(graph, cluster, base.placement)
-                ),
-            )
+            _decide(f"best+{name}", partial(_scheduled, scheduler, graph, cluster, base))
             for name, scheduler in SCHEDULERS.items()
         ]
     return [
-        _decide(
-            f"best+{name}",
-            lambda f=fuser: Decision(
-                placement=base.placement, priority=base.priority, fusion=f(graph, cluster, base)
-            ),
-        )
+        _decide(f"best+{name}", partial(_fused, fuser, graph, cluster, base))
         for name, fuser in fusers.items()
     ]
 

@@ -60,10 +60,10 @@ import torch
 from torch import Tensor
 
 from graphopt.costmodel.data import GraphSamples
+from graphopt.costmodel.fit import GraphTensors, train_loop
 from graphopt.costmodel.losses import get_loss
 from graphopt.costmodel.metrics import grouped_report
 from graphopt.costmodel.model import CostNet
-from graphopt.costmodel.fit import GraphTensors, train_loop
 
 __all__ = [
     "HistoryTable",

@@ -35,9 +35,9 @@ from graphopt.costmodel.features import (
     SUMMARY_FEATURES,
     DecisionFeaturizer,
 )
+from graphopt.costmodel.fit import GraphTensors, load_checkpoint
 from graphopt.costmodel.model import CostNet
 from graphopt.costmodel.runs import resolve_model
-from graphopt.costmodel.fit import GraphTensors, load_checkpoint
 from graphopt.graph import CompGraph
 from graphopt.hardware import Cluster
 from graphopt.sim.estimate import device_param_bytes

@@ -30,19 +30,23 @@ from graphopt.eval.report import (
 from graphopt.hardware import get_cluster
 from graphopt.sim import Simulator
 from graphopt.train.config import load_config
+from graphopt.train.trainer import load_model
 from graphopt.typing import Decision
 from policies.rollout import check_compatible, parse_mode, run_policy
 
 
-def load_run_model(run: Path) -> Any:
-    """The run's best model (PPO), loaded on the CPU."""
-    from stable_baselines3 import PPO
+def load_run_model(run: Path, path: Path | None = None) -> Any:
+    """The run's best model (PPO; or that of its model file ``path``), on the CPU: rebuilt from the
+    run's ``config.yaml`` and ``model.json`` and given the file's weights, read with
+    ``torch.load(weights_only=True)`` (:func:`graphopt.train.trainer.load_model`). Nothing of the
+    run is unpickled.
 
-    path = rundir.best_model_path(run)
-    try:
-        return PPO.load(path, device="cpu")
-    except Exception as e:  # a corrupt or foreign zip: say which file
-        raise ValueError(f"cannot load the model {path}: {e}") from e
+    Raises:
+        ValueError: no model; a run that holds only SB3 ``.zip`` models (older versions; never
+            opened); a model file that is not a plain weights file; the message names the file.
+    """
+    run = Path(run)
+    return load_model(run, path if path is not None else rundir.best_model_path(run))
 
 
 def model_sizes(model: Any, task: str) -> tuple[int, int]:

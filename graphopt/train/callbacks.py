@@ -1,7 +1,8 @@
 """Stable-Baselines3 callbacks of a training run: metrics, validation, checkpoints, progress bar.
 
 Metric keys are namespaced (``train/``, ``val/``) in TensorBoard; ``metrics.csv`` has one row per
-rollout (kind ``train``) and per validation (kind ``val``).
+rollout (kind ``train``) and per validation (kind ``val``). Models are saved as weights only
+(:func:`policies.checkpoint.save_weights`).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from stable_baselines3.common.callbacks import BaseCallback
 from envs.one_shot import GraphOptEnv
 from envs.rewards import INVALID
 from graphopt import rundir
+from policies.checkpoint import save_weights
 from policies.rollout import geomean, run_policy
 
 
@@ -27,7 +29,7 @@ class RunCallback(BaseCallback):
         run: the run directory.
         val_env: environment over the validation graphs (same spaces as training).
         eval_every: timesteps between validations.
-        checkpoint_every: timesteps between checkpoints of ``checkpoints/last.zip``.
+        checkpoint_every: timesteps between checkpoints of ``checkpoints/last.pt``.
         total_timesteps: the run's target, for the progress bar.
         show_progress: draw a rich progress bar with the live validation speed-up.
     """
@@ -149,7 +151,7 @@ class RunCallback(BaseCallback):
         return f"val speed-up {self.last_val:.3f}x (best {self.best:.3f}x)"
 
     def checkpoint(self) -> None:
-        rundir.save_model_atomic(self.model, self.run / rundir.LAST)
+        save_weights(self.model, self.run / rundir.LAST)
         rundir.write_state(
             self.run, timesteps=int(self.num_timesteps), wall_seconds=round(self.elapsed(), 2)
         )
@@ -173,6 +175,6 @@ class RunCallback(BaseCallback):
         self.logger.record("val/valid_fraction", valid)
         if speedup > self.best:
             self.best = speedup
-            rundir.save_model_atomic(self.model, self.run / rundir.BEST)
+            save_weights(self.model, self.run / rundir.BEST)
         rundir.write_state(self.run, best_val_speedup=self.best, last_val_speedup=speedup)
         return speedup

@@ -136,9 +136,12 @@ class TrainConfig:
         """The decision the task produces: ``placement`` for placement-edit, else the task."""
         return get_task(self.task).decides_as
 
-    def env_settings(self, max_ops: int, max_edges: int) -> dict[str, Any]:
+    def env_settings(
+        self, max_ops: int | None = None, max_edges: int | None = None
+    ) -> dict[str, Any]:
         """The settings of the task's environment (:func:`envs.make_env`) for policies of
-        ``max_ops`` op slots and ``max_edges`` edge slots (one-shot tasks only)."""
+        ``max_ops`` op slots and ``max_edges`` edge slots (one-shot tasks only; None: sized to
+        the environment's graphs)."""
         if get_task(self.task).one_shot:
             return {
                 "reward_mode": self.reward_mode,

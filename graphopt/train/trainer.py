@@ -1,9 +1,12 @@
 """PPO training runs: build the environments and the policy, learn, record, survive interruption.
 
 Reads top to bottom: resolve graphs -> environments -> PPO -> learn with :class:`RunCallback` ->
-final model. Ctrl-C or a crash leaves ``checkpoints/last.zip`` and a ``state.json`` that says so;
+final model. Ctrl-C or a crash leaves ``checkpoints/last.pt`` and a ``state.json`` that says so;
 :func:`resume` continues from there with the same configuration (a larger ``total_timesteps`` may
 extend a run, a finished one included).
+
+Models are saved as weights only (:mod:`policies.checkpoint`) and rebuilt from the run's
+``config.yaml`` and ``model.json`` (:func:`build_model`); nothing of a run directory is unpickled.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from graphopt.sim import Simulator
 from graphopt.train.callbacks import RunCallback
 from graphopt.train.config import TrainConfig, load_config
 from graphopt.typing import CostModel
-from policies import GOPolicy, MovePolicy
+from policies import GOPolicy, MovePolicy, checkpoint
 
 
 def _constant(env: Any) -> Callable[[], Any]:
@@ -101,6 +104,85 @@ def _policy(config: TrainConfig) -> tuple[Any, dict[str, Any]]:
     return GOPolicy, kwargs
 
 
+def build_model(
+    config: TrainConfig,
+    env: Any | None = None,
+    *,
+    observation_space: Any | None = None,
+    action_space: Any | None = None,
+) -> Any:
+    """A new PPO of ``config``'s policy and hyper-parameters, on the CPU.
+
+    Args:
+        env: the (vectorised) training environment; or None and
+        observation_space, action_space: the spaces of the model (a run's ``model.json``,
+            :func:`policies.checkpoint.read_model_info`): a model that predicts, but learns only
+            once given an environment (``set_env``).
+    """
+    from stable_baselines3 import PPO
+
+    policy, policy_kwargs = _policy(config)
+    kwargs: dict[str, Any] = dict(
+        learning_rate=config.learning_rate,
+        n_steps=config.n_steps,
+        batch_size=config.batch_size,
+        n_epochs=config.n_epochs,
+        gamma=config.gamma,
+        gae_lambda=config.gae_lambda,
+        clip_range=config.clip_range,
+        ent_coef=config.ent_coef,
+        vf_coef=config.vf_coef,
+        max_grad_norm=config.max_grad_norm,
+        seed=config.seed,
+        device="cpu",
+        policy_kwargs=policy_kwargs,
+        verbose=0,
+    )
+    if env is not None:
+        return PPO(policy, env, **kwargs)
+    if observation_space is None or action_space is None:
+        raise ValueError("build_model needs an environment or both spaces")
+    model = PPO(policy, None, _init_setup_model=False, **kwargs)  # type: ignore[arg-type]
+    model.observation_space = observation_space
+    model.action_space = action_space
+    model.n_envs = 1
+    model._setup_model()
+    return model
+
+
+def load_model(
+    run: Path, path: Path, env: Any | None = None, weights: dict[str, Any] | None = None
+) -> Any:
+    """The PPO model of run directory ``run`` with the weights of its model file ``path``: rebuilt
+    from the run's ``config.yaml`` and ``model.json`` (or on ``env``, a vectorised environment
+    that must have the spaces of ``model.json``), then filled with the weights (``weights``: those
+    :func:`policies.checkpoint.read_weights` already read from ``path``). Nothing is unpickled:
+    the weights are read with ``torch.load(weights_only=True)``.
+
+    Raises:
+        ValueError: an SB3 ``.zip`` or any file that is not a plain weights file (refused before
+            anything in it could run), a missing or malformed ``model.json``, or weights that do
+            not fit the model; each message names the file.
+    """
+    if weights is None:
+        weights = checkpoint.read_weights(path)  # refuse a bad file before building anything
+    config = load_config(run / rundir.CONFIG_FILE)
+    observation_space, action_space = checkpoint.read_model_info(run)
+    if env is None:
+        model = build_model(config, observation_space=observation_space, action_space=action_space)
+    else:
+        model = build_model(config, env)
+        if not checkpoint.same_spaces(model, observation_space, action_space):
+            raise ValueError(
+                f"run {run}'s environments no longer match its model ({rundir.MODEL_INFO}: "
+                f"observations {observation_space}, actions {action_space}; now: observations "
+                f"{model.observation_space}, actions {model.action_space}): its graphs, cluster "
+                "or settings changed since it was trained"
+            )
+    checkpoint.load_weights(model, weights, path)
+    return model
+
+
 def _learn(
     model: Any,
     run: Path,
@@ -133,7 +215,7 @@ def _learn(
         if not rundir.is_interrupt(e):
             callback._on_training_end()
             try:
-                rundir.save_model_atomic(model, run / rundir.LAST)
+                checkpoint.save_weights(model, run / rundir.LAST)
             finally:
                 rundir.write_state(
                     run,
@@ -147,7 +229,7 @@ def _learn(
         interrupted = True
     if interrupted:
         callback._on_training_end()
-        rundir.save_model_atomic(model, run / rundir.LAST)
+        checkpoint.save_weights(model, run / rundir.LAST)
         rundir.write_state(
             run,
             status="interrupted",
@@ -157,8 +239,8 @@ def _learn(
         raise TrainingInterrupted(run) from None
     if val_env is not None:
         callback.validate()
-    rundir.save_model_atomic(model, run / rundir.FINAL)
-    rundir.save_model_atomic(model, run / rundir.LAST)
+    checkpoint.save_weights(model, run / rundir.FINAL)
+    checkpoint.save_weights(model, run / rundir.LAST)
     rundir.write_state(
         run,
         status="finished",
@@ -175,7 +257,6 @@ def train(
 ) -> Path:
     """Train a new run; returns its directory (``runs_root/<task>/<name>_<k>``). ``on_start`` is
     called with the directory once it exists, before training begins."""
-    from stable_baselines3 import PPO
     from stable_baselines3.common.vec_env import DummyVecEnv
 
     config.validate()
@@ -183,27 +264,10 @@ def train(
         config = dataclasses.replace(config, cost_model=str(Path(config.cost_model).resolve()))
     torch.set_num_threads(config.threads)
     envs, val_env = make_envs(config)  # resolve everything before creating the run directory
-    policy, policy_kwargs = _policy(config)
-    model = PPO(
-        policy,
-        DummyVecEnv([_constant(e) for e in envs]),
-        learning_rate=config.learning_rate,
-        n_steps=config.n_steps,
-        batch_size=config.batch_size,
-        n_epochs=config.n_epochs,
-        gamma=config.gamma,
-        gae_lambda=config.gae_lambda,
-        clip_range=config.clip_range,
-        ent_coef=config.ent_coef,
-        vf_coef=config.vf_coef,
-        max_grad_norm=config.max_grad_norm,
-        seed=config.seed,
-        device="cpu",
-        policy_kwargs=policy_kwargs,
-        verbose=0,
-    )
+    model = build_model(config, DummyVecEnv([_constant(e) for e in envs]))
     run = rundir.new_run_dir(runs_root, config.task, config.name)  # only once all of that worked
     config.save(run / rundir.CONFIG_FILE)
+    checkpoint.write_model_info(run, model, config.task)
     rundir.write_state(run, status="starting", timesteps=0, total_timesteps=config.total_timesteps)
     if on_start is not None:
         on_start(run)
@@ -217,8 +281,9 @@ def resume(
     show_progress: bool = True,
     on_start: Callable[[Path], None] | None = None,
 ) -> Path:
-    """Continue a run from ``checkpoints/last.zip`` up to its ``total_timesteps``, with the
-    configuration it was started with.
+    """Continue a run from ``checkpoints/last.pt`` up to its ``total_timesteps``, with the
+    configuration it was started with (the model is rebuilt from it and given the checkpoint's
+    weights, optimizer state and timestep count: :func:`load_model`).
 
     Args:
         run: the run directory.
@@ -229,18 +294,23 @@ def resume(
         on_start: called with the run directory before training goes on.
 
     Raises:
-        ValueError: not a run directory, no checkpoint to resume from, or a ``total_timesteps``
-            below what the run has done.
+        ValueError: not a run directory, no checkpoint to resume from (a run of an older version
+            that holds only SB3 ``.zip`` models is refused unopened), a checkpoint that is not a
+            plain weights file, or a ``total_timesteps`` below what the run has done.
         RunAlreadyFinished: a finished run and no larger ``total_timesteps``.
     """
-    from stable_baselines3 import PPO
     from stable_baselines3.common.vec_env import DummyVecEnv
 
     path = rundir.check_run_dir(run, need_model=False)
     config = load_config(path / rundir.CONFIG_FILE)
     state = rundir.read_state(path)
     if not (path / rundir.LAST).exists():
+        legacy = [name for name in rundir.LEGACY_MODELS if (path / name).exists()]
+        if legacy:
+            raise rundir.legacy_model_error(path, legacy)
         raise ValueError(f"run {path} has no checkpoint to resume from ({rundir.LAST})")
+    weights = checkpoint.read_weights(path / rundir.LAST)  # fails before anything is written
+    checkpoint.read_model_info(path)
     done = int(state.get("timesteps", 0))
     if total_timesteps is not None:
         if total_timesteps < done:
@@ -256,15 +326,14 @@ def resume(
         raise RunAlreadyFinished(path, done)
     torch.set_num_threads(config.threads)
     envs, val_env = make_envs(config)
-    model = PPO.load(
-        path / rundir.LAST, env=DummyVecEnv([_constant(e) for e in envs]), device="cpu"
-    )
+    vec_env = DummyVecEnv([_constant(e) for e in envs])
+    model = load_model(path, path / rundir.LAST, vec_env, weights)
     remaining = config.total_timesteps - int(model.num_timesteps)
     if on_start is not None:
         on_start(path)
     if remaining > 0:
         _learn(model, path, config, val_env, remaining, show_progress, reset=False)
     else:
-        rundir.save_model_atomic(model, path / rundir.FINAL)
+        checkpoint.save_weights(model, path / rundir.FINAL)
         rundir.write_state(path, status="finished")
     return path

@@ -71,7 +71,7 @@ def test_uninterrupted_holds_ctrl_c_until_the_block_is_done(tmp_path):
         pass
 
 
-def test_save_model_atomic_finishes_the_file_before_ctrl_c(tmp_path):
+def test_write_atomic_finishes_the_file_before_ctrl_c(tmp_path):
     import os
     import signal
     import threading
@@ -79,20 +79,37 @@ def test_save_model_atomic_finishes_the_file_before_ctrl_c(tmp_path):
     if threading.current_thread() is not threading.main_thread():
         pytest.skip("signals are only handled in the main thread")
 
-    class Model:
-        def save(self, path):
-            os.kill(os.getpid(), signal.SIGINT)
-            path.write_text("model")
+    def write(path):
+        assert path.name.endswith(".tmp.pt")  # written under a temporary name
+        os.kill(os.getpid(), signal.SIGINT)
+        path.write_text("model")
 
     with pytest.raises(KeyboardInterrupt):
-        rundir.save_model_atomic(Model(), tmp_path / "m.zip")
-    assert (tmp_path / "m.zip").read_text() == "model"
-    assert not list(tmp_path.glob("*.tmp.zip"))
+        rundir.write_atomic(tmp_path / "checkpoints" / "m.pt", write)
+    assert (tmp_path / "checkpoints" / "m.pt").read_text() == "model"
+    assert not list(tmp_path.rglob("*.tmp.pt"))
     # during training the held Ctrl-C goes to graceful_stop: a stop request, no exception
     with rundir.graceful_stop() as stop:
-        rundir.save_model_atomic(Model(), tmp_path / "n.zip")
+        rundir.write_atomic(tmp_path / "n.pt", write)
         assert stop.requested
-    assert (tmp_path / "n.zip").read_text() == "model"
+    assert (tmp_path / "n.pt").read_text() == "model"
+
+
+def test_a_run_of_sb3_zips_is_refused_with_the_fix(tmp_path):
+    run = rundir.new_run_dir(tmp_path, "placement", "old")
+    (run / rundir.CONFIG_FILE).write_text("task: placement\n")
+    (run / "best_model.zip").write_bytes(b"PK")  # never opened, so any content will do
+    (run / "checkpoints" / "last.zip").write_bytes(b"PK")
+    for check in (rundir.check_run_dir, rundir.best_model_path):
+        with pytest.raises(ValueError) as e:
+            check(run)
+        message = str(e.value)
+        assert "\n" not in message and f"run {run} holds only an SB3 .zip model" in message
+        assert "best_model.zip, checkpoints/last.zip" in message
+        assert "can execute code" in message and "retrain the run" in message
+    rundir.check_run_dir(run, need_model=False)  # still a run (resume says why it cannot go on)
+    (run / rundir.BEST).write_bytes(b"")  # weights next to the zips: those are what is used
+    assert rundir.best_model_path(run) == run / "best_model.pt"
 
 
 def test_first_ctrl_c_requests_a_stop_and_the_second_raises(capsys):

@@ -25,3 +25,36 @@ def test_an_edit_policy_with_an_older_observation_is_refused():
     )
     with pytest.raises(ValueError, match="number of candidates"):
         check_compatible(other, env)
+
+
+def test_finetune_copies_the_model_in_memory_and_leaves_it_untouched(monkeypatch):
+    import torch
+    from stable_baselines3 import PPO
+
+    from envs import make_env
+    from policies import GOPolicy
+    from policies.rollout import finetune
+
+    torch.set_num_threads(1)
+
+    def never(*args, **kwargs):
+        raise AssertionError("finetune must not save or load a model file")
+
+    env = make_env("placement", ["txl-tiny", "random-sp-100-s0"], "v100-nvlink-2", seed=0)
+    kwargs = {"task": "placement", "hidden": 16, "sage_layers": 1, "attn_layers": 1, "heads": 2}
+    model = PPO(GOPolicy, env, n_steps=16, batch_size=16, n_epochs=1, seed=0, policy_kwargs=kwargs)
+    model.learn(16)  # an optimizer state to carry over
+    monkeypatch.setattr(PPO, "load", never)
+    monkeypatch.setattr(PPO, "save", never)
+    weights = {k: v.clone() for k, v in model.policy.state_dict().items()}
+    moments = model.policy.optimizer.state_dict()["state"][0]["exp_avg"].clone()
+    tuned, used = finetune(model, env, 1, 16, seed=3)
+    assert tuned is not model and used == 16
+    assert tuned.env.envs[0].graphs[0].name == "random-sp-100-s0"  # the one graph alone
+    assert tuned.policy_class is GOPolicy and tuned.n_steps == model.n_steps
+    for key, value in model.policy.state_dict().items():
+        assert torch.equal(value, weights[key]), key  # the original is untouched
+    assert torch.equal(model.policy.optimizer.state_dict()["state"][0]["exp_avg"], moments)
+    assert any(
+        not torch.equal(v, weights[k]) for k, v in tuned.policy.state_dict().items()
+    )  # the copy learned

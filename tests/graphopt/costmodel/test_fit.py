@@ -10,8 +10,6 @@ import torch
 
 import envs
 from graphopt.costmodel import data
-from graphopt.costmodel.learned import LearnedCostModel
-from graphopt.costmodel.model import CostNet, NetLayout
 from graphopt.costmodel.fit import (
     batch_size_for,
     evaluate,
@@ -22,6 +20,8 @@ from graphopt.costmodel.fit import (
     predict,
     save_checkpoint,
 )
+from graphopt.costmodel.learned import LearnedCostModel
+from graphopt.costmodel.model import CostNet, NetLayout
 from graphopt.hardware import get_cluster
 from graphopt.sim import Simulator
 from graphopt.typing import CostModel, Decision

@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from graphopt.costmodel import data
+from graphopt.costmodel.fit import GraphTensors, predict
 from graphopt.costmodel.gst import (
     HistoryTable,
     Segments,
@@ -24,7 +25,6 @@ from graphopt.costmodel.gst import (
 from graphopt.costmodel.losses import listmle_loss
 from graphopt.costmodel.metrics import ranking_report
 from graphopt.costmodel.model import CostNet, NetLayout
-from graphopt.costmodel.fit import GraphTensors, predict
 from graphopt.hardware import get_cluster
 from graphopt.workloads.registry import get_graph
 

@@ -12,8 +12,8 @@ import yaml
 
 from graphopt.costmodel import runs
 from graphopt.costmodel.data import generate, load_dataset
-from graphopt.costmodel.learned import EXPECTED_FEATURES
 from graphopt.costmodel.fit import feature_layout, load_checkpoint
+from graphopt.costmodel.learned import EXPECTED_FEATURES
 from graphopt.hardware import get_cluster
 from graphopt.workloads import resolve_graphs
 

@@ -24,7 +24,7 @@ def test_file_and_overrides(tmp_path):
     ("text", "match"),
     [
         ("learning_rat: 0.1\n", "unknown config key 'learning_rat'"),
-        ("task: sorting\n", "task 'sorting' is unknown"),
+        ("task: sorting\n", "unknown task 'sorting'"),
         ("version: 2\n", "config version 2 is not supported"),
         ("n_envs: 0\n", "n_envs must be >= 1"),
         ("- a\n- b\n", "expected a mapping"),

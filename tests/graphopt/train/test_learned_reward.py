@@ -10,9 +10,9 @@ import pytest
 import yaml
 
 from graphopt.costmodel.data import generate, load_dataset
+from graphopt.costmodel.fit import feature_layout, fit, net_layout, save_checkpoint
 from graphopt.costmodel.learned import LearnedCostModel
 from graphopt.costmodel.model import CostNet
-from graphopt.costmodel.fit import feature_layout, fit, net_layout, save_checkpoint
 from graphopt.hardware import get_cluster
 from graphopt.sim import Simulator
 from graphopt.train.config import TrainConfig, load_config
@@ -85,7 +85,8 @@ def test_train_with_a_learned_reward(model_path: Path, tmp_path: Path, monkeypat
     with (run / "metrics.csv").open() as f:
         kinds = [row["kind"] for row in csv.DictReader(f)]
     assert "train" in kinds and "val" in kinds  # learned-reward rows and simulator rows
-    assert (run / "best_model.zip").exists() and (run / "final_model.zip").exists()
+    assert (run / "best_model.pt").exists() and (run / "final_model.pt").exists()
+    assert not list(run.rglob("*.zip"))  # weights only
 
 
 def test_cost_model_key_is_checked_and_optional(tmp_path: Path):

@@ -1,0 +1,109 @@
+"""``graphopt eval`` loads a run's weights into a model rebuilt from its config; model files that
+could run code (an SB3 zip, a pickled object) are refused without opening or running them."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from crafted_files import assert_payload_runs, crafted_pt, crafted_sb3_zip
+from rich.console import Console
+from stable_baselines3 import PPO
+
+from graphopt import rundir
+from graphopt.eval.evaluate import evaluate_run, load_run_model, model_sizes
+from graphopt.train.config import TrainConfig
+from graphopt.train.trainer import train
+
+torch.set_num_threads(1)
+
+TINY: dict[str, object] = {
+    "task": "placement",
+    "graphs": "txl-tiny",
+    "val_graphs": "txl-tiny",
+    "cluster": "v100-nvlink-2",
+    "total_timesteps": 32,
+    "n_envs": 1,
+    "n_steps": 16,
+    "batch_size": 16,
+    "n_epochs": 1,
+    "eval_every": 16,
+    "checkpoint_every": 16,
+    "name": "tiny",
+    "policy_kwargs": {"hidden": 16, "sage_layers": 1, "attn_layers": 1, "heads": 2},
+}
+
+
+def quiet() -> Console:
+    return Console(file=io.StringIO(), width=200)
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    config = TrainConfig(**TINY).validate()  # type: ignore[arg-type]
+    return train(config, runs_root=tmp_path_factory.mktemp("runs"), show_progress=False)
+
+
+def test_eval_loads_the_best_weights(trained: Path, tmp_path: Path, monkeypatch):
+    def never(*args, **kwargs):
+        raise AssertionError("PPO.load must not be called")
+
+    monkeypatch.setattr(PPO, "load", never)
+    model = load_run_model(trained)
+    best = torch.load(trained / rundir.BEST, weights_only=True)
+    for key, value in model.policy.state_dict().items():
+        assert torch.equal(value, best["policy"][key]), key
+    assert model_sizes(model, "placement") == (227, 908)  # txl-tiny's padding
+    comparisons = evaluate_run(
+        trained, "txl-tiny", mode="finetune:16", out_dir=tmp_path / "out", console=quiet()
+    )
+    assert len(comparisons) == 1
+    results = json.loads((tmp_path / "out" / "results.json").read_text())
+    row = [r for r in results["graphs"][0]["results"] if r["kind"] == "policy"][0]
+    assert row["valid"] and row["evaluations"] >= 16 + 1
+    with pytest.raises(ValueError, match="supports at most 227 ops"):
+        evaluate_run(trained, "gnmt-tiny", console=quiet())
+    final = load_run_model(trained, trained / rundir.FINAL)
+    assert final.num_timesteps == 32
+
+
+def crafted_run(root: Path, marker: Path, kind: str) -> Path:
+    """A run directory whose model files write ``marker`` when unpickled: SB3 zips in place of
+    every model (a run as an older version wrote it), or graphopt-named .pt files."""
+    run = rundir.new_run_dir(root, "placement", kind)
+    TrainConfig(**TINY).validate().save(run / rundir.CONFIG_FILE)  # type: ignore[arg-type]
+    rundir.write_state(run, status="finished", timesteps=32, total_timesteps=32)
+    for name in rundir.LEGACY_MODELS:
+        crafted_sb3_zip(run / name, marker)
+    if kind == "pt":
+        for name in (rundir.BEST, rundir.FINAL):
+            crafted_pt(run / name, marker)
+    return run
+
+
+@pytest.mark.parametrize("kind", ["zip", "pt"])
+def test_eval_refuses_crafted_models_and_runs_nothing(tmp_path: Path, kind: str):
+    assert_payload_runs(tmp_path / "live")  # the payloads do run when unpickled unsafely
+    marker = tmp_path / "marker"
+    run = crafted_run(tmp_path / "runs", marker, kind)
+    expected = (
+        rf"run {run} holds only an SB3 \.zip model \(best_model\.zip, final_model\.zip, "
+        r"checkpoints/last\.zip\), which can execute code when loaded; .* retrain the run"
+        if kind == "zip"
+        else r"best_model\.pt is not a plain weights file \(it holds a pickled object"
+    )
+    for load in (
+        lambda: load_run_model(run),
+        lambda: load_run_model(run, run / "final_model.zip"),
+        lambda: evaluate_run(run, "txl-tiny", console=quiet()),
+    ):
+        with pytest.raises(ValueError) as e:
+            load()
+        assert "\n" not in str(e.value)
+        assert not marker.exists()
+    with pytest.raises(ValueError, match=expected):
+        evaluate_run(run, "txl-tiny", mode="finetune:16", console=quiet())
+    assert not marker.exists() and not (run / "eval").exists()

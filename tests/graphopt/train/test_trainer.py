@@ -1,0 +1,123 @@
+"""Training runs save weights only; resume rebuilds the model from the run's config and refuses
+model files that could run code (an SB3 zip, a pickled object) without opening or running them."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+from crafted_files import assert_payload_runs, crafted_pt, crafted_sb3_zip
+
+from graphopt import rundir
+from graphopt.train.config import TrainConfig
+from graphopt.train.trainer import load_model, resume, train
+
+torch.set_num_threads(1)
+
+
+def tiny_config(**overrides: object) -> TrainConfig:
+    fields: dict[str, object] = {
+        "task": "placement",
+        "graphs": "txl-tiny",
+        "val_graphs": "txl-tiny",
+        "cluster": "v100-nvlink-2",
+        "total_timesteps": 32,
+        "n_envs": 1,
+        "n_steps": 16,
+        "batch_size": 16,
+        "n_epochs": 1,
+        "eval_every": 16,
+        "checkpoint_every": 16,
+        "name": "tiny",
+        "policy_kwargs": {
+            "hidden": 16,
+            "sage_layers": 1,
+            "attn_layers": 1,
+            "heads": 2,
+            "segment_len": 32,
+            "mem_len": 32,
+        },
+    }
+    fields.update(overrides)
+    return TrainConfig(**fields).validate()
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return train(tiny_config(), runs_root=tmp_path_factory.mktemp("runs"), show_progress=False)
+
+
+def test_a_run_holds_weights_and_plain_data_only(trained: Path):
+    for name in (rundir.BEST, rundir.FINAL, rundir.LAST):
+        data = torch.load(trained / name, weights_only=True)  # plain weights files
+        assert data["format"] == "graphopt-ppo-weights", name
+    assert torch.load(trained / rundir.LAST, weights_only=True)["num_timesteps"] == 32
+    info = json.loads((trained / rundir.MODEL_INFO).read_text())  # plain JSON
+    assert info["task"] == "placement" and info["action_space"]["type"] == "MultiDiscrete"
+    assert not list(trained.rglob("*.zip")) and not list(trained.rglob("*.tmp*"))
+
+
+def test_load_model_rebuilds_the_trained_policy(trained: Path):
+    model = load_model(trained, trained / rundir.FINAL)
+    saved = torch.load(trained / rundir.FINAL, weights_only=True)["policy"]
+    for key, value in model.policy.state_dict().items():
+        assert torch.equal(value, saved[key]), key
+    assert model.num_timesteps == 32 and model.env is None  # predicts; learns once given an env
+
+
+def test_resume_goes_on_from_the_weights(trained: Path, tmp_path: Path):
+    run = Path(shutil.copytree(trained, tmp_path / "run"))
+    before = torch.load(run / rundir.LAST, weights_only=True)
+    resume(run, total_timesteps=48, show_progress=False)
+    state = rundir.read_state(run)
+    assert state["status"] == "finished" and state["timesteps"] == 48
+    after = torch.load(run / rundir.LAST, weights_only=True)
+    assert after["num_timesteps"] == 48 and after["n_updates"] > before["n_updates"]
+    assert any(not torch.equal(after["policy"][k], v) for k, v in before["policy"].items())
+    assert not list(run.rglob("*.zip"))
+
+
+def test_resume_refuses_a_changed_environment(trained: Path, tmp_path: Path):
+    run = Path(shutil.copytree(trained, tmp_path / "run"))
+    info = json.loads((run / rundir.MODEL_INFO).read_text())
+    info["action_space"]["nvec"][0][0] = 3  # trained for 3 devices, the cluster has 2
+    (run / rundir.MODEL_INFO).write_text(json.dumps(info))
+    with pytest.raises(ValueError, match="no longer match its model"):
+        resume(run, total_timesteps=48, show_progress=False)
+
+
+def crafted_run(root: Path, marker: Path, kind: str) -> Path:
+    """A run directory whose model files write ``marker`` when unpickled: SB3 zips in place of
+    every model (a run as an older version wrote it), or graphopt-named .pt files."""
+    run = rundir.new_run_dir(root, "placement", kind)
+    tiny_config().save(run / rundir.CONFIG_FILE)
+    rundir.write_state(run, status="interrupted", timesteps=16, total_timesteps=32)
+    for name in rundir.LEGACY_MODELS:
+        crafted_sb3_zip(run / name, marker)
+    if kind == "pt":
+        for name in (rundir.BEST, rundir.LAST):
+            crafted_pt(run / name, marker)
+    return run
+
+
+@pytest.mark.parametrize("kind", ["zip", "pt"])
+def test_resume_refuses_crafted_models_and_runs_nothing(tmp_path: Path, kind: str):
+    assert_payload_runs(tmp_path / "live")  # the payloads do run when unpickled unsafely
+    marker = tmp_path / "marker"
+    run = crafted_run(tmp_path / "runs", marker, kind)
+    config, state = (run / "config.yaml").read_text(), (run / "state.json").read_text()
+    expected = (
+        r"holds only an SB3 \.zip model .* which can execute code when loaded; .* retrain the run"
+        if kind == "zip"
+        else r"last\.pt is not a plain weights file \(it holds a pickled object"
+    )
+    with pytest.raises(ValueError, match=expected) as e:
+        resume(run, total_timesteps=64, show_progress=False)
+    assert "\n" not in str(e.value) and str(run) in str(e.value)
+    assert not marker.exists()
+    # refused before anything was written
+    assert (run / "config.yaml").read_text() == config and (run / "state.json").read_text() == state
+    assert not (run / rundir.METRICS).exists()
