@@ -27,9 +27,9 @@ import torch
 from envs import make_env
 from envs.base import resolve_graph_list
 from graphopt.configs import CONFIG_DIR
+from graphopt.eval.console import make_console
 from graphopt.eval.evaluate import evaluate_run, load_run_model, model_sizes
 from graphopt.eval.gantt import plot_gantt
-from graphopt.eval.report import make_console
 from graphopt.importers.pipedream import list_profiles
 from graphopt.sim import simulate
 from graphopt.train.config import load_config

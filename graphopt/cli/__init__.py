@@ -2,6 +2,12 @@
 
 Bad input (unknown graph, preset, malformed file) is reported as one line on stderr with exit
 status 2, never as a traceback.
+
+Start-up is kept short: the command modules import only the standard library at module level and
+import the library (numpy, numba, torch, ...) inside the functions that run a command, and
+:func:`main` builds the full parser only for the command named on the command line (the others
+are listed by name and help, which is all ``graphopt --help`` shows). ``graphopt --help`` thus
+imports none of torch, numba or stable-baselines3; tests/graphopt/cli/test_startup.py checks it.
 """
 
 from __future__ import annotations
@@ -12,6 +18,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from graphopt.cli import baselines, costmodel, evaluate, graphs, simulate, train
+
+COMMANDS = (graphs, simulate, baselines, train, evaluate, costmodel)
+"""The command modules in the order ``graphopt --help`` lists them; each has ``NAME``, ``HELP``
+(its one-line help) and ``register(sub)`` (adds its full sub-parser)."""
 
 
 class DefaultsHelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
@@ -35,24 +45,37 @@ class Parser(argparse.ArgumentParser):
         super().__init__(*args, **kwargs)
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The ``graphopt`` parser.
+
+    Args:
+        command: build only this command's sub-parser in full, and list the others by name and
+            help (enough for ``graphopt --help`` and for refusing an unknown command); ``None``
+            builds every command in full.
+    """
     parser = Parser(
         prog="graphopt",
         description="Reinforcement-learning graph optimizer for ML compilers: placement, "
         "scheduling and fusion of computation graphs, with a fast simulator and baselines.",
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    graphs.register(sub)
-    simulate.register(sub)
-    baselines.register(sub)
-    train.register(sub)
-    evaluate.register(sub)
-    costmodel.register(sub)
+    for module in COMMANDS:
+        if command is None or command == module.NAME:
+            module.register(sub)
+        else:
+            sub.add_parser(module.NAME, help=module.HELP)
     return parser
 
 
+def command_of(argv: Sequence[str]) -> str:
+    """The command named in ``argv``: its first argument that is not an option (the top-level
+    parser has only ``-h``, which takes no value); ``""`` when there is none."""
+    return next((a for a in argv if not a.startswith("-")), "")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    parser = build_parser(command_of(argv))
     args = parser.parse_args(argv)
     try:
         return int(args.func(args) or 0)

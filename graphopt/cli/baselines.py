@@ -4,20 +4,22 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from graphopt.eval.compare import GraphComparison, compare_on_graph
-from graphopt.eval.report import plot_comparisons, print_comparisons, write_comparisons
-from graphopt.hardware import DEFAULT_CLUSTER, get_cluster
-from graphopt.sim import Simulator
-from graphopt.tasks import ONE_SHOT_TASKS
-from graphopt.workloads import resolve_graphs
+if TYPE_CHECKING:  # pragma: no cover
+    from graphopt.eval.compare import GraphComparison
+
+NAME = "baselines"
+HELP = "compare heuristics, search and exact optima on graphs"
 
 
 def register(sub: Any) -> None:
+    from graphopt.hardware import DEFAULT_CLUSTER
+    from graphopt.tasks import ONE_SHOT_TASKS
+
     p = sub.add_parser(
-        "baselines",
-        help="compare heuristics, search and exact optima on graphs",
+        NAME,
+        help=HELP,
         description="For each graph: step time of every baseline for the task, speed-up over one "
         "device, gap to the task's lower bound (for placement and scheduling, to the CP-SAT optimum on "
         "small graphs; with fusion the CP-SAT row is the best decision without fusion), validity and "
@@ -75,11 +77,19 @@ def csv_path_for(json_path: Path) -> Path:
 
 def write_json_and_csv(comparisons: list[GraphComparison], json_path: Path) -> tuple[Path, Path]:
     """Write ``json_path`` and :func:`csv_path_for` of it (and nothing else); returns both."""
+    from graphopt.eval.report import write_comparisons
+
     csv_path_for(json_path)  # refuses a JSON name whose CSV would overwrite it
     return write_comparisons(comparisons, json_path.parent, json_path.name)
 
 
 def cmd_baselines(args: argparse.Namespace) -> int:
+    from graphopt.eval.compare import compare_on_graph
+    from graphopt.eval.report import plot_comparisons, print_comparisons
+    from graphopt.hardware import get_cluster
+    from graphopt.sim import Simulator
+    from graphopt.workloads import resolve_graphs
+
     if args.json:
         csv_path_for(Path(args.json))  # a bad name fails before the (slow) comparison
     for flag, value in (("--budget", args.budget), ("--estimate-budget", args.estimate_budget)):

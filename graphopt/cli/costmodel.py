@@ -12,16 +12,18 @@ import time
 from pathlib import Path
 from typing import Any
 
-from graphopt.hardware import DEFAULT_CLUSTER
-
+NAME = "costmodel"
+HELP = "datasets, training and evaluation of the learned cost model"
 METRIC_KEYS = ("kendall_tau", "opa", "top1_error", "top5_error", "top10_error")
 METRIC_HEADERS = ("tau", "OPA", "top-1", "top-5", "top-10")
 
 
 def register(sub: Any) -> None:
+    from graphopt.hardware import DEFAULT_CLUSTER
+
     p = sub.add_parser(
-        "costmodel",
-        help="datasets, training and evaluation of the learned cost model",
+        NAME,
+        help=HELP,
         description="Learned cost model: sample decisions and measure them with the simulator "
         "(dataset), train a GNN that ranks them (train), score a trained model (eval).",
     )
@@ -231,7 +233,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     from rich.table import Table
 
     from graphopt.costmodel.runs import evaluate_run
-    from graphopt.eval.report import make_console
+    from graphopt.eval.console import make_console
 
     if args.batch_size < 1:
         raise ValueError(f"--batch-size must be >= 1, got {args.batch_size}")

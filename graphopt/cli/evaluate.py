@@ -7,11 +7,14 @@ import math
 from pathlib import Path
 from typing import Any
 
+NAME = "eval"
+HELP = "evaluate a trained run on graphs against the baselines"
+
 
 def register(sub: Any) -> None:
     p = sub.add_parser(
-        "eval",
-        help="evaluate a trained run on graphs against the baselines",
+        NAME,
+        help=HELP,
         description="Per graph: the policy's step time (greedy, best of K samples, after "
         "fine-tuning, or refined by K analytic estimates) next to every baseline, the lower bound or optimum, and the speed-up over the "
         "best heuristic; geometric means. Writes results.json, results.csv and plots to RUN/eval/. "
@@ -59,8 +62,8 @@ def describe_model(run: Path) -> str:
 
 def cmd_eval(args: argparse.Namespace) -> int:
     from graphopt import rundir
+    from graphopt.eval.console import make_console
     from graphopt.eval.evaluate import evaluate_run
-    from graphopt.eval.report import make_console
     from policies.rollout import parse_mode
 
     if args.budget < 0:

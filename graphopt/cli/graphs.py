@@ -5,18 +5,17 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from rich.markup import escape
-from rich.table import Table
+if TYPE_CHECKING:  # pragma: no cover
+    from graphopt.graph import CompGraph
 
-from graphopt.eval.report import make_console
-from graphopt.graph import CompGraph
-from graphopt.workloads import SUITES, list_graphs, resolve_graphs
+NAME = "graphs"
+HELP = "list, inspect and export computation graphs"
 
 
 def register(sub: Any) -> None:
-    p = sub.add_parser("graphs", help="list, inspect and export computation graphs")
+    p = sub.add_parser(NAME, help=HELP)
     gsub = p.add_subparsers(dest="graphs_command", metavar="ACTION", required=True)
 
     ls = gsub.add_parser("list", help="list built-in graphs and suites")
@@ -65,6 +64,12 @@ def _importable() -> dict[str, str]:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
+    from rich.markup import escape
+    from rich.table import Table
+
+    from graphopt.eval.console import make_console
+    from graphopt.workloads import SUITES, list_graphs
+
     graphs = list_graphs()
     imported = _importable()
     if args.json:
@@ -111,6 +116,12 @@ def graph_report(graph: CompGraph, top: int) -> dict[str, Any]:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
+    from rich.markup import escape
+    from rich.table import Table
+
+    from graphopt.eval.console import make_console
+    from graphopt.workloads import resolve_graphs
+
     reports = [graph_report(g, args.top) for g in resolve_graphs(args.graphs)]
     if args.json:
         print(json.dumps(reports, indent=2))
@@ -150,6 +161,8 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
+    from graphopt.workloads import resolve_graphs
+
     graphs = resolve_graphs(args.graphs)
     out = Path(args.output)
     if len(graphs) == 1 and out.suffix in (".json", ".gz"):
@@ -166,6 +179,7 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def cmd_import(args: argparse.Namespace) -> int:
+    from rich.markup import escape
     from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
     from graphopt.importers.sources import is_source, load_source

@@ -6,26 +6,27 @@ import argparse
 import json
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
-from rich.markup import escape
-from rich.table import Table
+if TYPE_CHECKING:  # pragma: no cover
+    from graphopt.graph import CompGraph
+    from graphopt.hardware import Cluster
+    from graphopt.sim import Simulator
+    from graphopt.typing import Decision
 
-from graphopt.baselines.placement import PLACERS
-from graphopt.decision_io import load_decision
-from graphopt.eval.report import make_console
-from graphopt.graph import CompGraph, Op
-from graphopt.hardware import DEFAULT_CLUSTER, Cluster, get_cluster, list_presets
-from graphopt.sim import Simulator, lower_bounds
-from graphopt.typing import Decision
-from graphopt.workloads import resolve_graphs
+NAME = "simulate"
+HELP = "simulate graphs on a cluster under a placement"
+PLACER_NAMES = ("single", "round-robin", "split", "metis", "heft", "heft-lc", "m-topo", "m-etf")
+"""The keys of :data:`graphopt.baselines.placement.PLACERS`, for the help text without importing
+the baselines (and numba); tests/graphopt/cli/test_startup.py checks that they agree."""
 
 
 def register(sub: Any) -> None:
+    from graphopt.hardware import DEFAULT_CLUSTER, PRESETS
+
     p = sub.add_parser(
-        "simulate",
-        help="simulate graphs on a cluster under a placement",
+        NAME,
+        help=HELP,
         description="Simulate GRAPH (a name, suite:NAME, a graph file, or a comma list) on a "
         "cluster and report step time, per-device busy time and peak memory, bytes moved, "
         "validity and lower bounds.",
@@ -35,13 +36,13 @@ def register(sub: Any) -> None:
         "--cluster",
         default=DEFAULT_CLUSTER,
         help=f"preset name or cluster file (default {DEFAULT_CLUSTER}; presets: "
-        + ", ".join(list_presets())
+        + ", ".join(PRESETS)
         + ")",
     )
     p.add_argument(
         "--placement",
         default="single",
-        help=f"a baseline placer ({', '.join(PLACERS)}) or a JSON decision file (see "
+        help=f"a baseline placer ({', '.join(PLACER_NAMES)}) or a JSON decision file (see "
         "graphopt.decision_io)",
     )
     p.add_argument(
@@ -61,6 +62,10 @@ def register(sub: Any) -> None:
 
 def decision_for(graph: CompGraph, cluster: Cluster, placement: str) -> Decision:
     """The decision named by ``--placement``: a baseline name or a decision file."""
+    from graphopt.baselines.placement import PLACERS
+    from graphopt.decision_io import load_decision
+    from graphopt.typing import Decision
+
     if placement in PLACERS:
         return Decision(placement=PLACERS[placement](graph, cluster))
     if placement.endswith(".json"):
@@ -73,6 +78,12 @@ def decision_for(graph: CompGraph, cluster: Cluster, placement: str) -> Decision
 def warm_up(cluster: Cluster, schedule: bool) -> None:
     """Simulate a two-op graph once, so that loading the compiled simulator (numba, about a second
     on the first call of a process) is not counted in the first graph's ``simulation_seconds``."""
+    import numpy as np
+
+    from graphopt.graph import CompGraph, Op
+    from graphopt.sim import Simulator, lower_bounds
+    from graphopt.typing import Decision
+
     graph = CompGraph.build(
         "warm-up", [Op("a", "X", flops=1.0), Op("b", "X", flops=1.0)], [("a", "b", 1.0)]
     )
@@ -96,6 +107,8 @@ def check_gantt_path(out: Path) -> None:
 def simulate_one(
     graph: CompGraph, cluster: Cluster, decision: Decision, sim: Simulator, schedule: bool
 ) -> tuple[dict[str, Any], Any]:
+    from graphopt.sim import lower_bounds
+
     start = time.perf_counter()
     m = sim.evaluate(graph, cluster, decision, schedule=schedule)
     wall = time.perf_counter() - start
@@ -118,6 +131,11 @@ def simulate_one(
 
 
 def cmd_simulate(args: argparse.Namespace) -> int:
+    from graphopt.decision_io import load_decision
+    from graphopt.hardware import get_cluster
+    from graphopt.sim import Simulator
+    from graphopt.workloads import resolve_graphs
+
     cluster = get_cluster(args.cluster)
     graphs = resolve_graphs(args.graphs)
     if args.gantt:
@@ -153,6 +171,11 @@ def cmd_simulate(args: argparse.Namespace) -> int:
 
 
 def print_results(results: list[dict[str, Any]], title: str) -> None:
+    from rich.markup import escape
+    from rich.table import Table
+
+    from graphopt.eval.console import make_console
+
     table = Table(title=escape(title))
     for col in (
         "graph",

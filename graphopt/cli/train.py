@@ -7,9 +7,8 @@ import math
 from pathlib import Path
 from typing import Any
 
-from graphopt.tasks import TASKS
-from graphopt.train.config import POLICIES
-
+NAME = "train"
+HELP = "train a policy with PPO (writes runs/<task>/<name>_<k>/)"
 RUN_FLAGS = {
     "task": "--task",
     "graphs": "--graphs",
@@ -27,9 +26,12 @@ RUN_FLAGS = {
 
 
 def register(sub: Any) -> None:
+    from graphopt.tasks import TASKS
+    from graphopt.train.config import POLICIES  # light: the trainer and torch stay unloaded
+
     p = sub.add_parser(
-        "train",
-        help="train a policy with PPO (writes runs/<task>/<name>_<k>/)",
+        NAME,
+        help=HELP,
         description="Train a GO policy with PPO. Defaults come from graphopt/configs/ppo_default.yaml; "
         "--config FILE.yaml overrides them and flags override both. Ctrl-C leaves a resumable run: "
         "--resume RUN continues it with its own configuration, and --resume RUN --total-timesteps N "

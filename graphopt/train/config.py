@@ -16,7 +16,6 @@ from typing import Any
 import yaml
 
 from graphopt.configs import CONFIG_DIR
-from graphopt.costmodel.runs import resolve_model
 from graphopt.tasks import get_task
 
 CONFIG_VERSION = 1
@@ -122,6 +121,8 @@ class TrainConfig:
         if self.max_ops is not None and self.max_ops < 1:
             raise ValueError(f"max_ops must be >= 1 (or left out), got {self.max_ops}")
         if self.cost_model != "simulator":
+            from graphopt.costmodel.runs import resolve_model  # torch: only for a learned model
+
             try:
                 resolve_model(self.cost_model)
             except ValueError as e:

@@ -65,9 +65,9 @@ def test_train_then_eval(run_cli, tmp_path):
         "config.yaml",
         "state.json",
         "metrics.csv",
-        "final_model.zip",
-        "best_model.zip",
-        "checkpoints/last.zip",
+        "final_model.pt",
+        "best_model.pt",
+        "checkpoints/last.pt",
     ):
         assert (run / name).exists(), name
     assert any((run / "tb").iterdir())
@@ -79,7 +79,7 @@ def test_train_then_eval(run_cli, tmp_path):
         "eval", str(run), "--graphs", "txl-tiny,random-sp-100-s0", "--mode", "sample:2"
     ).stdout
     assert "policy (sample:2)" in text and "geometric mean" in text
-    assert text.startswith(f"model: {run / 'best_model.zip'} (best by validation")
+    assert text.startswith(f"model: {run / 'best_model.pt'} (best by validation")
     results = json.loads((run / "eval" / "sample-2" / "results.json").read_text())
     assert [g["graph"] for g in results["graphs"]] == ["txl-tiny", "random-sp-100-s0"]
     assert (run / "eval" / "sample-2" / "comparison.png").exists()
@@ -169,7 +169,7 @@ def test_placement_edit_train_then_eval(run_cli, tmp_path):
         "train", "--config", str(config), "--runs-dir", str(runs), "--name", "e", "--no-progress"
     )
     run = runs / "placement-edit" / "e_1"
-    assert (run / "best_model.zip").exists() and "val," in (run / "metrics.csv").read_text()
+    assert (run / "best_model.pt").exists() and "val," in (run / "metrics.csv").read_text()
     train_rows = [r for r in (run / "metrics.csv").read_text().splitlines() if ",train," in r]
     assert train_rows  # episodes of 8 moves ended and were recorded
     # any graph size: the policy never sees it (gnmt-tiny is larger than every training graph)
@@ -241,7 +241,7 @@ def test_ctrl_c_or_sigterm_leaves_a_resumable_run(tmp_path, signum):
     )
     run = runs / "placement" / "i_1"
     deadline = time.time() + 240
-    while not (run / "checkpoints" / "last.zip").exists():
+    while not (run / "checkpoints" / "last.pt").exists():
         assert proc.poll() is None and time.time() < deadline, proc.communicate()
         time.sleep(0.5)
     proc.send_signal(signum)
@@ -274,7 +274,7 @@ def test_ctrl_c_or_sigterm_leaves_a_resumable_run(tmp_path, signum):
     assert done.returncode == 0, done.stderr
     state = json.loads((run / "state.json").read_text())
     assert state["status"] == "finished" and state["timesteps"] >= target
-    assert (run / "final_model.zip").exists()
+    assert (run / "final_model.pt").exists()
     rows = (run / "metrics.csv").read_text().splitlines()
     assert rows[0].startswith("timesteps") and len(rows) > 2  # appended across the two sessions
     walls = [float(r.split(",")[1]) for r in rows[1:]]
