@@ -142,7 +142,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         check_gantt_path(Path(args.gantt))
     sim = Simulator()
     warm_up(cluster, schedule=bool(args.gantt))  # a throwaway simulator: `sim` caches per graph
-    results = []
+    results, measured = [], []  # every graph is simulated before anything is written
     for graph in graphs:
         decision = (
             load_decision(args.decision, graph, num_devices=cluster.num_devices)
@@ -150,7 +150,11 @@ def cmd_simulate(args: argparse.Namespace) -> int:
             else decision_for(graph, cluster, args.placement)
         )
         result, m = simulate_one(graph, cluster, decision, sim, schedule=bool(args.gantt))
+        if m.reason.startswith("illegal fusion"):  # bad input, not a result: nothing is written
+            raise ValueError(f"{args.decision or args.placement}: graph {graph.name!r}: {m.reason}")
         results.append(result)
+        measured.append((graph, m))
+    for result, (graph, m) in zip(results, measured, strict=True):
         if args.gantt and m.schedule is not None:
             from graphopt.eval.gantt import plot_gantt
 

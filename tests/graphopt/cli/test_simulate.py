@@ -127,3 +127,47 @@ def test_baselines_command(run_cli, tmp_path):
     assert proc.returncode == 2 and "--estimate-budget searches placements" in proc.stderr
     proc = run_cli("baselines", "txl-tiny", "--estimate-budget", "-1", check=False)
     assert proc.returncode == 2 and "--estimate-budget must be >= 0" in proc.stderr
+
+
+def test_illegal_fusion_is_refused_naming_rule_and_ops(run_cli, tmp_path):
+    """Two contractions fused, a fusion across devices, a mask of the wrong length: one line on
+    stderr naming the rule and the ops, exit 2, no Gantt chart written."""
+    graph = resolve_graphs("txl-tiny")[0]
+    src, dst = graph.edge_src.tolist(), graph.edge_dst.tolist()
+    matmul = next(
+        s
+        for s, d in zip(src, dst, strict=True)
+        if graph.op_classes[s] == "contraction" and graph.op_classes[d] == "elementwise"
+    )
+    consumer = dst[src.index(matmul)]
+    cases = {
+        "cross-device": (
+            {"placement": [int(i == consumer) for i in range(graph.num_ops)]},
+            "rule 2c",
+        ),
+        "source": ({}, "rule 2a"),
+    }
+    fusion = [0] * graph.num_ops
+    fusion[matmul] = 1
+    source = [0] * graph.num_ops
+    source[graph.op_classes.index("source")] = 1
+    gantt = tmp_path / "g.png"
+    for name, (extra, rule) in cases.items():
+        bits = fusion if name == "cross-device" else source
+        path = tmp_path / f"{name}.json"
+        path.write_text(json.dumps({**extra, "fusion": bits}))
+        proc = run_cli(
+            "simulate", "txl-tiny", "--decision", str(path), "--gantt", str(gantt), check=False
+        )
+        assert proc.returncode == 2 and rule in proc.stderr and "Traceback" not in proc.stderr
+        assert len(proc.stderr.strip().splitlines()) == 1 and not gantt.exists()
+    assert (
+        repr(graph.op_names[matmul])
+        in run_cli(
+            "simulate", "txl-tiny", "--decision", str(tmp_path / "cross-device.json"), check=False
+        ).stderr
+    )
+    path = tmp_path / "short.json"
+    path.write_text(json.dumps({"fusion": [0] * (graph.num_ops - 1)}))
+    proc = run_cli("simulate", "txl-tiny", "--decision", str(path), check=False)
+    assert proc.returncode == 2 and f"has {graph.num_ops} ops" in proc.stderr
