@@ -137,32 +137,31 @@ def test_bad_inputs():
         env.step(bad)
 
 
+def _replay(path, cluster: str) -> subprocess.CompletedProcess:
+    command = ["simulate", "txl-tiny", "--cluster", cluster, "--decision", str(path), "--json"]
+    return subprocess.run(
+        [sys.executable, "-m", "graphopt", *command], capture_output=True, text=True, check=False
+    )
+
+
 def test_replay_with_graphopt_simulate(tmp_path):
     env = envs.JointEnv(graphs=["txl-tiny"], cluster="v100-nvlink-2", seed=5)
-    env.step(env.action_space.sample())
+    legal = np.maximum(env.hint_action(0), 0)  # the reference decision: a legal fusion
+    env.step(legal)
     path = env.save_episode(tmp_path / "episode.json")
     saved = json.loads(path.read_text())
     assert (
         saved["graph"] == "txl-tiny" and saved["seed"] == 5 and saved["cluster"] == "v100-nvlink-2"
     )
-    out = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "graphopt",
-            "simulate",
-            "txl-tiny",
-            "--cluster",
-            "v100-nvlink-2",
-            "--decision",
-            str(path),
-            "--json",
-        ],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
+    out = _replay(path, "v100-nvlink-2")
+    assert out.returncode == 0
     assert json.loads(out.stdout)[0]["step_time"] == env.last_episode.measurement.step_time
+    # a random joint action fuses across devices: invalid in the env, refused by simulate
+    env.reset(seed=5)
+    _, _, _, _, info = env.step(env.action_space.sample())
+    assert not info["valid"] and info["reason"].startswith("illegal fusion (rule 2")
+    out = _replay(env.save_episode(tmp_path / "random.json"), "v100-nvlink-2")
+    assert out.returncode == 2 and info["reason"] in out.stderr
 
 
 def test_stock_sb3_ppo_runs_on_the_tiny_suite():
