@@ -27,6 +27,9 @@ data movement). ATen overload suffixes (``add.Tensor``) and a namespace (``aten.
 
 from __future__ import annotations
 
+import hashlib
+import json
+
 ELEMENTWISE = "elementwise"
 REDUCTION = "reduction"
 CONTRACTION = "contraction"
@@ -84,11 +87,12 @@ _ATEN = {
         relu remainder round rsqrt scalar_tensor sigmoid sigmoid_backward sign silu
         silu_backward sin sinh softplus softplus_backward sqrt square sub tan tanh tanh_backward
         threshold threshold_backward trunc where zeros_like _to_copy arange lift_fresh_copy
+        _native_batch_norm_legit_no_training
         bernoulli rand randn rand_like randn_like""",
     REDUCTION: """_adaptive_avg_pool2d _adaptive_avg_pool2d_backward _adaptive_avg_pool3d
         adaptive_avg_pool1d avg_pool1d
         _log_softmax _log_softmax_backward_data _native_batch_norm_legit
-        _native_batch_norm_legit_functional _native_batch_norm_legit_no_training _softmax
+        _native_batch_norm_legit_functional _softmax
         _softmax_backward_data amax amin any argmax argmin avg_pool2d avg_pool2d_backward
         avg_pool3d cumsum logsumexp max max_pool2d_with_indices max_pool3d_with_indices mean min
         native_batch_norm native_batch_norm_backward native_group_norm native_group_norm_backward
@@ -99,13 +103,13 @@ _ATEN = {
         _scaled_dot_product_flash_attention_for_cpu""",
     DATA_MOVEMENT: """alias as_strided as_strided_scatter cat col2im constant_pad_nd diagonal
         embedding embedding_dense_backward expand flip gather index index_put index_select
-        masked_scatter permute reflection_pad1d reflection_pad2d reflection_pad3d repeat
+        masked_scatter max_pool2d_with_indices_backward permute reflection_pad1d reflection_pad2d reflection_pad3d repeat
         replication_pad2d replication_pad3d scatter scatter_add scatter_reduce select
         select_scatter slice slice_scatter split split_with_sizes squeeze t transpose unsqueeze
         unbind upsample_bilinear2d upsample_nearest2d view view_as _unsafe_view _reshape_alias
         reshape contiguous grid_sampler_2d""",
     OPAQUE: """_embedding_bag _fft_c2r _fft_r2c _local_scalar_dense empty empty_strided
-        max_pool2d_with_indices_backward nonzero randperm sort topk sym_numel sym_size
+        nonzero randperm sort topk sym_numel sym_size
         sym_storage_offset sym_stride sym_is_contiguous resize_ cond while_loop""",
 }
 """ATen op types (``torch.export``'s core ATen set and the backward ops of joint graphs)."""
@@ -124,6 +128,9 @@ def _table() -> dict[str, str]:
 
 OP_TYPE_CLASSES: dict[str, str] = _table()
 """The class of every known op type (any other type is ``opaque``)."""
+TABLE_DIGEST = hashlib.sha256(json.dumps(sorted(OP_TYPE_CLASSES.items())).encode()).hexdigest()[:12]
+"""A digest of :data:`OP_TYPE_CLASSES`: caches of imported graphs (which store the classes) are
+keyed by it, so a change of the table rebuilds them."""
 
 
 def classify(op_type: str) -> str:

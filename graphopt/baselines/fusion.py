@@ -15,6 +15,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from graphopt.baselines.inductor import inductor_fusion
 from graphopt.graph import CompGraph
 from graphopt.hardware import Cluster
 from graphopt.op_classes import CONTRACTION, DATA_MOVEMENT, ELEMENTWISE, HEROES, REDUCTION
@@ -209,5 +210,8 @@ FUSERS: dict[str, Fuser] = {
     "none": no_fusion,
     "xla": xla_fusion,
     "greedy": greedy_fusion,
+    "inductor": inductor_fusion,
 }
-"""Fusion baselines by name: ``(graph, cluster, decision) -> fusion bits``."""
+"""Fusion baselines by name: ``(graph, cluster, decision) -> fusion bits``. ``inductor`` applies
+only to graphs imported from PyTorch (it raises ValueError on others, and the best-heuristic
+chain skips it there)."""

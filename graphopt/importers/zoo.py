@@ -31,7 +31,8 @@ each model's own loss (cross-entropy over the logits; Hugging Face models get ``
 Cache: :func:`load_zoo` keeps every graph it builds in ``cache_dir`` (default
 ``~/.cache/graphopt/zoo``, or ``$GRAPHOPT_CACHE_DIR``), one gzip graph file per key: model, all
 arguments (defaults filled in, sorted), training flag, torch version, transformers version (for
-its models) and :data:`CACHE_VERSION`. Files are written atomically (:meth:`CompGraph.save`) and
+its models), :data:`CACHE_VERSION` and the op-class table's digest
+(:data:`graphopt.op_classes.TABLE_DIGEST`). Files are written atomically (:meth:`CompGraph.save`) and
 only after a successful import; an unreadable file is rebuilt.
 """
 
@@ -46,6 +47,7 @@ from pathlib import Path
 from typing import Any
 
 from graphopt.graph import CompGraph
+from graphopt.op_classes import TABLE_DIGEST
 
 CACHE_VERSION = 1
 """Bump when :func:`~graphopt.importers.torch.from_torch` or a zoo model changes its graphs."""
@@ -453,6 +455,7 @@ def _cache_path(
         f"torch={torch_version}",
         f"transformers={_version('transformers')}" if entry.needs_transformers else "",
         f"v{CACHE_VERSION}",
+        f"classes={TABLE_DIGEST}",
     ]
     digest = hashlib.sha256("|".join(key_parts).encode()).hexdigest()[:16]
     mode = "train" if training else "fwd"

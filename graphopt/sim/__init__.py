@@ -12,9 +12,8 @@ missing arrays default to all zeros (everything on device 0, topological order, 
 2. **Legality** (:mod:`graphopt.sim.fusion_rules`, modelled on XLA's GPU fusion and PyTorch
    Inductor's scheduler). A kernel of two or more ops is legal when
    a. no member is ``opaque`` or a ``source`` (op classes, :mod:`graphopt.op_classes`);
-   b. at most one member is a hero (a contraction or a reduction); the others are elementwise or
-      data movement around a reduction or in a kernel without a hero, and only elementwise around
-      a contraction;
+   b. a contraction shares its kernel only with elementwise ops; reductions may share a kernel
+      with each other and with elementwise and data-movement ops;
    c. every member is placed on the root's device: fusion never crosses devices;
    d. its distinct inputs plus outputs number at most 96;
    e. contracting each kernel to a node leaves the graph acyclic.

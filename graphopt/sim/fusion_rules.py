@@ -7,13 +7,13 @@ and on PyTorch Inductor's scheduler):
 
 a. **Fusible classes.** No member is ``opaque`` or a ``source`` (:mod:`graphopt.op_classes`):
    a custom call, a collective or a parameter is never part of a fused kernel.
-b. **One hero.** At most one member is a hero, a ``contraction`` or a ``reduction``; the others
-   are its prologue and epilogue: ``elementwise`` or ``data_movement`` ops around a reduction or
-   in a kernel without a hero (XLA's loop and input fusions, Inductor's pointwise and reduction
-   nodes), only ``elementwise`` ops around a contraction (XLA's output fusion of a gemm with its
-   bias and activation; a library gemm or convolution reads and writes plain layouts, so a
-   transpose, slice or pad next to it stays a kernel of its own). Two contractions, two
-   reductions, or a contraction and a reduction never share a kernel.
+b. **Heroes.** A ``contraction`` shares its kernel with no other contraction or reduction, and
+   its other members are ``elementwise`` (XLA's output fusion of a gemm with its bias and
+   activation; a library gemm or convolution reads and writes plain layouts, so a transpose, slice
+   or pad next to it stays a kernel of its own). ``reduction`` ops may share a kernel with each
+   other and with ``elementwise`` and ``data_movement`` ops (XLA's input and multi-output
+   fusions, Inductor's reduction nodes: the mean and variance of a layer norm, the max and sum of
+   a softmax, the two row sums of a layer norm's backward are one kernel in Inductor).
 c. **One device.** Every member is placed on the device of the kernel's root (its highest-index
    member): fusion never crosses devices.
 d. **Bounded parameters.** The kernel's distinct inputs (producers outside the kernel) plus its
@@ -108,10 +108,11 @@ def first_violation(
             continue
         if never[v]:
             return 1, v, -1
-        if hero[v]:
-            if first_hero[r] >= 0:
+        if hero[v]:  # a contraction shares its kernel with no other hero; reductions may
+            if first_hero[r] >= 0 and (contraction[v] or contraction[first_hero[r]]):
                 return 2, first_hero[r], v
-            first_hero[r] = v
+            if first_hero[r] < 0:
+                first_hero[r] = v
         if placement[v] != placement[r]:
             return 3, v, r
     for v in range(n):  # rule b: a contraction's partners are elementwise
@@ -202,8 +203,8 @@ class FusionRules:
         if rule == RULE_HEROES:
             return (
                 f"illegal fusion (rule 2b): ops {name[a]!r} ({g.op_classes[a]}) and {name[b]!r} "
-                f"({g.op_classes[b]}) would share one kernel, which has at most one contraction "
-                "or reduction; unset a fusion bit on the path between them"
+                f"({g.op_classes[b]}) would share one kernel, and a contraction shares its kernel "
+                "with no other contraction or reduction; unset a fusion bit on the path between them"
             )
         if rule == RULE_LAYOUT:
             return (
@@ -227,8 +228,9 @@ class FusionRules:
 def fusion_mask(graph: CompGraph) -> IntArray:
     """``(N,)`` int8: 1 where an op's fusion bit may be set, 0 where setting it alone already
     breaks rule a or b (whatever the other bits and the placement): the op has no consumer, is
-    opaque or a source, has an opaque or source consumer, is a hero with a hero consumer, or is a
-    contraction with a data-movement consumer or data movement with a contraction consumer.
+    opaque or a source, has an opaque or source consumer, is a contraction with a contraction,
+    reduction or data-movement consumer, or a reduction or data movement with a contraction
+    consumer.
     Unmasked bits can still break the rules together (two heroes joined through an elementwise
     op), on different devices, or by their kernel's size."""
     codes = class_codes(graph)
@@ -236,7 +238,9 @@ def fusion_mask(graph: CompGraph) -> IntArray:
     succ_ptr, succ_dst = graph.successors_csr
     owner = np.repeat(np.arange(graph.num_ops), np.diff(succ_ptr))
     contraction, movement = _CONTRACTION[codes], _MOVEMENT[codes]
-    bad = never[succ_dst] | (hero[owner] & hero[succ_dst])
+    bad = never[succ_dst] | (
+        hero[owner] & hero[succ_dst] & (contraction[owner] | contraction[succ_dst])
+    )
     bad |= (contraction[owner] & movement[succ_dst]) | (movement[owner] & contraction[succ_dst])
     blocked = np.zeros(graph.num_ops, dtype=bool)
     np.logical_or.at(blocked, owner, bad)

@@ -42,10 +42,14 @@ def _bits(graph: CompGraph, bits: np.ndarray) -> dict[str, int]:
 
 
 def test_registry_and_none():
-    assert set(FUSERS) == {"none", "xla", "greedy"}
+    assert set(FUSERS) == {"none", "xla", "greedy", "inductor"}
     g, c = _graph(), get_cluster("v100-nvlink-2")
     assert no_fusion(g, c, Decision()).tolist() == [0] * g.num_ops
-    for fuser in FUSERS.values():
+    with pytest.raises(ValueError, match="needs a graph imported from PyTorch"):
+        FUSERS["inductor"](g, c, Decision())
+    for name, fuser in FUSERS.items():
+        if name == "inductor":
+            continue
         bits = fuser(g, c, Decision())
         assert bits.dtype == np.int64 and bits.shape == (g.num_ops,)
 

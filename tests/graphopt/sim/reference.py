@@ -57,10 +57,10 @@ def fusion_violation(
         op_class = graph.op_classes[v]
         if op_class in ("opaque", "source"):
             return 1, v, -1
-        if op_class in ("contraction", "reduction"):
-            if r in heroes:
+        if op_class in ("contraction", "reduction"):  # reductions may share, contractions not
+            if r in heroes and "contraction" in (op_class, graph.op_classes[heroes[r]]):
                 return 2, heroes[r], v
-            heroes[r] = v
+            heroes.setdefault(r, v)
         if placement[v] != placement[r]:
             return 3, v, r
     for v in range(n):

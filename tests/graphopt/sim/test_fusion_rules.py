@@ -87,3 +87,10 @@ def test_mask_blocks_the_bits_that_are_illegal_alone() -> None:
         bits = np.zeros(g.num_ops, np.int64)
         bits[i] = 1
         assert reason(g, bits.tolist()) == ""
+
+
+def test_reductions_may_share_a_kernel() -> None:
+    """A layer norm's mean and variance are one kernel in Inductor; a contraction never joins."""
+    g = chain("Mean", "Sub", "Mean", "Relu")
+    assert reason(g, [1, 1, 1, 0]) == ""
+    assert "rule 2b" in reason(chain("Mean", "Relu", "MatMul"), [1, 1, 0])
