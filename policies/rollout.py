@@ -224,6 +224,25 @@ def finetune(model: Any, env: Any, index: int, steps: int, seed: int) -> tuple[A
     return copy, int(copy.num_timesteps)
 
 
+PPO_HYPERPARAMETERS = (
+    "learning_rate",
+    "n_steps",
+    "batch_size",
+    "n_epochs",
+    "gamma",
+    "gae_lambda",
+    "clip_range",
+    "clip_range_vf",
+    "normalize_advantage",
+    "ent_coef",
+    "vf_coef",
+    "max_grad_norm",
+    "target_kl",
+    "seed",
+)
+"""The PPO constructor arguments a copy takes from its model (attributes of the same name)."""
+
+
 def copy_model(model: Any, env: Any) -> Any:
     """A new PPO on ``env`` with ``model``'s policy, hyper-parameters, weights and optimizer state,
     copied in memory (no file is written or read); training it leaves ``model`` untouched. An
@@ -231,26 +250,14 @@ def copy_model(model: Any, env: Any) -> Any:
     policy_kwargs = dict(model.policy_kwargs)
     if "graphs" in policy_kwargs and hasattr(env, "encoded_graphs"):
         policy_kwargs["graphs"] = env.encoded_graphs()
+    hyper = {name: getattr(model, name) for name in PPO_HYPERPARAMETERS}
     copy = PPO(
         model.policy_class,
         DummyVecEnv([lambda: env]),
-        learning_rate=model.learning_rate,
-        n_steps=model.n_steps,
-        batch_size=model.batch_size,
-        n_epochs=model.n_epochs,
-        gamma=model.gamma,
-        gae_lambda=model.gae_lambda,
-        clip_range=model.clip_range,
-        clip_range_vf=model.clip_range_vf,
-        normalize_advantage=model.normalize_advantage,
-        ent_coef=model.ent_coef,
-        vf_coef=model.vf_coef,
-        max_grad_norm=model.max_grad_norm,
-        target_kl=model.target_kl,
-        seed=model.seed,
         device="cpu",
         policy_kwargs=policy_kwargs,
         verbose=0,
+        **hyper,
     )
     copy.policy.load_state_dict(model.policy.state_dict())
     # deep-copied: loading an optimizer state keeps its tensors, which Adam updates in place

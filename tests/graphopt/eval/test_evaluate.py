@@ -12,29 +12,13 @@ import torch
 from crafted_files import assert_payload_runs, crafted_pt, crafted_sb3_zip
 from rich.console import Console
 from stable_baselines3 import PPO
+from tiny_runs import tiny_config
 
 from graphopt import rundir
 from graphopt.eval.evaluate import evaluate_run, load_run_model, model_sizes
-from graphopt.train.config import TrainConfig
 from graphopt.train.trainer import train
 
 torch.set_num_threads(1)
-
-TINY: dict[str, object] = {
-    "task": "placement",
-    "graphs": "txl-tiny",
-    "val_graphs": "txl-tiny",
-    "cluster": "v100-nvlink-2",
-    "total_timesteps": 32,
-    "n_envs": 1,
-    "n_steps": 16,
-    "batch_size": 16,
-    "n_epochs": 1,
-    "eval_every": 16,
-    "checkpoint_every": 16,
-    "name": "tiny",
-    "policy_kwargs": {"hidden": 16, "sage_layers": 1, "attn_layers": 1, "heads": 2},
-}
 
 
 def quiet() -> Console:
@@ -43,7 +27,7 @@ def quiet() -> Console:
 
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    config = TrainConfig(**TINY).validate()  # type: ignore[arg-type]
+    config = tiny_config()
     return train(config, runs_root=tmp_path_factory.mktemp("runs"), show_progress=False)
 
 
@@ -74,7 +58,7 @@ def crafted_run(root: Path, marker: Path, kind: str) -> Path:
     """A run directory whose model files write ``marker`` when unpickled: SB3 zips in place of
     every model (a run as an older version wrote it), or graphopt-named .pt files."""
     run = rundir.new_run_dir(root, "placement", kind)
-    TrainConfig(**TINY).validate().save(run / rundir.CONFIG_FILE)  # type: ignore[arg-type]
+    tiny_config().save(run / rundir.CONFIG_FILE)
     rundir.write_state(run, status="finished", timesteps=32, total_timesteps=32)
     for name in rundir.LEGACY_MODELS:
         crafted_sb3_zip(run / name, marker)

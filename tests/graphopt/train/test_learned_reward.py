@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
+from tiny_runs import tiny_config
 
 from graphopt.costmodel.data import generate, load_dataset
 from graphopt.costmodel.fit import feature_layout, fit, net_layout, save_checkpoint
@@ -34,36 +35,20 @@ def model_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return save_checkpoint(tmp / "model.pt", net, features)
 
 
-def tiny_config(cost_model: str, **overrides: object) -> TrainConfig:
-    fields: dict[str, object] = {
-        "task": "placement",
-        "graphs": TRAIN,
-        "val_graphs": VAL,
-        "cluster": CLUSTER,
-        "total_timesteps": 32,
-        "n_envs": 1,
-        "n_steps": 16,
-        "batch_size": 16,
-        "n_epochs": 1,
-        "eval_every": 16,
-        "checkpoint_every": 32,
-        "name": "learned",
-        "cost_model": cost_model,
-        "policy_kwargs": {
-            "hidden": 16,
-            "sage_layers": 1,
-            "attn_layers": 1,
-            "heads": 2,
-            "segment_len": 32,
-            "mem_len": 32,
-        },
-    }
-    fields.update(overrides)
-    return TrainConfig(**fields).validate()
+def learned_config(cost_model: str, **overrides: object) -> TrainConfig:
+    return tiny_config(
+        graphs=TRAIN,
+        val_graphs=VAL,
+        cluster=CLUSTER,
+        checkpoint_every=32,
+        name="learned",
+        cost_model=cost_model,
+        **overrides,
+    )
 
 
 def test_training_envs_use_the_learned_model_and_validation_the_simulator(model_path: Path):
-    envs, val = make_envs(tiny_config(str(model_path.parent), n_envs=2))  # a directory works too
+    envs, val = make_envs(learned_config(str(model_path.parent), n_envs=2))  # a directory works too
     assert all(isinstance(e.cost_model, LearnedCostModel) for e in envs)
     assert envs[0].cost_model is envs[1].cost_model
     assert val is not None and isinstance(val.cost_model, Simulator)
@@ -79,7 +64,7 @@ def test_training_envs_use_the_learned_model_and_validation_the_simulator(model_
 
 def test_train_with_a_learned_reward(model_path: Path, tmp_path: Path, monkeypatch):
     monkeypatch.chdir(model_path.parent)
-    run = train(tiny_config("model.pt"), runs_root=tmp_path, show_progress=False)
+    run = train(learned_config("model.pt"), runs_root=tmp_path, show_progress=False)
     saved = yaml.safe_load((run / "config.yaml").read_text())
     assert saved["cost_model"] == str(model_path.resolve())  # stored as an absolute path
     with (run / "metrics.csv").open() as f:

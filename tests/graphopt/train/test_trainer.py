@@ -10,39 +10,12 @@ from pathlib import Path
 import pytest
 import torch
 from crafted_files import assert_payload_runs, crafted_pt, crafted_sb3_zip
+from tiny_runs import tiny_config
 
 from graphopt import rundir
-from graphopt.train.config import TrainConfig
 from graphopt.train.trainer import load_model, resume, train
 
 torch.set_num_threads(1)
-
-
-def tiny_config(**overrides: object) -> TrainConfig:
-    fields: dict[str, object] = {
-        "task": "placement",
-        "graphs": "txl-tiny",
-        "val_graphs": "txl-tiny",
-        "cluster": "v100-nvlink-2",
-        "total_timesteps": 32,
-        "n_envs": 1,
-        "n_steps": 16,
-        "batch_size": 16,
-        "n_epochs": 1,
-        "eval_every": 16,
-        "checkpoint_every": 16,
-        "name": "tiny",
-        "policy_kwargs": {
-            "hidden": 16,
-            "sage_layers": 1,
-            "attn_layers": 1,
-            "heads": 2,
-            "segment_len": 32,
-            "mem_len": 32,
-        },
-    }
-    fields.update(overrides)
-    return TrainConfig(**fields).validate()
 
 
 @pytest.fixture(scope="module")
