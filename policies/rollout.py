@@ -17,18 +17,24 @@ import math
 import re
 from copy import deepcopy
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import torch
 from gymnasium import spaces
 from stable_baselines3 import PPO
+from stable_baselines3.common.policies import ActorCriticPolicy
 from stable_baselines3.common.vec_env import DummyVecEnv
 
 from envs import make_env
+from envs.base import GraphEnv
+from envs.one_shot import GraphOptEnv
 from envs.rewards import INVALID
 from graphopt.baselines.estimate_search import estimate_search, weighted_moves
+from graphopt.graph import CompGraph
+from graphopt.hardware import Cluster
 from graphopt.typing import Decision, Measurement
+from policies.distributions import BatchedCategorical
 
 MODE_PATTERN = re.compile(r"greedy|(sample|finetune|plan):[1-9][0-9]*")
 
@@ -79,7 +85,7 @@ def _rank(m: Measurement) -> tuple[bool, float]:
     return (not m.valid, m.step_time)
 
 
-def check_compatible(model: Any, env: Any) -> None:
+def check_compatible(model: PPO, env: GraphEnv) -> None:
     """Raise ValueError if ``model`` was trained for another task, device count or size."""
     trained = getattr(model, "action_space", None)
     if env.task == "placement-edit" or isinstance(trained, spaces.Discrete):
@@ -97,6 +103,7 @@ def check_compatible(model: Any, env: Any) -> None:
                 "observation gained its gain_insert and gain_append columns must be retrained"
             )
         return
+    assert isinstance(env, GraphOptEnv)  # every other task is one-shot
     t_nvec = np.asarray(getattr(trained, "nvec", np.zeros(0, dtype=np.int64)))
     if tuple(t_nvec) != tuple(env.nvec):
         raise ValueError(
@@ -117,7 +124,7 @@ def _describe(nvec: np.ndarray) -> str:
 
 
 def run_policy(
-    model: Any, env: Any, index: int, mode: str = "greedy", seed: int = 0
+    model: PPO, env: Any, index: int, mode: str = "greedy", seed: int = 0
 ) -> PolicyResult:
     """Decide for graph ``index`` of ``env`` with ``model`` in ``mode`` and measure the result."""
     kind, amount = parse_mode(mode, env.task)
@@ -154,7 +161,7 @@ def run_policy(
 
 
 def _run_episodes(
-    model: Any, env: Any, index: int, draws: int, seed: int, tuned: int
+    model: PPO, env: Any, index: int, draws: int, seed: int, tuned: int
 ) -> PolicyResult:
     """The best of ``draws`` placement-edit episodes on graph ``index``: the greedy one (seed
     ``seed``), then sampled ones (seeds ``seed + k``); each final placement measured once."""
@@ -175,21 +182,22 @@ def _run_episodes(
     return PolicyResult(graph.name, best[0], best[1], ref, draws + tuned)
 
 
-def placement_probabilities(model: Any, obs: dict[str, Any], num_ops: int) -> np.ndarray:
+def placement_probabilities(model: PPO, obs: dict[str, Any], num_ops: int) -> np.ndarray:
     """``(num_ops, D)`` the policy's device probabilities of every op for observation ``obs``
     (placement block of the action layout)."""
     with torch.no_grad():
         tensors, _ = model.policy.obs_to_tensor(obs)
         dist = model.policy.get_distribution(tensors)
+    assert isinstance(dist.distribution, BatchedCategorical)  # a GOPolicy's
     log_probs = dist.distribution.log_probs[0]  # (1, max_ops, D): placement comes first
     return log_probs[0, :num_ops].exp().double().numpy()
 
 
 def plan_placement(
-    model: Any,
+    model: PPO,
     obs: dict[str, Any],
-    graph: Any,
-    cluster: Any,
+    graph: CompGraph,
+    cluster: Cluster,
     start: np.ndarray,
     budget: int,
     seed: int,
@@ -207,7 +215,7 @@ def plan_placement(
     return result.placement
 
 
-def finetune(model: Any, env: Any, index: int, steps: int, seed: int) -> tuple[Any, int]:
+def finetune(model: PPO, env: GraphEnv, index: int, steps: int, seed: int) -> tuple[PPO, int]:
     """A copy of ``model`` trained ``steps`` more decisions on graph ``index`` alone (GO's
     fine-tuning mode), and the decisions it actually used (PPO collects whole rollouts, so at least
     one rollout of the model's ``n_steps``). The original model is left untouched."""
@@ -243,7 +251,7 @@ PPO_HYPERPARAMETERS = (
 """The PPO constructor arguments a copy takes from its model (attributes of the same name)."""
 
 
-def copy_model(model: Any, env: Any) -> Any:
+def copy_model(model: PPO, env: GraphEnv) -> PPO:
     """A new PPO on ``env`` with ``model``'s policy, hyper-parameters, weights and optimizer state,
     copied in memory (no file is written or read); training it leaves ``model`` untouched. An
     ``obs_mode="id"`` policy is given ``env``'s graphs."""
@@ -252,7 +260,7 @@ def copy_model(model: Any, env: Any) -> Any:
         policy_kwargs["graphs"] = env.encoded_graphs()
     hyper = {name: getattr(model, name) for name in PPO_HYPERPARAMETERS}
     copy = PPO(
-        model.policy_class,
+        cast(type[ActorCriticPolicy], model.policy_class),
         DummyVecEnv([lambda: env]),
         device="cpu",
         policy_kwargs=policy_kwargs,

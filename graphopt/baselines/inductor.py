@@ -31,6 +31,7 @@ import numpy as np
 
 from graphopt.graph import CompGraph
 from graphopt.hardware import Cluster
+from graphopt.sim.fusion_rules import FusionRules
 from graphopt.typing import Decision, IntArray
 
 if TYPE_CHECKING:
@@ -169,8 +170,6 @@ def drop_illegal(
     on a cycle of the contracted kernel graph (rule 2e), split back into single ops (its members'
     bits unset), and the violations found: ``(rule, op_a, op_b)`` as
     :meth:`FusionRules.violation` gives them, ``(-1, root, -1)`` for a kernel on a cycle."""
-    from graphopt.sim.fusion_rules import FusionRules
-
     n = graph.num_ops
     bits = np.array(bits, dtype=np.int64)
     where = np.zeros(n, dtype=np.int64) if placement is None else np.asarray(placement, np.int64)

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from stable_baselines3 import PPO
 from stable_baselines3.common.callbacks import BaseCallback
 
 from envs.one_shot import GraphOptEnv
@@ -158,7 +159,7 @@ class RunCallback(BaseCallback):
 
     def validate(self) -> float:
         """Greedy decisions on every validation graph; saves the best model; returns the geomean."""
-        assert self.val_env is not None
+        assert self.val_env is not None and isinstance(self.model, PPO)
         results = [run_policy(self.model, self.val_env, i) for i in range(len(self.val_env.graphs))]
         speedup = geomean([r.speedup for r in results])
         valid = float(np.mean([r.measurement.valid for r in results]))
