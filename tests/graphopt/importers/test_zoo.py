@@ -4,7 +4,6 @@ FlopCounterMode's, simulates, and the spec parser, cache and errors behave."""
 from __future__ import annotations
 
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -214,16 +213,13 @@ def test_unreadable_cache_file_is_rebuilt(tmp_path: Path) -> None:
 
 # ---------------------------------------------------------------------------- speed
 @pytest.mark.expensive
-def test_gpt2_12_layers_imports_in_30_s_and_loads_from_cache_in_1_s(tmp_path: Path) -> None:
+def test_gpt2_12_layers_imports_and_loads_from_cache(tmp_path: Path) -> None:
+    """Functional only: the import and cache times are measured by bench/bench_import.py."""
     pytest.importorskip("transformers")
     torch.set_num_threads(2)
     try:
-        start = time.perf_counter()
         graph = zoo.load_zoo("torch:gpt2?n_layer=12&seq=128", cache_dir=tmp_path)
-        assert time.perf_counter() - start < 30
-        start = time.perf_counter()
         cached = zoo.load_zoo("torch:gpt2?n_layer=12&seq=128", cache_dir=tmp_path)
-        assert time.perf_counter() - start < 1
         assert cached.fingerprint == graph.fingerprint
     finally:
         torch.set_num_threads(1)

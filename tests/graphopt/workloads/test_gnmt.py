@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-
 import pytest
 
 from graphopt.workloads import get_graph
@@ -33,12 +31,9 @@ def test_needs_two_layers() -> None:
         gnmt(1)
 
 
-def test_gnmt8_is_the_80k_graph_and_builds_fast() -> None:
-    start = time.perf_counter()
-    g = gnmt(8, name="gnmt-8-test")
-    elapsed = time.perf_counter() - start
+def test_gnmt8_is_the_80k_graph() -> None:
+    g = gnmt(8, name="gnmt-8-test")  # its build time: bench/bench_sim.py, not a test
     assert g.num_ops >= 80_000
-    assert elapsed < 10.0  # about 1-2 s on a laptop core
     assert_valid_training_graph(g)
     assert g.param_bytes.sum() == 4 * gnmt_param_count(8, 1024, 32_000)
 

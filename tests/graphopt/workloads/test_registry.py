@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-
 import pytest
 
 from graphopt.importers.sources import is_source
@@ -70,10 +68,8 @@ def test_get_graph_is_cached() -> None:
     assert get_graph("txl-tiny") is get_graph("txl-tiny")
 
 
-def test_tiny_suite_is_tiny_and_fast() -> None:
-    start = time.perf_counter()
+def test_tiny_suite_is_tiny() -> None:
     graphs = resolve_graphs("suite:tiny")
-    assert time.perf_counter() - start < 5.0
     assert [g.name for g in graphs] == list(SUITES["tiny"])
     for g in graphs:
         assert g.num_ops < 500
