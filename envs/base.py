@@ -15,6 +15,7 @@ from typing import Any, ClassVar
 
 import gymnasium as gym
 import numpy as np
+from gymnasium.error import ResetNeeded
 
 from envs.reference import Reference, check_reference, reference_decision
 from envs.rewards import check_reward_mode
@@ -49,10 +50,13 @@ def resolve_graph_list(graphs: GraphSpec) -> list[CompGraph]:
 
 
 def pick_graph(options: dict[str, Any] | None, num_graphs: int, rng: np.random.Generator) -> int:
-    """The graph of the next episode: ``options["graph"]`` when given (checked to be in
-    ``[0, num_graphs)``), else one drawn uniformly with ``rng``."""
+    """The graph of the next episode: ``options["graph"]`` when given (checked to be an integer
+    in ``[0, num_graphs)``), else one drawn uniformly with ``rng``."""
     if options and "graph" in options:
-        index = int(options["graph"])
+        given = options["graph"]
+        if isinstance(given, bool) or not isinstance(given, (int, np.integer)):
+            raise ValueError(f"options['graph'] must be an integer graph index, got {given!r}")
+        index = int(given)
         if not 0 <= index < num_graphs:
             raise ValueError(f"options['graph'] = {index} is outside [0, {num_graphs})")
         return index
@@ -92,6 +96,20 @@ class GraphEnv(gym.Env[Any, Any]):
         self.reference_name = check_reference(reference)
         self._references: dict[int, Reference] = {}
         self._current = 0
+        self._was_reset = False
+
+    def _pick(self, options: dict[str, Any] | None) -> int:
+        """The graph of the episode ``reset`` starts (:func:`pick_graph`); ``step`` may run after."""
+        self._current = pick_graph(options, len(self.graphs), self.np_random)
+        self._was_reset = True
+        return self._current
+
+    def _check_reset(self) -> None:
+        """Gymnasium's ``ResetNeeded`` when ``step`` comes before any ``reset``."""
+        if not self._was_reset:
+            raise ResetNeeded(
+                f"{type(self).__name__}.step() was called before reset(): call env.reset() first"
+            )
 
     @property
     def decides(self) -> str:

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 from gymnasium import spaces
 
-from envs.base import GraphEnv, GraphSpec, pick_graph
+from envs.base import GraphEnv, GraphSpec
 from envs.reference import Reference
 from envs.rewards import reward
 from graphopt import encoding
@@ -266,14 +266,14 @@ class GraphOptEnv(GraphEnv):
         super().reset(seed=seed)
         if seed is not None:
             self._seed = seed
-        self._current = pick_graph(options, len(self.graphs), self.np_random)
-        graph = self.graphs[self._current]
+        graph = self.graphs[self._pick(options)]
         return self._observation(), {"graph": graph.name, "num_ops": graph.num_ops}
 
     def step(
         self, action: np.ndarray
     ) -> tuple[dict[str, np.ndarray], float, bool, bool, dict[str, Any]]:
         """Price the decision ``action`` for the current graph; the episode always ends here."""
+        self._check_reset()
         graph = self.graphs[self._current]
         decision = self.decode(action)
         ref = self.reference(self._current)

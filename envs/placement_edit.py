@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 from gymnasium import spaces
 
-from envs.base import GraphEnv, GraphSpec, pick_graph
+from envs.base import GraphEnv, GraphSpec
 from envs.rewards import reward
 from graphopt.hardware import DEFAULT_CLUSTER, Cluster
 from graphopt.sim.estimate import PlacementEstimate
@@ -292,13 +292,14 @@ class PlacementEditEnv(GraphEnv):
         super().reset(seed=seed)
         if seed is not None:
             self._seed = seed
-        index = pick_graph(options, len(self.graphs), self.np_random)
+        index = self._pick(options)
         self._start(index)
         graph = self.graphs[index]
         return self._draw(), {"graph": graph.name, "num_ops": graph.num_ops}
 
     def step(self, action: Any) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
         """Make the chosen move (or pass), price the placement, draw the next candidates."""
+        self._check_reset()
         graph = self.graphs[self._current]
         if self._apply(int(action)):
             m = self.cost_model.evaluate(graph, self.cluster, Decision(placement=self.placement))

@@ -38,6 +38,11 @@ def _unknown_key(path: Path, key: str) -> ValueError:
     )
 
 
+MAX_ENTRY = 2**31 - 1
+"""The largest device, priority or fusion entry a decision file may hold (the simulator's int32
+indices)."""
+
+
 def _int_array(path: Path, key: str, value: Any, labels: list[str] | None = None) -> np.ndarray:
     """``value`` (a JSON list) as int64, or a ValueError naming the file, the key and the first
     entry that is not a non-negative integer (``labels`` name the entries, e.g. op names)."""
@@ -46,10 +51,11 @@ def _int_array(path: Path, key: str, value: Any, labels: list[str] | None = None
             f"{path}: {key} must be a list of integers (or null), got {type(value).__name__}"
         )
     for i, v in enumerate(value):
-        if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+        if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v <= MAX_ENTRY:
             where = f"op {labels[i]!r}" if labels else f"{key}[{i}]"
             raise ValueError(
-                f"{path}: {where} is {json.dumps(v)}; {key} entries must be integers >= 0"
+                f"{path}: {where} is {json.dumps(v)}; {key} entries must be integers in "
+                f"[0, {MAX_ENTRY}]"
             )
     return np.asarray(value, dtype=np.int64)
 
@@ -70,10 +76,16 @@ def load_decision(path: str | Path, graph: CompGraph, num_devices: int | None = 
     path = Path(path)
     if not path.exists():
         raise ValueError(f"decision file {str(path)!r} does not exist")
+    if not path.is_file():
+        raise ValueError(f"decision file {str(path)!r} is not a file (a directory?)")
     try:
         data: Any = json.loads(path.read_text(encoding="utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise ValueError(f"{path}: not valid JSON: {e}") from e
+    except RecursionError:
+        raise ValueError(f"{path}: not a decision: JSON nested too deeply") from None
+    except OSError as e:
+        raise ValueError(f"{path}: cannot read: {e.strerror or e}") from None
     if isinstance(data, list):
         decision = Decision(placement=_int_array(path, "placement", data))
     elif isinstance(data, dict) and set(data) & set(_ARRAYS):

@@ -51,6 +51,7 @@ import hashlib
 import heapq
 import json
 import math
+import zlib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cached_property
@@ -179,6 +180,11 @@ class CompGraph:
         Raises:
             ValueError: see :meth:`build`.
         """
+        for column, values in (("op names", op_names), ("op types", op_types)):
+            if isinstance(values, (str, bytes)) or not isinstance(values, Sequence):
+                raise ValueError(
+                    f"graph {name!r}: {column} must be a list of strings, got {type(values).__name__}"
+                )
         names = [str(n) for n in op_names]
         n = len(names)
         index: dict[str, int] = {}
@@ -430,8 +436,10 @@ class CompGraph:
                     data = json.load(f)
             else:
                 data = json.loads(path.read_text(encoding="utf-8"))
-        except (json.JSONDecodeError, UnicodeDecodeError, OSError, EOFError) as e:
+        except (json.JSONDecodeError, UnicodeDecodeError, OSError, EOFError, zlib.error) as e:
             raise ValueError(f"{path}: cannot read graph file: {e}") from e
+        except RecursionError:
+            raise ValueError(f"{path}: not a graph file: JSON nested too deeply") from None
         return cls.from_json_dict(data, source=str(path))
 
     # ------------------------------------------------------------------ networkx
@@ -510,9 +518,15 @@ def _cost_column(
     names: Sequence[str] | None,
     allow_nan: bool = False,
 ) -> FloatArray:
+    if isinstance(values, (str, bytes)) or np.asarray(values).dtype.kind in "bOUS":
+        kinds = sorted({type(v).__name__ for v in np.asarray(values, dtype=object).reshape(-1)})
+        if kinds != ["float"] and kinds != ["int"] and kinds != ["float", "int"]:
+            raise ValueError(
+                f"graph {graph!r}: column {key!r} is not numeric: it holds {', '.join(kinds)}"
+            )
     try:
         arr = np.array(values, dtype=np.float64).reshape(-1)
-    except (TypeError, ValueError) as e:
+    except (TypeError, ValueError, OverflowError) as e:
         raise ValueError(f"graph {graph!r}: column {key!r} is not numeric: {e}") from e
     if len(arr) != n:
         raise ValueError(f"graph {graph!r}: column {key!r} has {len(arr)} entries, expected {n}")

@@ -14,6 +14,17 @@ NAME = "graphs"
 HELP = "list, inspect and export computation graphs"
 
 
+def non_negative(text: str) -> int:
+    """An argparse type: an integer >= 0."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {value}")
+    return value
+
+
 def register(sub: Any) -> None:
     p = sub.add_parser(NAME, help=HELP)
     gsub = p.add_subparsers(dest="graphs_command", metavar="ACTION", required=True)
@@ -26,7 +37,9 @@ def register(sub: Any) -> None:
     show.add_argument(
         "graphs", metavar="GRAPH", help="name, suite:NAME, graph file, or a comma list"
     )
-    show.add_argument("--top", type=int, default=10, help="how many of the largest ops to list")
+    show.add_argument(
+        "--top", type=non_negative, default=10, help="how many of the largest ops to list"
+    )
     show.add_argument("--json", action="store_true", help="print JSON instead of tables")
     show.set_defaults(func=cmd_show)
 

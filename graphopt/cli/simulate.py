@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -168,7 +167,9 @@ def cmd_simulate(args: argparse.Namespace) -> int:
                 raise ValueError(f"cannot write Gantt chart {str(out)!r}: {e.strerror or e}") from e
             result["gantt"] = str(written)
     if args.json:
-        print(json.dumps(results, indent=2))
+        from graphopt.eval.strict_json import dumps
+
+        print(dumps(results, indent=2))
         return 0
     print_results(results, title=f"{cluster.name}, decision: {args.decision or args.placement}")
     return 0

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import csv
-import json
 import math
 from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
 
+from graphopt.eval import strict_json
 from graphopt.eval.compare import GraphComparison, geomean_speedups
 from graphopt.eval.console import make_console
 
@@ -67,13 +67,12 @@ def write_comparisons(
     out_dir.mkdir(parents=True, exist_ok=True)
     json_path = out_dir / json_name
     json_path.write_text(
-        json.dumps(
+        strict_json.dumps(
             {
                 "graphs": [c.to_dict() for c in comparisons],
                 "geomean_speedup_over_best_heuristic": geomean_speedups(comparisons),
             },
             indent=2,
-            default=float,
         )
     )
     csv_path = json_path.with_suffix(".csv")

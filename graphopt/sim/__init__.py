@@ -50,7 +50,8 @@ missing arrays default to all zeros (everything on device 0, topological order, 
    device's capacity makes the decision invalid (OOM), naming the first such device. The step time
    is still reported.
 9. **Results.** Step time = the latest kernel end (0 for an empty graph); busy time per device = the
-   sum of its kernels' times; bytes moved = the sum over transfers.
+   sum of its kernels' times; bytes moved = the sum over transfers. A step time that is not finite
+   (costs that overflow) makes the decision invalid.
 
 Lower bounds (:mod:`graphopt.sim.bounds`), valid for every placement and schedule with the same
 fusion: the critical path with every kernel at its fastest device time and no communication; and the

@@ -33,6 +33,12 @@ MAX_PRIORITY = 2**31
 """Priority levels must be below this (the engine packs a level and a kernel index in one int64)."""
 
 
+NOT_FINITE = (
+    "the step time is not finite: the graph's costs overflow (an op time or a sum of them beyond "
+    "1.8e308 s); check the graph's FLOPs, bytes and measured times"
+)
+"""The reason of a decision whose simulated step time overflows: never a valid result."""
+
 @dataclass(frozen=True)
 class BatchResult:
     """Results of :meth:`PreparedGraph.evaluate_batch` for ``B`` decisions, as arrays."""
@@ -253,12 +259,15 @@ class PreparedGraph:
                     for i in np.argsort(t_start, kind="stable")
                 ),
             )
+        valid = status == engine.STATUS_OK
+        if valid and not math.isfinite(step):  # costs so large that their sum overflows
+            valid, reason = False, NOT_FINITE
         return Measurement(
             step_time=float(step),
             busy_time=busy,
             peak_memory=peak_mem,
             bytes_moved=float(moved),
-            valid=status == engine.STATUS_OK,
+            valid=valid,
             reason=reason,
             schedule=sched,
         )
@@ -322,7 +331,7 @@ class PreparedGraph:
                 peak_mem[legal], moved[legal] = out[4], out[5]
         return BatchResult(
             step_time=step,
-            valid=status == engine.STATUS_OK,
+            valid=(status == engine.STATUS_OK) & np.isfinite(step),
             status=status,
             busy_time=busy,
             peak_memory=peak_mem,

@@ -7,6 +7,7 @@ subset of the keys below, and CLI flags override both. Unknown keys are errors t
 from __future__ import annotations
 
 import dataclasses
+import math
 import typing
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -20,6 +21,18 @@ from graphopt.tasks import get_task
 
 CONFIG_VERSION = 1
 POLICIES = ("go", "mlp")
+
+
+FLOAT_RANGES: dict[str, tuple[float, float, bool]] = {
+    "learning_rate": (0.0, math.inf, False),
+    "gamma": (0.0, 1.0, True),
+    "gae_lambda": (0.0, 1.0, True),
+    "clip_range": (0.0, math.inf, False),
+    "ent_coef": (0.0, math.inf, True),
+    "vf_coef": (0.0, math.inf, True),
+    "max_grad_norm": (0.0, math.inf, False),
+}
+"""The range of every float hyper-parameter: ``(low, high, low included)``; ``high`` is included."""
 
 
 @dataclass
@@ -118,6 +131,12 @@ class TrainConfig:
         ):
             if int(getattr(self, key)) < 1:
                 raise ValueError(f"{key} must be >= 1, got {getattr(self, key)}")
+        for key, (low, high, closed) in FLOAT_RANGES.items():
+            value = float(getattr(self, key))
+            inside = (low <= value if closed else low < value) and value <= high
+            if not inside:
+                bound = f"[{low}, {high}]" if closed else f"({low}, {high}]"
+                raise ValueError(f"{key} must be in {bound}, got {getattr(self, key)}")
         if self.max_ops is not None and self.max_ops < 1:
             raise ValueError(f"max_ops must be >= 1 (or left out), got {self.max_ops}")
         if self.cost_model != "simulator":

@@ -235,3 +235,19 @@ def test_fusion_tasks_observe_the_fusion_mask(task):
 def test_placement_has_no_fusion_mask():
     env = envs.make_env("placement", "txl-tiny", "v100-nvlink-4")
     assert "fusion_mask" not in env.reset(seed=0)[0]
+
+
+@pytest.mark.parametrize("task", ["placement", "placement-edit"])
+def test_step_before_reset_and_bad_graph_options_are_refused(task):
+    from gymnasium.error import ResetNeeded
+
+    env = envs.make_env(task, ["txl-tiny", "wavenet-tiny"], "v100-nvlink-2")
+    with pytest.raises(ResetNeeded, match="call env.reset"):
+        env.step(env.action_space.sample())
+    for bad in (1.9, "1", True):
+        with pytest.raises(ValueError, match="must be an integer graph index"):
+            env.reset(options={"graph": bad})
+    with pytest.raises(ValueError, match=r"outside \[0, 2\)"):
+        env.reset(options={"graph": 2})
+    env.reset(options={"graph": np.int64(1)})
+    env.step(env.action_space.sample())

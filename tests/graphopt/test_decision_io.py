@@ -50,7 +50,7 @@ def test_forms(tmp_path, graph):
         ({"priority": ["a", "b", "c"]}, r'priority\[0\] is "a"; priority entries must be integers'),
         (
             {"placement": [0, -1, 0]},
-            r"placement\[1\] is -1; placement entries must be integers >= 0",
+            r"placement\[1\] is -1; placement entries must be integers in \[0, 2147483647\]",
         ),
         ({"placement": 3}, "placement must be a list of integers"),
         ({"a": 0, "b": "gpu1", "c": 0}, "op 'b' is \"gpu1\""),
@@ -77,3 +77,18 @@ def test_devices_are_checked_against_the_cluster(tmp_path, graph):
 def test_missing_file(tmp_path, graph):
     with pytest.raises(ValueError, match="does not exist"):
         load_decision(tmp_path / "nope.json", graph)
+
+
+def test_unreadable_decisions_name_the_file(tmp_path, graph):
+    with pytest.raises(ValueError, match="is not a file"):
+        load_decision(tmp_path, graph)
+    deep = tmp_path / "deep.json"
+    deep.write_text("[" * 100_000 + "]" * 100_000)
+    with pytest.raises(ValueError, match="nested too deeply"):
+        load_decision(deep, graph)
+    huge = tmp_path / "huge.json"
+    huge.write_text(json.dumps({"priority": [10**20] + [0] * (graph.num_ops - 1)}))
+    with pytest.raises(
+        ValueError, match=r"priority\[0\] is 100000000000000000000; .* \[0, 2147483647\]"
+    ):
+        load_decision(huge, graph)

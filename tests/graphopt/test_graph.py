@@ -862,3 +862,31 @@ def test_op_class_survives_networkx() -> None:
     )
     assert g.op_classes == ("elementwise", "opaque")  # an unknown type is opaque
     assert CompGraph.from_networkx(g.to_networkx()).op_classes == g.op_classes
+
+
+@pytest.mark.parametrize(
+    ("change", "pattern"),
+    [
+        ({"name": "xyz"}, "op names must be a list of strings, got str"),
+        ({"flops": [True, False, True]}, "column 'flops' is not numeric: it holds bool"),
+        ({"flops": [10**400, 0, 0]}, "column 'flops' is not numeric: int too large"),
+    ],
+)
+def test_columns_of_the_wrong_kind_are_refused(
+    tmp_path: Path, change: dict[str, Any], pattern: str
+) -> None:
+    data = minimal_file()
+    data["ops"].update(change)
+    with pytest.raises(ValueError, match=pattern):
+        CompGraph.load(write_json(tmp_path / "g.json", data))
+
+
+def test_unreadable_graph_files_name_the_file(tmp_path: Path) -> None:
+    corrupt = tmp_path / "g.json.gz"
+    corrupt.write_bytes(b"\x1f\x8b\x08\x00garbage")
+    with pytest.raises(ValueError, match="g.json.gz: cannot read graph file"):
+        CompGraph.load(corrupt)
+    deep = tmp_path / "deep.json"
+    deep.write_text("[" * 100_000 + "]" * 100_000)
+    with pytest.raises(ValueError, match="nested too deeply"):
+        CompGraph.load(deep)

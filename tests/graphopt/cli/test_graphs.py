@@ -79,3 +79,8 @@ def test_import_without_an_optional_dependency_is_one_line(run_cli, tmp_path):
     )
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
     assert 'pip install "graphopt[transformers]"' in proc.stderr
+
+
+def test_show_refuses_a_negative_top(run_cli):
+    proc = run_cli("graphs", "show", "txl-tiny", "--top", "-3", check=False)
+    assert proc.returncode == 2 and "expected an integer >= 0, got -3" in proc.stderr

@@ -171,3 +171,17 @@ def test_illegal_fusion_is_refused_naming_rule_and_ops(run_cli, tmp_path):
     path.write_text(json.dumps({"fusion": [0] * (graph.num_ops - 1)}))
     proc = run_cli("simulate", "txl-tiny", "--decision", str(path), check=False)
     assert proc.returncode == 2 and f"has {graph.num_ops} ops" in proc.stderr
+
+
+def test_json_output_is_strict_json(run_cli, tmp_path):
+    """An illegal decision's inf step time would be ``Infinity`` (not JSON): it is null."""
+    from graphopt.graph import CompGraph, Op
+
+    path = tmp_path / "huge.json"
+    ops = [Op(n, "Relu", measured={"V100": 1e308}) for n in ("a", "b")]
+    CompGraph.build("huge", ops, [("a", "b", 1.0)]).save(path)
+    out = run_cli("simulate", str(path), "--cluster", "v100-nvlink-2", "--json").stdout
+    assert "Infinity" not in out
+    result = json.loads(out)[0]
+    assert result["step_time"] is None and result["valid"] is False
+    assert "not finite" in result["reason"]

@@ -240,3 +240,15 @@ def test_transfers_queued_at_one_instant_go_by_producer_index():
     assert by_op(m, g)["B"] == (0, 2.0, 2.0)
     sent = {g.op_names[t.producer]: (t.start, t.end) for t in m.schedule.transfers if t.src == 0}
     assert sent == {"x": (1.0, 11.0), "B": (11.0, 13.0), "A": (13.0, 16.0)}
+
+
+def test_a_step_time_that_overflows_is_never_valid():
+    from graphopt.graph import CompGraph, Op
+
+    ops = [Op(n, "Relu", measured={"unit": 1e308}) for n in ("a", "b")]
+    g = CompGraph.build("huge", ops, [("a", "b", 1.0)])
+    cluster = unit_cluster(1)
+    m = simulate(g, cluster, Decision())
+    assert not m.valid and math.isinf(m.step_time) and "not finite" in m.reason
+    batch = PreparedGraph(g, cluster).evaluate_batch(np.zeros((2, 2), dtype=np.int64))
+    assert not batch.valid.any()
