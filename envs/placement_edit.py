@@ -36,6 +36,26 @@ CLIP = 100.0
 """Percentages are clipped to +-CLIP before the symlog (an unplaceable candidate: -CLIP)."""
 
 
+def percent_gain(before: float | FloatArray, after: float | FloatArray) -> FloatArray:
+    """The estimated gain in %, ``(before - after) * 100 / before``, of going from an estimated
+    step time ``before`` to ``after``, where ``inf`` is an estimate whose parameters do not fit:
+
+    - from a placement that fits to one that does not: ``-inf`` (:func:`move_features` makes it
+      ``-CLIP``);
+    - from one that does not fit to one that does: ``+inf`` (``+CLIP``);
+    - between two that do not fit, or from a zero estimate: ``0``, no gain either way.
+
+    Never NaN (``inf - inf`` would be)."""
+    before, after = np.asarray(before, float), np.asarray(after, float)
+    fits_before, fits_after = np.isfinite(before), np.isfinite(after)
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+        finite = (before - after) * (100.0 / before)
+    gain = np.where(
+        fits_before, np.where(fits_after, finite, -np.inf), np.where(fits_after, np.inf, 0.0)
+    )
+    return np.where(fits_before & (before <= 0), 0.0, gain)
+
+
 def symlog(x: FloatArray) -> FloatArray:
     """``sign(x) * log(1 + 10 |x|)``: 0.1 -> 0.69, 1 -> 2.4, 100 -> 6.9."""
     return np.sign(x) * np.log1p(10.0 * np.abs(x))
@@ -71,8 +91,9 @@ def move_features(
     ``(C,)``, percentages or shares as in :data:`FEATURES`; ``gains`` the vetted ones, ``insert``
     and ``append`` the two schedules' own); row 0 is the pass row.
 
-    Pure and vectorised; infinite or NaN gains (a placement whose parameters do not fit) become
-    ``-CLIP``.
+    Pure and vectorised, and every entry is finite: gains of ``-inf`` or NaN (a placement whose
+    parameters do not fit) become ``-CLIP``, ``+inf`` (one that fits now, where the current one
+    does not) ``+CLIP``; so does ``gained``; shares are capped at ``CLIP``.
     """
 
     def rows(x: FloatArray) -> np.ndarray:
@@ -89,11 +110,16 @@ def move_features(
     out[:, 1] = rank / max(c, 1)
     out[:, 2] = symlog(g - g.max())
     out[0, 3] = 1.0
-    out[1:, 4] = symlog(np.minimum(op_old, CLIP))
-    out[1:, 5] = symlog(np.minimum(op_new, CLIP))
-    out[1:, 6] = np.minimum(load_old, CLIP)
-    out[1:, 7] = np.minimum(load_new, CLIP)
-    out[:, 8] = symlog(np.clip(gained, -CLIP, CLIP))
+
+    def shares(x: FloatArray) -> np.ndarray:
+        x = np.nan_to_num(np.asarray(x, float), nan=CLIP, posinf=CLIP, neginf=-CLIP)
+        return np.clip(x, -CLIP, CLIP)
+
+    out[1:, 4] = symlog(shares(op_old))
+    out[1:, 5] = symlog(shares(op_new))
+    out[1:, 6] = shares(load_old)
+    out[1:, 7] = shares(load_new)
+    out[:, 8] = symlog(rows(np.array([gained]))[1])
     out[:, 9] = progress
     out[:, 10] = symlog(rows(insert))
     out[:, 11] = symlog(rows(append))
@@ -122,7 +148,12 @@ class PlacementEditEnv(GraphEnv):
     ## Observation Space
 
     ``Box(-100, 100, (C + 1, 12), float32)``: a row per choice, row 0 the pass; columns
-    :data:`FEATURES` (percentages of the current estimated step time, shares, progress).
+    :data:`FEATURES` (percentages of the current estimated step time, shares, progress). Always
+    finite, also on graphs where no placement fits: a candidate whose parameters do not fit
+    gains ``-CLIP``, one that makes a placement that does not fit fit ``+CLIP``, one between two
+    that do not fit 0 (:func:`percent_gain`); op times and loads are then shares of the current
+    placement's schedule with memory ignored. The episode still runs, from the reference, which
+    is then invalid (``info["valid"]`` says so).
 
     ## Rewards
 
@@ -230,13 +261,22 @@ class PlacementEditEnv(GraphEnv):
         )
         self._est = self._start_est = float(est(self.placement[None])[0])
         self._est_append = float(append(self.placement[None])[0])
+        self._span = self._schedule_length()
         self._steps = 0
         self._ref_time = ref.measurement.step_time
-        self._reward = reward(self.reward_mode, self._ref_time, True, self._ref_time)
+        valid = bool(ref.measurement.valid)  # False where no heuristic fits the graph
+        self._reward = reward(self.reward_mode, self._ref_time, valid, self._ref_time)
         self.moves = 0
         """Moves made in this episode (passes not counted)."""
-        self._last = (self._ref_time, True)  # step time and validity of the current placement
+        self._last = (self._ref_time, valid)  # step time and validity of the current placement
         self._return = 0.0
+
+    def _schedule_length(self) -> float:
+        """The current placement's estimate, or where its parameters do not fit (``inf``) its
+        schedule with memory ignored: the finite time that op times and loads are shares of."""
+        if np.isfinite(self._est):
+            return self._est
+        return float(self._estimate(self._current)[0].schedule(self.placement[None])[0])
 
     def _draw(self) -> np.ndarray:
         """Draw the next candidates, estimate them, and return the observation."""
@@ -249,18 +289,17 @@ class PlacementEditEnv(GraphEnv):
         est, append = self._estimate(self._current)
         times, times_append = est(moved), append(moved)
         self._cand = (ops, new, times, times_append)
-        scale = 100.0 / self._est if self._est > 0 else 0.0
-        scale_append = 100.0 / self._est_append if self._est_append > 0 else 0.0
-        with np.errstate(invalid="ignore"):
-            insert = (self._est - times) * scale
-            after = (self._est_append - times_append) * scale_append
+        # Gains are finite, or +-inf where a placement's parameters do not fit; never NaN.
+        insert = percent_gain(self._est, times)
+        after = percent_gain(self._est_append, times_append)
+        scale = 100.0 / self._span if self._span > 0 else 0.0
         return move_features(
             vetted_gain(insert, after),
             self._op_time[ops, old] * scale,
             self._op_time[ops, new] * scale,
             self._load[old] * scale / 100.0,
             self._load[new] * scale / 100.0,
-            (self._start_est - self._est) * 100.0 / self._start_est if self._start_est > 0 else 0.0,
+            float(percent_gain(self._start_est, self._est)),
             self._steps / self.horizon,
             insert,
             after,
@@ -281,6 +320,7 @@ class PlacementEditEnv(GraphEnv):
         self.placement[op] = dev
         self._est = float(times[action - 1])
         self._est_append = float(times_append[action - 1])
+        self._span = self._schedule_length()
         self.moves += 1
         return True
 

@@ -16,13 +16,21 @@
    estimate; ``runs/placement-edit/demo-edit_<k>/``) and evaluates it greedily on the same graphs.
 
 Run it as ``python -m graphopt.demo [--config FILE] [--eval-graphs SPEC] [--total-timesteps N]``.
+
+Output: training shows a progress bar on a terminal, and a line of progress (speed-up, decisions
+per second, ETA) every few percent of the run where the output is piped (``| tee``, a CI log).
+Stopped with Ctrl-C or SIGTERM, training saves its run and the demo ends with one line saying how
+to resume it, and exit status 130 (a Ctrl-C outside training: one line, 130 too).
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 
 import torch
+from rich.console import Console
+from rich.text import Text
 
 from envs import make_env
 from envs.base import resolve_graph_list
@@ -31,10 +39,17 @@ from graphopt.eval.console import make_console
 from graphopt.eval.evaluate import evaluate_run, load_run_model, model_sizes
 from graphopt.eval.gantt import plot_gantt
 from graphopt.importers.pipedream import list_profiles
+from graphopt.rundir import is_interrupt
 from graphopt.sim import simulate
 from graphopt.train.config import load_config
-from graphopt.train.trainer import train
+from graphopt.train.trainer import TrainingInterrupted, train
 from policies.rollout import run_policy
+
+INTERRUPTED = 130
+"""Exit status after Ctrl-C or SIGTERM (128 + SIGINT, as shells report a Ctrl-C)."""
+RULE_WIDTH = 100
+"""Widest section rule: piped output has a 1000-column console (for uncut tables), and a rule
+as wide as that would fill a log with dashes."""
 
 HELDOUT = "suite:heldout-small"
 REAL = "pipedream:resnet50,pipedream:inception_v3,pipedream:gnmt"
@@ -44,7 +59,29 @@ def default_eval_graphs() -> str:
     return f"{HELDOUT},{REAL}" if list_profiles() else HELDOUT
 
 
+def section(console: Console, title: str) -> None:
+    """A section heading: the title in bold, underlined no wider than the title, the terminal or
+    :data:`RULE_WIDTH`."""
+    console.print()
+    console.print(Text(title, style="bold"))
+    console.print("─" * max(1, min(len(title), console.width, RULE_WIDTH)), style="dim")
+
+
 def main(argv: list[str] | None = None) -> int:
+    """Run the demo; returns the exit status (0, or :data:`INTERRUPTED`)."""
+    try:
+        return _main(argv)
+    except TrainingInterrupted as e:  # the run is saved; no traceback for a Ctrl-C
+        print(f"demo: {e}", file=sys.stderr, flush=True)
+        return INTERRUPTED
+    except (Exception, KeyboardInterrupt) as e:
+        if not is_interrupt(e):
+            raise
+        print("demo: interrupted", file=sys.stderr, flush=True)
+        return INTERRUPTED
+
+
+def _main(argv: list[str] | None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -71,32 +108,35 @@ def main(argv: list[str] | None = None) -> int:
     console = make_console()
     config = load_config(args.config, total_timesteps=args.total_timesteps, name="demo")
     torch.set_num_threads(config.threads)
-    console.rule(
-        f"[bold]1. PPO training: {config.task} on {config.graphs}, {config.total_timesteps:,} decisions"
+    section(
+        console,
+        f"1. PPO training: {config.task} on {config.graphs}, {config.total_timesteps:,} decisions",
     )
     run = train(config, runs_root=args.runs_dir)
     console.print(f"run directory: {run}")
 
     eval_graphs = args.eval_graphs or default_eval_graphs()
-    console.rule(f"[bold]2. zero-shot evaluation on graphs never trained on: {eval_graphs}")
+    section(console, f"2. zero-shot evaluation on graphs never trained on: {eval_graphs}")
     comparisons = evaluate_run(run, eval_graphs, mode="greedy", budget=args.budget, console=console)
     if config.task == "placement" and args.plan > 0:
-        console.rule(
-            f"[bold]2b. the same, greedy placement refined by {args.plan:,} analytic estimates "
-            "(no simulation but one final check; estimate-search: the same from the best heuristic)"
+        section(
+            console,
+            f"2b. the same, greedy placement refined by {args.plan:,} analytic estimates "
+            "(no simulation but one final check; estimate-search: the same from the best heuristic)",
         )
         evaluate_run(
             run, eval_graphs, mode=f"plan:{args.plan}", budget=args.budget, console=console
         )
 
-    console.rule("[bold]3. the policy's schedule")
+    section(console, "3. the policy's schedule")
     _gantt(run, comparisons[0].graph, eval_graphs, config, load_run_model(run), console)
 
     if args.edit_config:
         edit = load_config(args.edit_config, name="demo-edit")
-        console.rule(
-            f"[bold]4. one move at a time: {edit.task} on {edit.graphs}, {edit.total_timesteps:,} "
-            "steps, then zero-shot on the same graphs"
+        section(
+            console,
+            f"4. one move at a time: {edit.task} on {edit.graphs}, {edit.total_timesteps:,} "
+            "steps, then zero-shot on the same graphs",
         )
         edit_run = train(edit, runs_root=args.runs_dir)
         console.print(f"run directory: {edit_run}")

@@ -29,6 +29,9 @@ File format (YAML or JSON by suffix; :meth:`Cluster.load`, :meth:`Cluster.save`)
         - {src: gpu0, dst: gpu1, bandwidth: 50.0e+9, latency: 5.0e-6}   # both directions
         - {src: cpu, dst: gpu0, bandwidth: 10.0e+9, latency: 1.0e-5, bidirectional: false}
 
+Size: a cluster has at most :data:`MAX_DEVICES` (4,096) devices, ``count`` included; a larger
+one is refused with a ``ValueError`` naming the limit (the reasons are at :data:`MAX_DEVICES`).
+
 Device fields: ``name``, ``kind``, ``peak_flops`` (FLOP/s), ``mem_bandwidth`` (bytes/s),
 ``memory`` (bytes), ``launch_overhead`` (s per kernel). Figures must be finite and positive
 (latency and launch overhead may be 0). A number may be a string such as ``"12e9"`` (YAML 1.1
@@ -116,6 +119,13 @@ DEVICE_SPECS: dict[str, dict[str, Any]] = {
 }
 """Named device specs (every :class:`Device` field but ``name``), usable as ``preset:`` in files."""
 
+MAX_DEVICES = 4096
+"""The most devices a cluster may have. Why 4,096: a cluster holds two ``(D, D)`` float64 link
+matrices, ``8 * D**2`` bytes each (128 MiB apiece at 4,096, 2 GiB at 16,384), and loading or
+saving one touches every ordered pair; 4,096 loads in seconds and stays far above any machine a
+placement is searched for. The simulator and the heuristics take any cluster up to this size;
+the learned policies (``graphopt.encoding.MAX_DEVICES``) take at most 16 devices."""
+
 PRESET_DIR = Path(__file__).with_name("hardware_presets")
 DEFAULT_CLUSTER = "v100-nvlink-4"
 
@@ -152,6 +162,25 @@ def _check_keys(
     missing = [k for k in required if k not in data]
     if missing:
         raise ValueError(f"{where}: missing required field(s) {missing}")
+
+
+def _too_many(count: int, where: str) -> ValueError:
+    return ValueError(
+        f"{where}: {count:,} devices; a cluster may have at most {MAX_DEVICES:,} "
+        "(graphopt.hardware.MAX_DEVICES: its D x D link matrices grow with the square of D)"
+    )
+
+
+def _duplicates(names: list[str]) -> list[str]:
+    return sorted(name for name, k in Counter(names).items() if k > 1)
+
+
+def _some(names: list[str], shown: int = 12) -> str:
+    """``names`` joined, or the first and last few of a long list and how many there are."""
+    if len(names) <= shown:
+        return ", ".join(names)
+    head, tail = names[: shown - 2], names[-2:]
+    return f"{', '.join(head)}, ..., {', '.join(tail)} ({len(names):,} devices)"
 
 
 def _readonly(array: np.ndarray) -> np.ndarray:
@@ -216,8 +245,9 @@ class Cluster:
     The link arrays are copied, their diagonals reset, and made read-only.
 
     Raises:
-        ValueError: no devices, duplicate device names, link arrays of the wrong shape, or an
-            off-diagonal bandwidth not finite and positive / latency not finite and >= 0.
+        ValueError: no devices, more than :data:`MAX_DEVICES`, duplicate device names, link
+            arrays of the wrong shape, or an off-diagonal bandwidth not finite and positive /
+            latency not finite and >= 0.
     """
 
     name: str
@@ -230,8 +260,10 @@ class Cluster:
         devices = tuple(self.devices)
         if not devices or not all(isinstance(d, Device) for d in devices):
             raise ValueError(f"cluster {self.name!r}: devices must be a non-empty list of Device")
+        if len(devices) > MAX_DEVICES:
+            raise _too_many(len(devices), f"cluster {self.name!r}")
         names = [d.name for d in devices]
-        dup = sorted({n for n in names if names.count(n) > 1})
+        dup = _duplicates(names)
         if dup:
             raise ValueError(f"cluster {self.name!r}: duplicate device names {dup}; rename them")
         n = len(devices)
@@ -242,7 +274,11 @@ class Cluster:
                     f"cluster {self.name!r}: {key} has shape {array.shape}; expected ({n}, {n}), "
                     "one entry per ordered (src, dst) device pair"
                 )
-            for i, j in np.argwhere(~np.eye(n, dtype=bool)):
+            with np.errstate(invalid="ignore"):  # NaN compares False: bad, as it should
+                good = np.isfinite(array) & ((array >= 0) if zero_ok else (array > 0))
+            np.fill_diagonal(good, True)
+            if not good.all():  # the first bad link, in row-major order, raises
+                i, j = np.argwhere(~good)[0]
                 where = f"cluster {self.name!r}: link {names[i]}->{names[j]}"
                 _figure(array[i, j], where, key, allow_zero=zero_ok)
             np.fill_diagonal(array, np.inf if key == "bandwidth" else 0.0)
@@ -312,23 +348,27 @@ class Cluster:
         """The file-format dict (module docstring), lossless: devices written out in full, the
         most common link as ``links.default``, every other link in ``links.pairs``."""
         names, n = [d.name for d in self.devices], self.num_devices
-        link = {
-            (i, j): (float(self.bandwidth[i, j]), float(self.latency[i, j]))
-            for i in range(n)
-            for j in range(n)
-            if i != j
-        }
+        bw, lat = self.bandwidth, self.latency
         links: dict[str, Any] = {}
-        default = Counter(link.values()).most_common(1)[0][0] if link else None
-        if default is not None:
-            links["default"] = {"bandwidth": default[0], "latency": default[1]}
         pairs = []
-        for (i, j), (bandwidth, latency) in link.items():
-            both = link[j, i] == (bandwidth, latency)
-            if (bandwidth, latency) == default or (both and i > j):
-                continue  # covered by the default, or written with its reverse
-            pair = {"src": names[i], "dst": names[j], "bandwidth": bandwidth, "latency": latency}
-            pairs.append({**pair, "bidirectional": both})
+        if n > 1:
+            off = ~np.eye(n, dtype=bool)
+            figures = np.stack([bw[off], lat[off]], axis=1)  # row-major (src, dst) order
+            # The default: the most common (bandwidth, latency); on a tie the first in order.
+            values, first, counts = np.unique(
+                figures, axis=0, return_index=True, return_counts=True
+            )
+            best = np.flatnonzero(counts == counts.max())
+            default = values[best[np.argmin(first[best])]]
+            links["default"] = {"bandwidth": float(default[0]), "latency": float(default[1])}
+            same = (bw == bw.T) & (lat == lat.T)
+            below = np.tril(off)  # src > dst: written with its reverse when symmetric
+            skip = ((bw == default[0]) & (lat == default[1])) | (same & below)
+            for i, j in np.argwhere(off & ~skip):  # skip: the default covers it, or its reverse
+                both = bool(same[i, j])
+                pair = {"src": names[i], "dst": names[j]}
+                pair.update(bandwidth=float(bw[i, j]), latency=float(lat[i, j]))
+                pairs.append({**pair, "bidirectional": both})
         if pairs:
             links["pairs"] = pairs
         devices = [{key: getattr(d, key) for key in _DEVICE_FIELDS} for d in self.devices]
@@ -391,7 +431,7 @@ class Cluster:
 def _parse_devices(entries: object) -> tuple[Device, ...]:
     if not isinstance(entries, list) or not entries:
         raise ValueError(f"devices must be a non-empty list of device entries, got {entries!r}")
-    devices = []
+    devices: list[Device] = []
     for k, entry in enumerate(entries):
         _check_keys(entry, f"devices[{k}]", ("name",), (*_DEVICE_FIELDS[1:], "count", "preset"))
         where = f"devices[{k}] ({entry['name']!r})"
@@ -412,14 +452,18 @@ def _parse_devices(entries: object) -> tuple[Device, ...]:
             )
         count = entry.get("count")
         if count is None:
-            names = [entry["name"]]
-        elif isinstance(count, int) and not isinstance(count, bool) and count >= 1:
+            count = 1
+        elif not (isinstance(count, int) and not isinstance(count, bool) and count >= 1):
+            raise ValueError(f"{where}: count must be a positive integer, got {count!r}")
+        if len(devices) + count > MAX_DEVICES:  # before building a single one of them
+            raise _too_many(len(devices) + count, f"{where}: devices up to here")
+        if "count" in entry:
             names = [f"{entry['name']}{i}" for i in range(count)]
         else:
-            raise ValueError(f"{where}: count must be a positive integer, got {count!r}")
+            names = [entry["name"]]
         devices += [Device(name=name, **figures) for name in names]
     names = [d.name for d in devices]
-    dup = sorted({name for name in names if names.count(name) > 1})
+    dup = _duplicates(names)
     if dup:  # checked here too, so that links naming the devices do not fail first
         raise ValueError(f"devices: duplicate device names {dup}; make every name unique")
     return tuple(devices)
@@ -447,7 +491,7 @@ def _parse_links(links: Any, names: list[str]) -> tuple[FloatArray, FloatArray]:
             if pair[key] not in index:
                 raise ValueError(
                     f"{where}: unknown device name {pair[key]!r} in `{key}`; "
-                    f"devices are: {', '.join(names)}"
+                    f"devices are: {_some(names)}"
                 )
         i, j = index[pair["src"]], index[pair["dst"]]
         if i == j:

@@ -20,6 +20,9 @@ when none is estimated to help (the rule of :func:`graphopt.baselines.estimate_s
 and training learns where to depart from that rule: the same role the hint plays for
 :class:`~policies.sb3_policy.GOPolicy`. ``gain_prior=0`` starts from a uniform policy instead.
 
+Observations are clamped to the environment's Box, ``+-CLIP``, NaN read as ``-CLIP``, so the
+logits are always finite.
+
 Shapes:
     observation ``(B, R, F)`` float; actions ``(B,)``; values ``(B, 1)``; log-probabilities and
     entropies ``(B,)``.
@@ -36,7 +39,7 @@ from stable_baselines3.common.policies import ActorCriticPolicy
 from stable_baselines3.common.type_aliases import PyTorchObs, Schedule
 from torch import Tensor, nn
 
-from envs.placement_edit import FEATURES
+from envs.placement_edit import CLIP, FEATURES
 from policies.sb3_policy import _IGNORED_SB3_KWARGS, own_parameters
 
 
@@ -137,7 +140,11 @@ class MovePolicy(ActorCriticPolicy):
 
     def _run(self, obs: PyTorchObs) -> tuple[CategoricalDistribution, Tensor]:
         assert isinstance(obs, Tensor)
-        logits, value = self.scorer(obs.float())
+        # The environment's observations are finite and within +-CLIP; one that is not (a NaN
+        # would make every logit NaN and the distribution refuse them) is brought into the Box,
+        # a NaN read as the worst value, -CLIP.
+        x = torch.nan_to_num(obs.float(), nan=-CLIP).clamp(-CLIP, CLIP)
+        logits, value = self.scorer(x)
         dist = CategoricalDistribution(logits.shape[-1]).proba_distribution(logits)
         return dist, value.unsqueeze(-1)
 

@@ -36,7 +36,10 @@ its total stays within ``memory[d]``.
   they tighten ``alpha`` on the overflowing device and retry (:data:`MAX_REPAIRS` times). A
   returned placement is therefore memory-valid in the simulator with the default schedule (other
   priorities change the peak; only ``alpha = 1`` covers them all); when none is found they raise
-  ``ValueError`` saying by how much the graph misses.
+  ``ValueError`` saying why and by how much the graph misses: its parameters alone (an op's over
+  the largest device, or all of them over the cluster's memory: no relaxing is tried then), its
+  parameters not packing onto the devices even with no activations, or its activations (an op's
+  output that does not fit beside its parameters, or the totals).
 
 Colocation groups are not enforced (the simulator does not require them). The loops are compiled
 with numba; m-ETF keeps per-device heaps so one step costs ``O(D log N)``, not a scan of every
@@ -341,17 +344,89 @@ def _m_etf_attempt_factory(inputs: _Inputs) -> _Core:
     return attempt
 
 
-def _no_fit_error(name: str, inputs: _Inputs, alpha: float, failed: int, short: float) -> str:
-    g, c = inputs.graph, inputs.cluster
-    need = float(inputs.params.sum()) + alpha * float(inputs.out.sum())
-    have = float(inputs.capacity.sum())
+def _gb(nbytes: float) -> str:
+    """Bytes for a message: GB to 3 decimals, or bytes where that would read 0.000 GB."""
+    if 0 < abs(nbytes) < 5e5:
+        return f"{nbytes:.3g} bytes"
+    return f"{nbytes / 1e9:.3f} GB"
+
+
+def _parameter_cause(inputs: _Inputs) -> str | None:
+    """Why the graph's parameters alone cannot fit, whatever the placement; ``None`` if they
+    could (as far as sizes tell)."""
+    g, params, capacity = inputs.graph, inputs.params, inputs.capacity
+    heavy = int(np.argmax(params))
+    if params[heavy] > capacity.max():
+        return (
+            f"its parameters alone do not fit: op {g.op_names[heavy]!r} has "
+            f"{_gb(params[heavy])} of parameters, more than the largest device's "
+            f"{_gb(capacity.max())}"
+        )
+    if params.sum() > capacity.sum():
+        return (
+            f"its parameters alone do not fit: {_gb(params.sum())} of parameters against "
+            f"{_gb(capacity.sum())} of device memory in all"
+        )
+    return None
+
+
+def _activation_cause(inputs: _Inputs) -> str:
+    """The activations as the cause: the op whose parameters and own output fit no device, if
+    there is one, else the totals."""
+    g, params, out, capacity = inputs.graph, inputs.params, inputs.out, inputs.capacity
+    own = params + out  # an op's output is on its device while it runs, beside its parameters
+    worst = int(np.argmax(own))
+    if own[worst] > capacity.max():
+        return (
+            f"its activations do not fit: op {g.op_names[worst]!r} needs its "
+            f"{_gb(params[worst])} of parameters and its {_gb(out[worst])} output on one device, "
+            f"more than the largest device's {_gb(capacity.max())}"
+        )
     return (
-        f"{name}: graph {g.name!r} does not fit on cluster {c.name!r}: op {g.op_names[failed]!r} "
-        f"fits on no device (short by {short / 1e9:.3f} GB on the device closest to taking it) "
-        f"with activation fraction {alpha:g}; the graph needs {need / 1e9:.3f} GB "
-        f"(parameters {inputs.params.sum() / 1e9:.3f} GB + {alpha:g} x activations "
-        f"{inputs.out.sum() / 1e9:.3f} GB) against {have / 1e9:.3f} GB of device memory; "
-        "use a cluster with more or larger devices"
+        f"its parameters ({_gb(params.sum())}) fit, its activations ({_gb(out.sum())} of op "
+        "outputs) do not"
+    )
+
+
+def _no_fit_error(
+    name: str, core: _Core, inputs: _Inputs, alpha: float, failed: int, short: float
+) -> str:
+    """The message of a placer that found no op-by-op placement: the real cause first (the
+    parameters alone, their packing, or the activations), then the op that found no room."""
+    g, c = inputs.graph, inputs.cluster
+    params, have = float(inputs.params.sum()), float(inputs.capacity.sum())
+    where = (
+        f"op {g.op_names[failed]!r} fits on no device (short by {_gb(short)} on the device "
+        "closest to taking it)"
+    )
+    with_alpha = f"{where} with activation fraction {alpha:g}"
+    cause = _parameter_cause(inputs)
+    if cause is not None:
+        with_alpha = where  # the activations play no part
+    else:
+        _, bare, bare_short = core(inputs, np.zeros(c.num_devices))
+        if bare >= 0:  # no room for the parameters even with no activations at all
+            cause = (
+                f"its parameters ({_gb(params)}, against {_gb(have)} of device memory in all) "
+                f"do not pack onto the devices: with no activations at all, op "
+                f"{g.op_names[bare]!r} fits on no device (short by {_gb(bare_short)})"
+            )
+        elif alpha <= MIN_ALPHA:  # relaxed as far as it goes
+            cause = (
+                f"{_activation_cause(inputs)}: the parameters fill the devices, leaving no room "
+                f"for activations; even with activation fraction {alpha:g}, {where}"
+            )
+        else:
+            need = params + alpha * float(inputs.out.sum())
+            cause = (
+                f"{_activation_cause(inputs)}: {with_alpha}; the graph needs {_gb(need)} "
+                f"(parameters {_gb(params)} + {alpha:g} x activations "
+                f"{_gb(inputs.out.sum())}) against {_gb(have)} of device memory"
+            )
+        with_alpha = ""  # said in the cause
+    return (
+        f"{name}: graph {g.name!r} does not fit on cluster {c.name!r}: {cause}"
+        f"{'; ' + with_alpha if with_alpha else ''}; use a cluster with more or larger devices"
     )
 
 
@@ -376,16 +451,17 @@ def _place_within_memory(
     alpha = np.full(num_dev, alpha_value)
     dev, failed, short = core(inputs, alpha)
     if failed >= 0 and (activation_fraction is not None or not verify):
-        raise ValueError(_no_fit_error(name, inputs, alpha_value, failed, short))
+        raise ValueError(_no_fit_error(name, core, inputs, alpha_value, failed, short))
     if failed < 0 and (alpha_value == 1.0 or not verify):
         return dev  # Baechi's sound model (or an unchecked explicit fraction)
-    first_failure = (failed, short)
+    if failed >= 0 and _parameter_cause(inputs) is not None:  # relaxing cannot help
+        raise ValueError(_no_fit_error(name, core, inputs, alpha_value, failed, short))
     while failed >= 0 and alpha_value > MIN_ALPHA:  # relax: assume less of the activations live
         alpha_value /= 2.0
         alpha = np.full(num_dev, alpha_value)
         dev, failed, short = core(inputs, alpha)
     if failed >= 0:
-        raise ValueError(_no_fit_error(name, inputs, 1.0, *first_failure))
+        raise ValueError(_no_fit_error(name, core, inputs, alpha_value, failed, short))
 
     prepared = PreparedGraph(g, c)
     for _ in range(MAX_REPAIRS + 1):
@@ -402,12 +478,28 @@ def _place_within_memory(
             break
         dev = new_dev
     worst = int(np.argmax(over))
+    last = (
+        f"(last one: device {worst} peaks {_gb(over[worst])} above its "
+        f"{_gb(inputs.capacity[worst])})"
+    )
+    cause = _parameter_cause(inputs)
+    if cause is None and not (inputs.out.any() or inputs.pred_bytes.any()):
+        cause = (
+            f"its parameters ({_gb(inputs.params.sum())}) fit the devices' "
+            f"{_gb(inputs.capacity.sum())} in all, but the placements found overflow in the "
+            f"simulator {last}"
+        )
+    elif cause is None:
+        cause = (
+            f"{_activation_cause(inputs)}; Baechi's model (all activations resident) needs more "
+            f"memory than the devices have, and the relaxed placements overflow in the "
+            f"simulator {last}"
+        )
+    else:
+        cause += f"; the placements found overflow in the simulator {last}"
     raise ValueError(
         f"{name}: found no memory-valid placement of graph {g.name!r} on cluster {c.name!r}: "
-        f"Baechi's model (all activations resident) needs more memory than the devices have, "
-        f"and the relaxed placements overflow in the simulator (last one: device {worst} peaks "
-        f"{over[worst] / 1e9:.3f} GB above its {inputs.capacity[worst] / 1e9:.3f} GB); "
-        "use a cluster with more or larger devices"
+        f"{cause}; use a cluster with more or larger devices"
     )
 
 
@@ -429,7 +521,7 @@ def m_topo(
             repair them); ``False`` fails instead of relaxing.
 
     Raises:
-        ValueError: the graph does not fit (the message says by how much).
+        ValueError: the graph does not fit (the message says why and by how much).
     """
     inputs = _Inputs.of(graph, cluster)
     return _place_within_memory("m-TOPO", _m_topo_attempt, inputs, activation_fraction, verify)
@@ -445,7 +537,7 @@ def m_etf(
     """Baechi's m-ETF placement (module docstring); arguments as for :func:`m_topo`.
 
     Raises:
-        ValueError: the graph does not fit (the message says by how much).
+        ValueError: the graph does not fit (the message says why and by how much).
     """
     inputs = _Inputs.of(graph, cluster)
     core = _m_etf_attempt_factory(inputs)

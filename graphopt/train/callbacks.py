@@ -1,13 +1,19 @@
-"""Stable-Baselines3 callbacks of a training run: metrics, validation, checkpoints, progress bar.
+"""Stable-Baselines3 callbacks of a training run: metrics, validation, checkpoints, progress.
 
 Metric keys are namespaced (``train/``, ``val/``) in TensorBoard; ``metrics.csv`` has one row per
 rollout (kind ``train``) and per validation (kind ``val``). Models are saved as weights only
 (:func:`policies.checkpoint.save_weights`).
+
+Progress shows as a rich progress bar on a terminal; where stdout is not one (a pipe, ``| tee``, a
+CI log, which a live bar leaves empty until the end) as a plain line (:func:`progress_line`)
+every :func:`progress_interval` timesteps and at the end, then ``final validation: ...`` once the
+trainer has validated the finished run.
 """
 
 from __future__ import annotations
 
 import math
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -22,6 +28,59 @@ from graphopt import rundir
 from policies.checkpoint import save_weights
 from policies.rollout import geomean, run_policy
 
+PROGRESS_LINES = 20
+"""About how many plain progress lines a run prints (more if it validates more often)."""
+
+
+def progress_interval(total_timesteps: int, eval_every: int) -> int:
+    """Timesteps between plain progress lines: a :data:`PROGRESS_LINES`-th of the run, or
+    ``eval_every`` where that is shorter (a line follows each validation)."""
+    return max(1, min(eval_every, math.ceil(total_timesteps / PROGRESS_LINES)))
+
+
+def speedup_status(last: float | None, best: float | None) -> str:
+    """``val speed-up 1.234x (best 1.301x)``, or ``val speed-up -`` before the first validation."""
+    if last is None:
+        return "val speed-up -"
+    best_text = f" (best {best:.3f}x)" if best is not None and math.isfinite(best) else ""
+    return f"val speed-up {last:.3f}x{best_text}"
+
+
+def format_duration(seconds: float | None) -> str:
+    """``m:ss`` or ``h:mm:ss``; ``-`` when unknown (``None``, negative, not finite)."""
+    if seconds is None or not math.isfinite(seconds) or seconds < 0:
+        return "-"
+    whole = round(seconds)
+    hours, rest = divmod(whole, 3600)
+    minutes, secs = divmod(rest, 60)
+    return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
+
+
+def progress_line(
+    done: int,
+    total: int,
+    last_val: float | None,
+    best_val: float | None,
+    rate: float,
+    elapsed: float,
+) -> str:
+    """One line of training progress for a log::
+
+        train 4,096/16,384 (25%) | val speed-up 1.023x (best 1.050x) | 27.3 decisions/s |
+        elapsed 2:30 | ETA 7:30
+
+    (on one line). ``rate`` is timesteps (decisions) per second; the ETA is the remaining
+    timesteps at that rate (``-`` while it is unknown).
+    """
+    share = f" ({100 * done / total:.0f}%)" if total > 0 else ""
+    remaining = max(total - done, 0)
+    eta = remaining / rate if rate > 0 and math.isfinite(rate) else None
+    return (
+        f"train {done:,}/{total:,}{share} | {speedup_status(last_val, best_val)} | "
+        f"{rate:.1f} decisions/s | elapsed {format_duration(elapsed)} | "
+        f"ETA {format_duration(eta)}"
+    )
+
 
 class RunCallback(BaseCallback):
     """Everything a run records while PPO learns.
@@ -31,8 +90,11 @@ class RunCallback(BaseCallback):
         val_env: environment over the validation graphs (same spaces as training).
         eval_every: timesteps between validations.
         checkpoint_every: timesteps between checkpoints of ``checkpoints/last.pt``.
-        total_timesteps: the run's target, for the progress bar.
-        show_progress: draw a rich progress bar with the live validation speed-up.
+        total_timesteps: the run's target, for the progress display.
+        show_progress: show progress with the live validation speed-up: a rich progress bar
+            where stdout is a terminal, else a :func:`progress_line` every
+            :func:`progress_interval` timesteps and at the end.
+        plain: force the plain lines (True) or the bar (False); default: by stdout.
     """
 
     def __init__(
@@ -43,6 +105,7 @@ class RunCallback(BaseCallback):
         checkpoint_every: int,
         total_timesteps: int,
         show_progress: bool = True,
+        plain: bool | None = None,
     ) -> None:
         super().__init__()
         self.run = run
@@ -51,6 +114,7 @@ class RunCallback(BaseCallback):
         self.checkpoint_every = checkpoint_every
         self.total = total_timesteps
         self.show_progress = show_progress
+        self.plain = plain
         self.metrics = rundir.MetricsLog(run)
         state = rundir.read_state(run)
         self.best = float(state.get("best_val_speedup", -math.inf))
@@ -67,6 +131,12 @@ class RunCallback(BaseCallback):
         self._next_ckpt = 0
         self._progress: Any = None
         self._task: Any = None
+        self._lines = False  # plain progress lines instead of the bar
+        self._line_every = progress_interval(total_timesteps, eval_every)
+        self._next_line = 0
+        self._last_line = -1  # timesteps of the last line printed
+        self._session_steps = 0  # timesteps and clock at the start of learning (for the rate)
+        self._session_start = time.perf_counter()
         self.stop = rundir.StopRequest()  # the trainer hands in the one Ctrl-C sets
 
     # ------------------------------------------------------------------ SB3 hooks
@@ -74,7 +144,16 @@ class RunCallback(BaseCallback):
         now = self.num_timesteps
         self._next_eval = (now // self.eval_every + 1) * self.eval_every
         self._next_ckpt = (now // self.checkpoint_every + 1) * self.checkpoint_every
-        if self.show_progress:
+        self._session_start = time.perf_counter()
+        self._session_steps = now
+        plain = self.plain
+        if plain is None:
+            from rich.console import Console
+
+            plain = not Console().is_terminal
+        self._lines = self.show_progress and plain
+        self._next_line = (now // self._line_every + 1) * self._line_every
+        if self.show_progress and not plain:
             from rich.progress import (
                 BarColumn,
                 Progress,
@@ -114,6 +193,9 @@ class RunCallback(BaseCallback):
             self.validate()
         if self._progress is not None:
             self._progress.update(self._task, completed=self.num_timesteps, status=self._status())
+        if self._lines and self.num_timesteps >= self._next_line:
+            self._next_line = (self.num_timesteps // self._line_every + 1) * self._line_every
+            self._print_line()
         return not self.stop.requested  # False ends model.learn after this step
 
     def _on_rollout_end(self) -> None:
@@ -139,6 +221,19 @@ class RunCallback(BaseCallback):
         if self._progress is not None:
             self._progress.stop()
             self._progress = None
+        if self._lines and self._last_line != self.num_timesteps:
+            self._print_line()  # where the run ended (done, or stopped)
+
+    def _print_line(self) -> None:
+        seconds = time.perf_counter() - self._session_start
+        steps = self.num_timesteps - self._session_steps
+        rate = steps / seconds if seconds > 0 else 0.0
+        best = self.best if math.isfinite(self.best) else None
+        line = progress_line(
+            self.num_timesteps, self.total, self.last_val, best, rate, self.elapsed()
+        )
+        print(line, file=sys.stdout, flush=True)
+        self._last_line = self.num_timesteps
 
     # ------------------------------------------------------------------ actions
     def elapsed(self) -> float:
@@ -147,9 +242,7 @@ class RunCallback(BaseCallback):
         return self._wall_before + time.perf_counter() - self._start
 
     def _status(self) -> str:
-        if self.last_val is None:
-            return "val speed-up: -"
-        return f"val speed-up {self.last_val:.3f}x (best {self.best:.3f}x)"
+        return speedup_status(self.last_val, self.best)
 
     def checkpoint(self) -> None:
         save_weights(self.model, self.run / rundir.LAST)
@@ -178,4 +271,6 @@ class RunCallback(BaseCallback):
             self.best = speedup
             save_weights(self.model, self.run / rundir.BEST)
         rundir.write_state(self.run, best_val_speedup=self.best, last_val_speedup=speedup)
+        if self._lines and self._last_line == self.num_timesteps:  # after the last line
+            print(f"final validation: {self._status()}", file=sys.stdout, flush=True)
         return speedup

@@ -14,10 +14,12 @@ from envs.placement_edit import (
     FEATURES,
     PlacementEditEnv,
     move_features,
+    percent_gain,
     symlog,
     vetted_gain,
 )
 from envs.rewards import reward
+from graphopt.graph import CompGraph, Op
 from graphopt.hardware import Cluster, get_cluster
 from graphopt.sim import Simulator
 from graphopt.sim.estimate import PlacementEstimate
@@ -83,7 +85,7 @@ def test_rollout_is_deterministic_needs_no_cost_model_and_the_rule_only_lowers_t
 
     env = make()
     start = env.reference(1).decision.placement  # references are computed with the simulator
-    env.cost_model = Refuses()  # type: ignore[assignment]
+    env.cost_model = Refuses()
     a = env.rollout(best_gain, 1, seed=5).placement
     b = env.rollout(best_gain, 1, seed=5).placement
     assert np.array_equal(a, b)
@@ -137,3 +139,70 @@ def test_vetted_gain_keeps_the_insertion_gain_only_where_the_append_schedule_doe
     append = np.array([0.1, -0.1, 0.4, 0.0, -0.5])
     assert vetted_gain(insert, append) == pytest.approx([0.5, -0.1, -0.2, 0.3, -1.0])
     assert (vetted_gain(insert, append)[append < 0] < 0).all()  # never taken by the rule
+
+
+# ---------------------------------------------------------------- graphs whose parameters do not fit
+def heavy_chain(num_ops: int, param_bytes: float) -> CompGraph:
+    """A chain of ``num_ops`` matmuls of ``param_bytes`` parameters each."""
+    ops = [
+        Op(
+            f"op{i}",
+            "MatMul",
+            flops=1e9,
+            bytes_accessed=1e6,
+            output_bytes=1e6,
+            param_bytes=param_bytes,
+        )
+        for i in range(num_ops)
+    ]
+    return CompGraph.build(
+        "heavy", ops, [(f"op{i}", f"op{i + 1}", 1e6) for i in range(num_ops - 1)]
+    )
+
+
+def test_percent_gain_is_never_nan():
+    before = np.array([2.0, 2.0, np.inf, np.inf, 0.0])
+    after = np.array([1.0, np.inf, 1.0, np.inf, 1.0])
+    assert percent_gain(before, after) == pytest.approx([50.0, -np.inf, np.inf, 0.0, 0.0])
+    assert float(percent_gain(np.inf, np.inf)) == 0.0
+
+
+def test_observations_stay_finite_where_no_placement_fits():
+    # every op alone (40 GB) is over the memory of every device (16 GB): no placement fits
+    env = PlacementEditEnv([heavy_chain(6, 40e9)], "v100-nvlink-2", candidates=4, horizon=6)
+    ref = env.reference(0)
+    assert not ref.measurement.valid
+    obs, _ = env.reset(seed=0)
+    rng = np.random.default_rng(0)
+    for _ in range(6):
+        assert np.isfinite(obs).all() and env.observation_space.contains(obs)
+        assert (obs[:, FEATURES.index("gain")] == 0).all()  # no move fits: none gains
+        obs, r, done, _, info = env.step(int(rng.integers(0, 5)))
+        assert np.isfinite(r)
+    assert done and not info["valid"]  # the start was not valid either: it is not passed off as one
+    assert np.isfinite(obs).all()
+    placement = env.rollout(best_gain, 0, seed=1).placement
+    assert placement is not None and placement.shape == (6,)
+
+
+def test_a_move_that_makes_the_placement_fit_gains_the_most():
+    # two ops of 10 GB on one 16 GB device (the "single" reference) do not fit; split, they do
+    env = PlacementEditEnv(
+        [heavy_chain(2, 10e9)], "v100-nvlink-2", reference="single", candidates=4, horizon=2
+    )
+    obs, _ = env.reset(seed=0)
+    assert np.isfinite(obs).all()
+    gain = obs[:, FEATURES.index("gain")]
+    assert gain[0] == 0 and gain[1:] == pytest.approx(np.full(4, symlog(np.array(CLIP))))
+    assert obs[0, FEATURES.index("gained")] == 0
+    obs, r, _, _, _ = env.step(best_gain(obs))
+    assert r > 0  # from out of memory to valid
+    assert obs[0, FEATURES.index("gained")] == pytest.approx(symlog(np.array(CLIP)))
+    assert np.isfinite(obs).all()
+
+
+def test_move_features_are_finite_whatever_the_input():
+    nan = np.full(3, np.nan)
+    out = move_features(nan, nan, nan, nan, nan, np.nan, 0.5, nan, -np.inf * np.ones(3))
+    assert np.isfinite(out).all()
+    assert out[:, FEATURES.index("gained")] == pytest.approx(np.full(4, symlog(np.array(-CLIP))))

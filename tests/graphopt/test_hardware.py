@@ -13,9 +13,11 @@ from typing import Any
 import numpy as np
 import pytest
 
+from graphopt import hardware
 from graphopt.hardware import (
     DEFAULT_CLUSTER,
     DEVICE_SPECS,
+    MAX_DEVICES,
     PRESETS,
     Cluster,
     Device,
@@ -403,3 +405,102 @@ def test_get_cluster_resolution() -> None:
         get_cluster("v100x3")
     with pytest.raises(TypeError, match="cluster spec must be"):
         get_cluster(4)  # type: ignore[arg-type]
+
+
+# ---------------------------------------------------------------------- large clusters
+def test_two_thousand_devices_load(tmp_path: Path) -> None:
+    path = tmp_path / "big.yaml"
+    path.write_text(
+        "name: big\n"
+        "devices:\n"
+        "  - {name: gpu, preset: V100-SXM2-16GB, count: 1999}\n"
+        "  - {name: cpu, preset: Xeon-8180-2S}\n"
+        "links:\n"
+        "  default: {bandwidth: 12.0e+9, latency: 1.0e-5}\n"
+        "  pairs:\n"
+        "    - {src: gpu0, dst: gpu1, bandwidth: 50.0e+9, latency: 5.0e-6}\n"
+        "    - {src: cpu, dst: gpu7, bandwidth: 8.0e+9, latency: 0, bidirectional: false}\n"
+    )
+    c = Cluster.load(path)
+    assert c.num_devices == 2000
+    assert c.devices[1998].name == "gpu1998" and c.devices[-1].name == "cpu"
+    assert c.bandwidth.shape == c.latency.shape == (2000, 2000)
+    assert c.bandwidth[0, 1] == c.bandwidth[1, 0] == 50e9
+    assert c.bandwidth[1999, 7] == 8e9 and c.bandwidth[7, 1999] == 12e9
+    assert c.latency[1999, 7] == 0.0 and c.latency[5, 9] == 1e-5
+    assert np.isinf(np.diag(c.bandwidth)).all() and not np.diag(c.latency).any()
+    assert c.kinds == ("V100", "CPU")
+
+
+def test_too_many_devices_are_refused_before_they_are_built(tmp_path: Path) -> None:
+    path = tmp_path / "huge.yaml"
+    path.write_text(
+        "name: huge\n"
+        "devices: [{name: gpu, preset: V100-SXM2-16GB, count: 100000}]\n"
+        "links: {default: {bandwidth: 12.0e+9, latency: 1.0e-5}}\n"
+    )
+    limit = f"at most {MAX_DEVICES:,}"
+    with pytest.raises(ValueError, match=rf"huge.yaml': devices\[0\].*100,000 devices; .*{limit}"):
+        Cluster.load(path)
+    data = broken("devices.1.count", MAX_DEVICES)  # 1 + 4,096: the sum counts
+    with pytest.raises(ValueError, match=rf"devices\[1\].*{MAX_DEVICES + 1:,} devices; .*{limit}"):
+        Cluster.from_dict(data)
+    many = [Device(f"d{i}", "x", 1.0, 1.0, 1.0, 0.0) for i in range(MAX_DEVICES + 1)]
+    with pytest.raises(ValueError, match=rf"cluster 'c': 4,097 devices; .*{limit}"):
+        Cluster("c", many, np.ones((1, 1)), np.ones((1, 1)))  # type: ignore[arg-type]
+
+
+def test_the_limit_itself_is_accepted(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(hardware, "MAX_DEVICES", 8)  # the same rule, at a size that is quick
+    data = broken("devices.1.count", 7)
+    del data["links"]["pairs"]  # it names gpu1, now gpu10 .. gpu16
+    assert Cluster.from_dict(data).num_devices == 8
+    with pytest.raises(ValueError, match=r"devices\[1\] \('gpu1'\): devices up to here: 9 devices"):
+        Cluster.from_dict(broken("devices.1.count", 8))
+    c = Cluster.from_dict(data)
+    with pytest.raises(ValueError, match="cluster 'pair': 9 devices; a cluster may have at most 8"):
+        Cluster(
+            "pair",
+            (*c.devices, Device("x", "x", 1.0, 1.0, 1.0, 0.0)),
+            np.ones((9, 9)),
+            np.zeros((9, 9)),
+        )
+
+
+def test_unknown_link_device_in_a_large_cluster_lists_a_few_names() -> None:
+    data = broken("devices.1.count", 500)
+    data["links"]["pairs"][0]["dst"] = "gpu"
+    with pytest.raises(ValueError, match="unknown device name 'gpu'") as e:
+        Cluster.from_dict(data)
+    assert "devices are: gpu0, gpu10, gpu11," in str(e.value)
+    assert "gpu1499" in str(e.value) and "(501 devices)" in str(e.value)
+    assert len(str(e.value)) < 400
+
+
+def test_link_checks_name_the_first_bad_link() -> None:
+    devices = [Device(f"d{i}", "x", 1.0, 1.0, 1.0, 0.0) for i in range(4)]
+    bandwidth = np.ones((4, 4))
+    bandwidth[2, 1], bandwidth[3, 0] = np.nan, -1.0
+    bandwidth[0, 0] = 0.0  # the diagonal is not looked at
+    with pytest.raises(ValueError, match="link d2->d1: bandwidth must be .* got nan"):
+        Cluster("c", devices, bandwidth, np.zeros((4, 4)))  # type: ignore[arg-type]
+
+
+def test_round_trip_of_many_mixed_links() -> None:
+    rng = np.random.default_rng(0)
+    n = 40
+    devices = [Device(f"d{i}", "x", 1.0, 1.0, 1.0, 0.0) for i in range(n)]
+    bandwidth = rng.choice([1e9, 2e9, 5e9], size=(n, n), p=[0.8, 0.1, 0.1])
+    latency = rng.choice([0.0, 1e-5], size=(n, n), p=[0.9, 0.1])
+    bandwidth[:10, :10] = np.maximum(bandwidth[:10, :10], bandwidth[:10, :10].T)
+    latency[:10, :10] = np.maximum(latency[:10, :10], latency[:10, :10].T)
+    c = Cluster("mixed", devices, bandwidth, latency)  # type: ignore[arg-type]
+    data = c.to_dict()
+    assert data["links"]["default"] == {"bandwidth": 1e9, "latency": 0.0}
+    for pair in data["links"]["pairs"]:
+        i, j = int(pair["src"][1:]), int(pair["dst"][1:])
+        assert (pair["bandwidth"], pair["latency"]) != (1e9, 0.0)
+        symmetric = (c.bandwidth[j, i], c.latency[j, i]) == (c.bandwidth[i, j], c.latency[i, j])
+        assert pair["bidirectional"] == symmetric
+        assert i < j or not symmetric  # a symmetric link is written once, src before dst
+    assert_same(Cluster.from_dict(data), c)

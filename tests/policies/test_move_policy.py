@@ -8,9 +8,12 @@ import torch
 from gymnasium import spaces
 from stable_baselines3 import PPO
 
+from envs import make_env
 from envs.placement_edit import FEATURES, PlacementEditEnv
+from graphopt.graph import CompGraph, Op
 from policies import MovePolicy
 from policies.move_policy import MoveScorer
+from policies.rollout import run_policy
 
 torch.set_num_threads(1)
 
@@ -75,3 +78,31 @@ def test_bad_spaces_and_arguments():
         MovePolicy(spaces.Box(-1, 1, (5,)), spaces.Discrete(5), lambda _: 1e-3)
     with pytest.raises(ValueError, match=r"unknown MovePolicy argument\(s\) \['depth'\]"):
         MovePolicy(box, spaces.Discrete(5), lambda _: 1e-3, depth=3)
+
+
+def test_acts_on_a_graph_where_no_placement_fits():
+    # every op's 40 GB of parameters is over every device's 16 GB: no valid start, no valid move
+    ops = [
+        Op(f"op{i}", "MatMul", flops=1e9, bytes_accessed=1e6, output_bytes=1e6, param_bytes=40e9)
+        for i in range(5)
+    ]
+    graph = CompGraph.build("heavy", ops, [(f"op{i}", f"op{i + 1}", 1e6) for i in range(4)])
+    env = make_env("placement-edit", [graph], "v100-nvlink-2", candidates=4, horizon=4)
+    model = PPO(MovePolicy, env, n_steps=16, batch_size=16, device="cpu", seed=0)
+    obs, _ = env.reset(seed=0)
+    dist = model.policy.get_distribution(torch.as_tensor(obs)[None])
+    assert torch.isfinite(dist.distribution.logits).all()
+    result = run_policy(model, env, 0)
+    assert result.decision.placement is not None and len(result.decision.placement) == 5
+    assert not result.measurement.valid and "out of memory" in result.measurement.reason
+
+
+def test_a_malformed_observation_still_gives_finite_logits():
+    env = PlacementEditEnv("txl-tiny", cluster="v100-nvlink-2", candidates=4, horizon=4, seed=0)
+    model = PPO(MovePolicy, env, n_steps=16, batch_size=16, device="cpu", seed=0)
+    obs = torch.as_tensor(env.reset(seed=0)[0])[None].clone()
+    obs[0, 2, :] = torch.nan
+    obs[0, 3, 0] = torch.inf
+    logits = model.policy.get_distribution(obs).distribution.logits
+    assert torch.isfinite(logits).all()
+    assert int(logits.argmax()) == 3  # +inf gain, read as +CLIP: the best row

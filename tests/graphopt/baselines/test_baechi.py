@@ -288,3 +288,103 @@ def test_relaxed_placements_are_repaired_until_the_simulator_accepts_them():
         baechi._place_within_memory(
             "test", lambda i, a: core(i, a, stubborn=True), inputs, None, True
         )
+
+
+# ------------------------------------------------------------------ messages name the real cause
+def two_devices(memory_gb: float) -> Cluster:
+    devices = tuple(Device(f"g{i}", "G", 10e12, 5e11, memory_gb * GB, 5e-6) for i in range(2))
+    return Cluster("pair", devices, np.full((2, 2), 20e9), np.full((2, 2), 1e-5))
+
+
+def loose_ops(params_gb: list[float], outputs_gb: list[float] | None = None) -> CompGraph:
+    """Ops with no edges: ``params_gb`` of parameters and ``outputs_gb`` of output each."""
+    outputs_gb = outputs_gb or [0.0] * len(params_gb)
+    ops = [
+        Op(f"o{i}", "X", flops=1e9, param_bytes=p * GB, output_bytes=o * GB)
+        for i, (p, o) in enumerate(zip(params_gb, outputs_gb, strict=True))
+    ]
+    return CompGraph.build("loose", ops, [])
+
+
+def no_fit(placer, graph: CompGraph, cluster: Cluster, **kwargs) -> str:
+    with pytest.raises(ValueError) as info:
+        placer(graph, cluster, **kwargs)
+    return str(info.value)
+
+
+@pytest.mark.parametrize("placer", [m_topo, m_etf])
+def test_parameters_over_every_device_are_named_as_the_cause(placer):
+    message = no_fit(placer, loose_ops([30, 1]), two_devices(20))
+    assert "its parameters alone do not fit: op 'o0' has 30.000 GB of parameters, more than " in (
+        message
+    )
+    assert "the largest device's 20.000 GB" in message and "activation" not in message
+
+
+@pytest.mark.parametrize("placer", [m_topo, m_etf])
+def test_parameters_over_the_total_memory_are_named_as_the_cause(placer):
+    message = no_fit(placer, loose_ops([12, 12, 12, 12], [1, 1, 1, 1]), two_devices(20))
+    assert "its parameters alone do not fit: 48.000 GB of parameters against 40.000 GB" in message
+    assert "activation" not in message
+
+
+@pytest.mark.parametrize("placer", [m_topo, m_etf])
+def test_parameters_that_do_not_pack_are_named_as_the_cause(placer):
+    message = no_fit(placer, loose_ops([11, 11, 11]), two_devices(20))  # 33 GB of 40, one a device
+    assert "its parameters (33.000 GB, against 40.000 GB of device memory in all) do not pack" in (
+        message
+    )
+    assert "with no activations at all, op 'o2' fits on no device (short by 2.000 GB)" in message
+    assert "activations do not fit" not in message and "resident" not in message
+
+
+@pytest.mark.parametrize("placer", [m_topo, m_etf])
+def test_an_op_whose_output_does_not_fit_beside_its_parameters_blames_the_activations(placer):
+    message = no_fit(placer, loose_ops([12, 1], [10, 0]), two_devices(20))
+    assert "its activations do not fit: op 'o0' needs its 12.000 GB of parameters and its " in (
+        message
+    )
+    assert "10.000 GB output on one device, more than the largest device's 20.000 GB" in message
+    assert "parameters alone" not in message
+
+
+@pytest.mark.parametrize("placer", [m_topo, m_etf])
+def test_activations_over_the_memory_are_named_as_the_cause(placer):
+    graph = chain_graph(40, 1 * GB)  # no parameters, 40 GB of outputs
+    message = no_fit(placer, graph, tight_cluster(graph, 2, 0.25), verify=False)
+    assert "its parameters (0.000 GB) fit, its activations (40.000 GB of op outputs) do not" in (
+        message
+    )
+    assert "with activation fraction 1; the graph needs 40.000 GB" in message
+
+
+@pytest.mark.parametrize("placer", [m_topo, m_etf])
+def test_parameters_that_leave_no_room_for_any_activation(placer):
+    # 20 + 20 GB of parameters fill both devices; the third op's 1 GB output then fits nowhere
+    message = no_fit(placer, loose_ops([20, 20, 0], [0, 0, 1]), two_devices(20))
+    assert "its parameters (40.000 GB) fit, its activations (1.000 GB of op outputs) do not" in (
+        message
+    )
+    assert "the parameters fill the devices, leaving no room for activations" in message
+
+
+def test_a_graph_with_no_activation_bytes_is_not_blamed_on_activations():
+    """The repair loop's last message on a graph of parameters only (the stand-in core of the
+    test above, always overflowing): it names the parameters, not Baechi's activation model."""
+    ops = [Op(f"o{i}", "X", flops=1e9, param_bytes=1 * GB) for i in range(12)]
+    graph = CompGraph.build("params", ops, [])
+    cluster = two_devices(8)
+    inputs = baechi._Inputs.of(graph, cluster)
+
+    def core(inputs, alpha):
+        failed = 0 if np.all(alpha == 1.0) else -1
+        return np.zeros(12, dtype=np.int64), failed, 4 * GB
+
+    with pytest.raises(ValueError) as info:
+        baechi._place_within_memory("test", core, inputs, None, True)
+    message = str(info.value)
+    assert "its parameters (12.000 GB) fit the devices' 16.000 GB in all, but the placements " in (
+        message
+    )
+    assert "overflow in the simulator (last one: device 0 peaks 4.000 GB above" in message
+    assert "activation" not in message
