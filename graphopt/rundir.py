@@ -10,8 +10,11 @@
 ``checkpoints/last.pt``     the latest PPO weights (resume point), replaced atomically
 ``best_model.pt``           the weights with the best validation speed-up so far
 ``final_model.pt``          the weights at the end of training
-``metrics.csv``             one row per rollout and per validation (appended on resume)
+``metrics.csv``             one row per rollout and per validation (appended on resume; the
+                            rows past the resumed checkpoint, which are trained again, dropped)
 ``tb/``                     TensorBoard event files
+``lock``                    the pid of the process that trains the run; held (``flock``) while
+                            it does, so a second one is refused (:func:`locked`)
 ==========================  ============================================================
 
 A model file holds tensors and numbers only (:mod:`policies.checkpoint`: read back with
@@ -21,6 +24,9 @@ loaded: graphopt refuses them (:func:`legacy_model_error`) and never opens them.
 
 Every file is written to a temporary name and renamed into place, so an interrupted write never
 leaves a truncated checkpoint or state file behind.
+
+:func:`check_output_path` refuses an output path that cannot be created (a folder of it is a file,
+or not writable) before a command does any work.
 """
 
 from __future__ import annotations
@@ -31,11 +37,17 @@ import json
 import os
 import re
 import signal
+import stat
 import sys
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
+
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - not on Windows: runs are not locked there
+    fcntl = None  # type: ignore[assignment]
 
 STATE_FILE = "state.json"
 CONFIG_FILE = "config.yaml"
@@ -46,6 +58,7 @@ FINAL = "final_model.pt"
 LEGACY_MODELS = ("best_model.zip", "final_model.zip", "checkpoints/last.zip")
 """Model files of runs from older versions (Stable-Baselines3 zips, pickled): never loaded."""
 METRICS = "metrics.csv"
+LOCK = "lock"
 METRIC_COLUMNS = (
     "timesteps",
     "wall_seconds",
@@ -58,11 +71,81 @@ METRIC_COLUMNS = (
 )
 
 
+def check_output_path(path: str | Path, what: str, *, directory: bool = False) -> Path:
+    """Refuse an output path that cannot be created, before any work is done; returns it.
+
+    ``path`` is a file to write (``directory=False``) or a directory to create or write into; its
+    missing folders are created by whoever writes it, so the nearest one that exists must be a
+    writable directory. ``what`` names the path in the message (a flag such as ``--out``).
+
+    Raises:
+        ValueError: one line naming the path, the culprit (a folder of it that is a file, a
+            directory where a file goes or the reverse, a directory that is not writable) and the
+            fix.
+    """
+    path = Path(path)
+    shown = f"{what} {str(path)!r}"
+    mode = _mode(path)
+    if mode is not None:  # it exists: it must be of the right kind, in a writable directory
+        if directory and not stat.S_ISDIR(mode):
+            raise ValueError(
+                f"{shown} is a file, not a directory; give a directory (created if missing)"
+            )
+        if not directory and stat.S_ISDIR(mode):
+            raise ValueError(f"{shown} is a directory; give the name of a file to write")
+        folder = path if directory else path.parent
+        if not os.access(folder, os.W_OK | os.X_OK):
+            raise ValueError(
+                f"{shown}: directory {str(folder)!r} is not writable; give another path"
+            )
+        return path
+    for parent in path.parents:  # the nearest folder that exists is where it gets created
+        mode = _mode(parent)
+        if mode is None:
+            continue
+        if not stat.S_ISDIR(mode):
+            raise ValueError(
+                f"cannot create {shown}: {str(parent)!r} is a file, not a directory; give a path "
+                "that does not go through it"
+            )
+        if not os.access(parent, os.W_OK | os.X_OK):
+            raise ValueError(
+                f"cannot create {shown}: directory {str(parent)!r} is not writable; give another "
+                "path"
+            )
+        break
+    return path
+
+
+def _mode(path: Path) -> int | None:
+    """``path``'s ``st_mode`` (symbolic links followed), ``None`` where it cannot be reached."""
+    try:
+        return path.stat().st_mode
+    except (OSError, ValueError):  # missing, a folder of it is a file, a NUL in the name
+        return None
+
+
+def check_run_name(name: str) -> str:
+    """Refuse a run name that is not a plain directory name; returns it.
+
+    Raises:
+        ValueError: ``name`` has characters other than letters, digits, '.', '_' and '-'.
+    """
+    if not re.fullmatch(r"[A-Za-z0-9._-]+", name) or name in (".", ".."):
+        raise ValueError(f"run name {name!r} may only contain letters, digits, '.', '_' and '-'")
+    return name
+
+
 def new_run_dir(root: str | Path, task: str, name: str, checkpoints: bool = True) -> Path:
     """Create and return ``root/<task>/<name>_<k>`` with the next free ``k`` (from 1), with a
-    ``checkpoints/`` folder (PPO's resume points) unless ``checkpoints=False``."""
-    if not re.fullmatch(r"[A-Za-z0-9._-]+", name):
-        raise ValueError(f"run name {name!r} may only contain letters, digits, '.', '_' and '-'")
+    ``checkpoints/`` folder (PPO's resume points) unless ``checkpoints=False``.
+
+    Raises:
+        ValueError: a bad run name (:func:`check_run_name`) or a ``root`` that cannot be created
+            (:func:`check_output_path`).
+    """
+    check_run_name(name)
+    check_output_path(root, "runs directory", directory=True)
     base = Path(root) / task
     base.mkdir(parents=True, exist_ok=True)
     taken = [
@@ -89,17 +172,94 @@ def atomic_write_text(path: Path, text: str) -> None:
 
 
 def read_state(run: Path) -> dict[str, Any]:
+    """The run's ``state.json`` (``{}`` when it has none).
+
+    Raises:
+        ValueError: the file cannot be read or is not a JSON object; the message names it.
+    """
     path = run / STATE_FILE
     if not path.exists():
         return {}
-    return json.loads(path.read_text())
+    fix = (
+        "repair it, or delete it (the run keeps its checkpoints and resumes from "
+        f"{LAST}, forgetting its status and best validation speed-up)"
+    )
+    try:
+        state = json.loads(path.read_text())
+    except OSError as e:
+        raise ValueError(f"cannot read {path}: {e.strerror or e}") from e
+    except ValueError as e:  # JSONDecodeError, UnicodeDecodeError
+        raise ValueError(f"{path} is corrupt ({e}); {fix}") from e
+    if not isinstance(state, dict):
+        raise ValueError(
+            f"{path} is corrupt (it holds a JSON {type(state).__name__}, not an object); {fix}"
+        )
+    return state
 
 
-def write_state(run: Path, **fields: Any) -> dict[str, Any]:
+def write_state(run: Path, *, drop: Iterable[str] = (), **fields: Any) -> dict[str, Any]:
+    """Update the run's ``state.json`` with ``fields`` and without the keys ``drop``."""
     state = read_state(run)
+    for key in drop:
+        state.pop(key, None)
     state.update(fields)
     atomic_write_text(run / STATE_FILE, json.dumps(state, indent=2))
     return state
+
+
+class RunLocked(ValueError):
+    """Raised by :func:`locked` for a run that another process holds; carries the run directory
+    and the holder's pid (``None`` when its lock file does not say)."""
+
+    def __init__(self, run: Path, pid: int | None) -> None:
+        holder = f"process {pid}" if pid is not None else "another process"
+        stop = f"stop it (kill {pid})" if pid is not None else "stop it"
+        super().__init__(
+            f"run {run} is in use: {holder} is training it (lock {run / LOCK}); wait for it to "
+            f"end or {stop}, then try again"
+        )
+        self.run = run
+        self.pid = pid
+
+
+def lock_holder(run: Path) -> int | None:
+    """The pid written in the run's lock file (that of its last holder, alive or not)."""
+    try:
+        text = (run / LOCK).read_text().strip()
+    except OSError:
+        return None
+    return int(text) if text.isdigit() else None
+
+
+@contextlib.contextmanager
+def locked(run: Path) -> Iterator[None]:
+    """Hold the run for this process during the block: an exclusive ``flock`` on ``run/lock``, in
+    which this process's pid is written. A second process (or a second ``locked`` here) is
+    refused at once with :class:`RunLocked`, naming the holder. The kernel releases the lock when
+    its holder ends, however it ends (``kill -9`` too): a lock file left behind by a dead process
+    is not held, and is taken over.
+
+    Raises:
+        RunLocked: another process holds the run.
+    """
+    path = run / LOCK
+    if fcntl is None:  # pragma: no cover
+        yield
+        return
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise RunLocked(run, lock_holder(run)) from None
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{os.getpid()}\n".encode())
+        try:
+            yield
+        finally:
+            os.ftruncate(fd, 0)  # nobody holds it (the kernel releases the lock on close)
+    finally:
+        os.close(fd)
 
 
 @contextlib.contextmanager
@@ -258,6 +418,48 @@ def best_model_path(run: Path) -> Path:
     raise ValueError(f"run {run} holds no model")
 
 
+def truncate_metrics(run: Path, timesteps: int) -> int:
+    """Drop the rows of the run's ``metrics.csv`` past ``timesteps``: those a run recorded after
+    the checkpoint it resumes from (it was interrupted, crashed or killed before its next
+    checkpoint), whose steps it trains again. A last row without its line end (cut short by a
+    kill) is dropped too; rows whose timesteps cannot be read are kept. Returns the number of rows
+    dropped.
+
+    Raises:
+        ValueError: the file cannot be read; the message names it.
+    """
+    path = run / METRICS
+    if not path.exists():
+        return 0
+    try:
+        text = path.read_text()
+    except (OSError, ValueError) as e:
+        raise ValueError(f"cannot read {path} ({e}); repair or delete it") from e
+    rows = list(csv.reader(text.splitlines()))
+    header, body = rows[:1] or [list(METRIC_COLUMNS)], rows[1:]
+    if body and not text.endswith(("\n", "\r")):
+        body.pop()  # cut short: csv.writer ends every row it writes
+    kept = [row for row in body if not _past(row, timesteps)]
+    dropped = len(rows) - 1 - len(kept)
+    if dropped <= 0 and rows and text.endswith(("\n", "\r")):
+        return 0
+
+    def write(tmp: Path) -> None:
+        with tmp.open("w", newline="") as f:
+            csv.writer(f).writerows(header + kept)
+
+    write_atomic(path, write)
+    return max(dropped, 0)
+
+
+def _past(row: list[str], timesteps: int) -> bool:
+    """Whether ``row`` of ``metrics.csv`` was recorded after ``timesteps`` (unreadable: no)."""
+    try:
+        return float(row[0]) > timesteps
+    except (IndexError, ValueError):
+        return False
+
+
 class MetricsLog:
     """Appends rows to ``metrics.csv`` (header written once)."""
 
@@ -268,11 +470,16 @@ class MetricsLog:
                 csv.writer(f).writerow(METRIC_COLUMNS)
 
     def last_wall_seconds(self) -> float:
-        """``wall_seconds`` of the last row (0 without rows): where a resumed run's clock goes on
-        when its ``state.json`` does not record it (runs of older versions)."""
+        """``wall_seconds`` of the last row that has one (0 without): where a resumed run's clock
+        goes on when its ``state.json`` does not record it (runs of older versions)."""
         with self.path.open(newline="") as f:
-            walls = [row["wall_seconds"] for row in csv.DictReader(f) if row.get("wall_seconds")]
-        return float(walls[-1]) if walls else 0.0
+            walls = [row.get("wall_seconds") or "" for row in csv.DictReader(f)]
+        for wall in reversed(walls):
+            try:
+                return float(wall)
+            except ValueError:  # empty or damaged
+                continue
+        return 0.0
 
     def write(self, **row: Any) -> None:
         with self.path.open("a", newline="") as f:

@@ -56,7 +56,11 @@ def register(sub: Any) -> None:
         help="also write FILE (everything, JSON) and FILE with the suffix .csv (one row per graph "
         "and method); nothing else is written",
     )
-    p.add_argument("--plot", metavar="PNG", help="write a grouped bar chart")
+    p.add_argument(
+        "--plot",
+        metavar="PNG",
+        help="write a grouped bar chart (.png, .pdf, .svg, ...: the suffix says the type)",
+    )
     p.set_defaults(func=cmd_baselines)
 
 
@@ -83,20 +87,63 @@ def write_json_and_csv(comparisons: list[GraphComparison], json_path: Path) -> t
     return write_comparisons(comparisons, json_path.parent, json_path.name)
 
 
+PLOT_SUFFIXES = (
+    ".png",
+    ".pdf",
+    ".svg",
+    ".svgz",
+    ".eps",
+    ".ps",
+    ".jpg",
+    ".jpeg",
+    ".tif",
+    ".tiff",
+    ".webp",
+)
+"""File types ``--plot`` writes (matplotlib's, by the suffix)."""
+
+
+def check_outputs(args: argparse.Namespace) -> None:
+    """Refuse ``--json`` and ``--plot`` paths that cannot be written, before the comparison.
+
+    Raises:
+        ValueError: one line naming the path and the fix.
+    """
+    from graphopt.rundir import check_output_path
+
+    if args.json:
+        json_path = Path(args.json)
+        check_output_path(json_path, "--json")
+        check_output_path(csv_path_for(json_path), "--json's CSV")
+    if args.plot:
+        plot = Path(args.plot)
+        if plot.suffix.lower() not in PLOT_SUFFIXES:
+            raise ValueError(
+                f"--plot {args.plot!r}: the suffix says the image type; use one of "
+                f"{', '.join(PLOT_SUFFIXES)}"
+            )
+        check_output_path(plot, "--plot")
+        if args.json and plot.resolve() in (
+            Path(args.json).resolve(),
+            csv_path_for(Path(args.json)).resolve(),
+        ):
+            raise ValueError(f"--plot {args.plot!r} would overwrite what --json writes")
+
+
 def cmd_baselines(args: argparse.Namespace) -> int:
+    check_outputs(args)  # bad paths fail before the (slow) comparison and torch's import
+    for flag, value in (("--budget", args.budget), ("--estimate-budget", args.estimate_budget)):
+        if value < 0:
+            raise ValueError(f"{flag} must be >= 0, got {value}")
+    if args.estimate_budget and args.task != "placement":
+        raise ValueError(f"--estimate-budget searches placements; --task is {args.task}")
+
     from graphopt.eval.compare import compare_on_graph
     from graphopt.eval.report import plot_comparisons, print_comparisons
     from graphopt.hardware import get_cluster
     from graphopt.sim import Simulator
     from graphopt.workloads import resolve_graphs
 
-    if args.json:
-        csv_path_for(Path(args.json))  # a bad name fails before the (slow) comparison
-    for flag, value in (("--budget", args.budget), ("--estimate-budget", args.estimate_budget)):
-        if value < 0:
-            raise ValueError(f"{flag} must be >= 0, got {value}")
-    if args.estimate_budget and args.task != "placement":
-        raise ValueError(f"--estimate-budget searches placements; --task is {args.task}")
     cluster = get_cluster(args.cluster)
     sim = Simulator()
     comparisons = [

@@ -62,16 +62,22 @@ def describe_model(run: Path) -> str:
 
 def cmd_eval(args: argparse.Namespace) -> int:
     from graphopt import rundir
+
+    # what is wrong with the arguments fails before torch is imported or anything evaluated
+    if args.budget < 0:
+        raise ValueError(f"--budget must be >= 0, got {args.budget}")
+    run = rundir.check_run_dir(args.run)
+    out = Path(args.out) if args.out else None
+    if out is not None:
+        rundir.check_output_path(out, "--out", directory=True)
+
     from graphopt.eval.console import make_console
     from graphopt.eval.evaluate import evaluate_run
     from policies.rollout import parse_mode
 
-    if args.budget < 0:
-        raise ValueError(f"--budget must be >= 0, got {args.budget}")
     parse_mode(args.mode)  # an unknown mode fails before anything is read
     console = make_console()
-    console.print(describe_model(rundir.check_run_dir(args.run)), markup=False, highlight=False)
-    out = Path(args.out) if args.out else None
+    console.print(describe_model(run), markup=False, highlight=False)
     evaluate_run(
         args.run,
         args.graphs,

@@ -173,15 +173,24 @@ def cmd_show(args: argparse.Namespace) -> int:
     return 0
 
 
+GRAPH_SUFFIXES = (".json", ".gz")
+"""An ``-o`` ending in one of these is a graph file; otherwise a directory."""
+
+
 def cmd_export(args: argparse.Namespace) -> int:
+    from graphopt.rundir import check_output_path
+
+    out = Path(args.output)
+    # before any graph is built or imported
+    check_output_path(out, "-o", directory=out.suffix not in GRAPH_SUFFIXES)
+
     from graphopt.workloads import resolve_graphs
 
     graphs = resolve_graphs(args.graphs)
-    out = Path(args.output)
-    if len(graphs) == 1 and out.suffix in (".json", ".gz"):
+    if len(graphs) == 1 and out.suffix in GRAPH_SUFFIXES:
         paths = [graphs[0].save(out)]
     else:
-        if out.suffix in (".json", ".gz"):
+        if out.suffix in GRAPH_SUFFIXES:
             raise ValueError(
                 f"{len(graphs)} graphs cannot go to one file {str(out)!r}; give a directory"
             )
@@ -196,6 +205,7 @@ def cmd_import(args: argparse.Namespace) -> int:
     from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
     from graphopt.importers.sources import is_source, load_source
+    from graphopt.rundir import check_output_path
 
     source = args.source
     if not is_source(source) and source.endswith(".txt"):
@@ -206,8 +216,9 @@ def cmd_import(args: argparse.Namespace) -> int:
             "(see graphopt graphs list)"
         )
     out = Path(args.output)
-    if out.suffix not in (".json", ".gz"):
+    if out.suffix not in GRAPH_SUFFIXES:
         raise ValueError(f"output {str(out)!r} must end in .json or .json.gz")
+    check_output_path(out, "-o")  # before the (slow) import
     with Progress(
         SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), transient=True
     ) as progress:

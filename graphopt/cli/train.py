@@ -97,20 +97,43 @@ def summary(run: Path) -> str:
     return f"{line}; validation speed-up (geomean): best {best:.3f}x, last {last:.3f}x"
 
 
+def check_args(args: argparse.Namespace) -> None:
+    """Refuse what would fail only after the (slow) set-up: flags that --resume does not take,
+    a run that is not one or that another process trains, a --runs-dir or --name that cannot make
+    a run directory. Imports neither torch nor the trainer.
+
+    Raises:
+        ValueError: one line naming the culprit.
+    """
+    from graphopt import rundir
+
+    if args.resume:
+        given = [flag for key, flag in RUN_FLAGS.items() if getattr(args, key) is not None]
+        if given:
+            raise ValueError(
+                f"--resume continues {args.resume} with its own configuration; "
+                f"{', '.join(given)} would change the run: start a new run instead "
+                "(only --total-timesteps and --no-progress go with --resume)"
+            )
+        run = rundir.check_run_dir(args.resume, need_model=False)
+        rundir.read_state(run)  # a corrupt state.json, named
+        with rundir.locked(run):  # a run another process trains (resume takes it for good)
+            pass
+        return
+    if args.name is not None:
+        rundir.check_run_name(args.name)
+    rundir.check_output_path(args.runs_dir or "runs", "--runs-dir", directory=True)
+
+
 def cmd_train(args: argparse.Namespace) -> int:
+    check_args(args)  # before torch is imported
+
     from graphopt import rundir
     from graphopt.train.config import load_config
     from graphopt.train.trainer import RunAlreadyFinished, TrainingInterrupted, resume, train
 
     try:
         if args.resume:
-            given = [flag for key, flag in RUN_FLAGS.items() if getattr(args, key) is not None]
-            if given:
-                raise ValueError(
-                    f"--resume continues {args.resume} with its own configuration; "
-                    f"{', '.join(given)} would change the run: start a new run instead "
-                    "(only --total-timesteps and --no-progress go with --resume)"
-                )
 
             def resuming(run: Path) -> None:
                 done = int(rundir.read_state(run).get("timesteps", 0))

@@ -76,11 +76,14 @@ def evaluate_run(
     """Compare the run's policy with the baselines on ``graphs``; print, write and plot.
 
     Raises:
-        ValueError: not a run / no model; a cluster with another device count; a graph larger than
-            the policy's ``max_ops``; an unknown mode.
+        ValueError: not a run / no model; an output directory that cannot be created; a cluster
+            with another device count; a graph larger than the policy's ``max_ops``; an unknown
+            mode (all before any evaluation).
     """
     parse_mode(mode)  # an unknown mode fails before anything is read
     path = rundir.check_run_dir(run)
+    out = out_dir or path / "eval" / mode.replace(":", "-")
+    rundir.check_output_path(out, "output directory", directory=True)  # before any work
     config = load_config(path / rundir.CONFIG_FILE)
     kind, amount = parse_mode(mode, config.task)
     target = get_cluster(cluster or config.cluster)
@@ -133,7 +136,6 @@ def evaluate_run(
         )
     title = f"{config.task} on {target.name}, run {path.name}"
     print_comparisons(comparisons, title, console)
-    out = out_dir or path / "eval" / mode.replace(":", "-")
     json_path, csv_path = write_comparisons(comparisons, out)
     bars = plot_comparisons(comparisons, out / "comparison.png", title)
     curve = plot_training_curve(

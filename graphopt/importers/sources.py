@@ -11,6 +11,8 @@ Both give training graphs (forward + backward) by default, as GO optimises train
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from graphopt.graph import CompGraph
 
 PREFIXES = ("pipedream:", "torch:")
@@ -20,6 +22,22 @@ MODES = ("train", "forward")
 def is_source(item: str) -> bool:
     """Whether ``item`` names an imported graph (starts with one of :data:`PREFIXES`)."""
     return item.startswith(PREFIXES)
+
+
+def source_file(item: str) -> Path | None:
+    """The profile file of ``pipedream:PATH`` (query aside) when that file exists, else ``None``:
+    how :func:`graphopt.workloads.registry.split_spec` tells a path that holds a comma from a
+    list."""
+    if not item.startswith("pipedream:"):
+        return None
+    base, _, query = item[len("pipedream:") :].partition("?")
+    if "," in query:  # a query holds no comma: a list goes on after it
+        return None
+    path = Path(base)
+    try:
+        return path if path.is_file() else None
+    except (OSError, ValueError):  # a name too long, a NUL in it
+        return None
 
 
 def _split_mode(item: str) -> tuple[str, bool]:

@@ -3,7 +3,10 @@
 Reads top to bottom: resolve graphs -> environments -> PPO -> learn with :class:`RunCallback` ->
 final model. Ctrl-C or a crash leaves ``checkpoints/last.pt`` and a ``state.json`` that says so;
 :func:`resume` continues from there with the same configuration (a larger ``total_timesteps`` may
-extend a run, a finished one included).
+extend a run, a finished one included), dropping the rows of ``metrics.csv`` past that checkpoint.
+
+One process at a time trains a run: :func:`train` and :func:`resume` hold its lock
+(:func:`graphopt.rundir.locked`) and refuse a run another process holds.
 
 Models are saved as weights only (:mod:`policies.checkpoint`) and rebuilt from the run's
 ``config.yaml`` and ``model.json`` (:func:`build_model`); nothing of a run directory is unpickled.
@@ -203,7 +206,8 @@ def _learn(
         total_timesteps=config.total_timesteps,
         show_progress=show_progress,
     )
-    rundir.write_state(run, status="running")
+    # a resumed crash's error is not this session's
+    rundir.write_state(run, status="running", drop=("error", "traceback"))
     target = steps + (0 if reset else int(model.num_timesteps))
     try:
         with rundir.graceful_stop() as stop:
@@ -256,22 +260,33 @@ def train(
     on_start: Callable[[Path], None] | None = None,
 ) -> Path:
     """Train a new run; returns its directory (``runs_root/<task>/<name>_<k>``). ``on_start`` is
-    called with the directory once it exists, before training begins."""
+    called with the directory once it exists, before training begins.
+
+    Raises:
+        ValueError: a bad configuration, a run name that is not a plain directory name or a
+            ``runs_root`` that cannot be created (both before any work), graphs that cannot be
+            resolved; no run directory is created then.
+    """
     from stable_baselines3.common.vec_env import DummyVecEnv
 
     config.validate()
+    rundir.check_run_name(config.name)
+    rundir.check_output_path(runs_root, "runs directory", directory=True)
     if config.cost_model != "simulator":  # config.yaml keeps a path that works from any directory
         config = dataclasses.replace(config, cost_model=str(Path(config.cost_model).resolve()))
     torch.set_num_threads(config.threads)
     envs, val_env = make_envs(config)  # resolve everything before creating the run directory
     model = build_model(config, DummyVecEnv([_constant(e) for e in envs]))
     run = rundir.new_run_dir(runs_root, config.task, config.name)  # only once all of that worked
-    config.save(run / rundir.CONFIG_FILE)
-    checkpoint.write_model_info(run, model, config.task)
-    rundir.write_state(run, status="starting", timesteps=0, total_timesteps=config.total_timesteps)
-    if on_start is not None:
-        on_start(run)
-    _learn(model, run, config, val_env, config.total_timesteps, show_progress, reset=True)
+    with rundir.locked(run):
+        config.save(run / rundir.CONFIG_FILE)
+        checkpoint.write_model_info(run, model, config.task)
+        rundir.write_state(
+            run, status="starting", timesteps=0, total_timesteps=config.total_timesteps
+        )
+        if on_start is not None:
+            on_start(run)
+        _learn(model, run, config, val_env, config.total_timesteps, show_progress, reset=True)
     return run
 
 
@@ -283,7 +298,10 @@ def resume(
 ) -> Path:
     """Continue a run from ``checkpoints/last.pt`` up to its ``total_timesteps``, with the
     configuration it was started with (the model is rebuilt from it and given the checkpoint's
-    weights, optimizer state and timestep count: :func:`load_model`).
+    weights, optimizer state and timestep count: :func:`load_model`). The rows of ``metrics.csv``
+    recorded after that checkpoint (by a session that was interrupted or killed before its next
+    one) are dropped, as their steps are trained again. The run is locked meanwhile
+    (:func:`graphopt.rundir.locked`).
 
     Args:
         run: the run directory.
@@ -296,12 +314,26 @@ def resume(
     Raises:
         ValueError: not a run directory, no checkpoint to resume from (a run of an older version
             that holds only SB3 ``.zip`` models is refused unopened), a checkpoint that is not a
-            plain weights file, or a ``total_timesteps`` below what the run has done.
+            plain weights file, a corrupt ``state.json``, or a ``total_timesteps`` below what the
+            run has done.
+        graphopt.rundir.RunLocked: another process trains the run (a ``ValueError``; nothing was
+            read or written).
         RunAlreadyFinished: a finished run and no larger ``total_timesteps``.
     """
+    path = rundir.check_run_dir(run, need_model=False)
+    with rundir.locked(path):
+        return _resume(path, total_timesteps, show_progress, on_start)
+
+
+def _resume(
+    path: Path,
+    total_timesteps: int | None,
+    show_progress: bool,
+    on_start: Callable[[Path], None] | None,
+) -> Path:
+    """:func:`resume` of the run directory ``path``, whose lock this process holds."""
     from stable_baselines3.common.vec_env import DummyVecEnv
 
-    path = rundir.check_run_dir(run, need_model=False)
     config = load_config(path / rundir.CONFIG_FILE)
     state = rundir.read_state(path)
     if not (path / rundir.LAST).exists():
@@ -328,12 +360,16 @@ def resume(
     envs, val_env = make_envs(config)
     vec_env = DummyVecEnv([_constant(e) for e in envs])
     model = load_model(path, path / rundir.LAST, vec_env, weights)
-    remaining = config.total_timesteps - int(model.num_timesteps)
+    resumed = int(model.num_timesteps)  # the checkpoint's, whatever state.json says
+    rundir.truncate_metrics(path, resumed)  # those steps are trained again
+    if resumed != done:  # killed between saving the checkpoint and recording it
+        rundir.write_state(path, timesteps=resumed)
+    remaining = config.total_timesteps - resumed
     if on_start is not None:
         on_start(path)
     if remaining > 0:
         _learn(model, path, config, val_env, remaining, show_progress, reset=False)
     else:
         checkpoint.save_weights(model, path / rundir.FINAL)
-        rundir.write_state(path, status="finished")
+        rundir.write_state(path, status="finished", drop=("error", "traceback"))
     return path

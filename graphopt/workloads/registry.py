@@ -28,7 +28,7 @@ from functools import lru_cache, partial
 from pathlib import Path
 
 from graphopt.graph import CompGraph
-from graphopt.importers.sources import is_source, load_source
+from graphopt.importers.sources import is_source, load_source, source_file
 from graphopt.workloads.amoebanet import amoebanet
 from graphopt.workloads.gnmt import gnmt
 from graphopt.workloads.inception import inception_v3
@@ -236,14 +236,16 @@ def resolve_graphs(spec: str | Sequence[str]) -> list[CompGraph]:
     """Graphs named by ``spec``, in order.
 
     ``spec`` is a comma-separated string (or a sequence) of items, each a graph name
-    (:func:`list_graphs`, or a random-graph pattern), ``suite:<name>`` (:data:`SUITES`), or the
-    path of a graph file (:meth:`CompGraph.load`; anything containing a path separator or ending in
-    ``.json``/``.gz``, or an existing file). Repeated items are kept.
+    (:func:`list_graphs`, or a random-graph pattern), ``suite:<name>`` (:data:`SUITES`), an
+    imported graph (``pipedream:``, ``torch:``), or the path of a graph file
+    (:meth:`CompGraph.load`; anything containing a path separator or ending in ``.json``/``.gz``,
+    or an existing file). A path that holds a comma is taken whole where that file exists
+    (:func:`split_spec`). Repeated items are kept.
 
     Raises:
         ValueError: an empty spec, an unknown name or suite, or an unreadable graph file.
     """
-    items = [s.strip() for s in (spec.split(",") if isinstance(spec, str) else spec)]
+    items = [s.strip() for s in (split_spec(spec) if isinstance(spec, str) else spec)]
     items = [s for s in items if s]
     if not items:
         raise ValueError(
@@ -263,16 +265,56 @@ def resolve_graphs(spec: str | Sequence[str]) -> list[CompGraph]:
         elif is_source(item):
             graphs.append(load_source(item))
         elif _looks_like_path(item):
+            if isinstance(spec, str) and len(items) > 1 and not _existing_file(item):
+                raise ValueError(
+                    f"graph file {item!r} does not exist (the graph spec {spec!r} is a list split "
+                    "at commas; a path that holds a comma is taken whole where that file exists)"
+                )
             graphs.append(CompGraph.load(item))
         else:
             graphs.append(get_graph(item))
     return graphs
 
 
+def split_spec(spec: str) -> list[str]:
+    """The items of a comma-separated graph spec, where the path of a file that exists is one
+    item even if it holds commas: ``"a.json,runs/x,y.json,txl-tiny"`` is ``["a.json",
+    "runs/x,y.json", "txl-tiny"]`` when ``runs/x,y.json`` is a file (likewise
+    ``pipedream:PATH``). Among the ways to join consecutive pieces into a file, the longest wins.
+    A path with a comma that does not exist is split (and reported as unknown piece by piece)."""
+    pieces = spec.split(",")
+    if len(pieces) == 1:
+        return pieces
+    items: list[str] = []
+    i = 0
+    while i < len(pieces):
+        j = next(
+            (
+                j
+                for j in range(len(pieces), i + 1, -1)
+                if _existing_file(",".join(pieces[i:j]).strip())
+            ),
+            i + 1,
+        )
+        items.append(",".join(pieces[i:j]))
+        i = j
+    return items
+
+
+def _existing_file(item: str) -> bool:
+    """Whether ``item`` is the path of a file that exists (or ``pipedream:`` such a path)."""
+    if source_file(item) is not None:
+        return True
+    try:
+        return Path(item).is_file()
+    except (OSError, ValueError):  # a name too long, a NUL in it
+        return False
+
+
 def _looks_like_path(item: str) -> bool:
     if item in _BUILTIN or _RANDOM.fullmatch(item):
         return False
-    return "/" in item or "\\" in item or item.endswith((".json", ".gz")) or Path(item).is_file()
+    return "/" in item or "\\" in item or item.endswith((".json", ".gz")) or _existing_file(item)
 
 
 def _describe_random(name: str) -> str:

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from graphopt import rundir
@@ -221,3 +223,141 @@ def test_an_ignored_ctrl_c_stays_ignored():
         assert signal.getsignal(signal.SIGINT) == signal.SIG_IGN
         signal.raise_signal(signal.SIGINT)
     assert not stop.requested
+
+
+# ---------------------------------------------------------------------------- output paths
+
+
+def test_output_paths_are_checked_before_any_work(tmp_path):
+    from pathlib import Path
+
+    blocker = tmp_path / "F"
+    blocker.write_text("a regular file")
+    for path, directory in (
+        (blocker / "out.json", False),
+        (blocker / "deeper" / "out.json", False),
+        (blocker / "sub", True),
+    ):
+        with pytest.raises(ValueError) as e:
+            rundir.check_output_path(path, "--out", directory=directory)
+        message = str(e.value)
+        assert "\n" not in message and f"--out {str(path)!r}" in message
+        assert f"{str(blocker)!r} is a file, not a directory" in message
+    with pytest.raises(ValueError, match=r"'.*F' is a file, not a directory; give a directory"):
+        rundir.check_output_path(blocker, "--runs-dir", directory=True)
+    with pytest.raises(ValueError, match="is a directory; give the name of a file"):
+        rundir.check_output_path(tmp_path, "--json")
+    # what can be created passes, and nothing is created by the check
+    assert rundir.check_output_path(tmp_path / "a" / "b.json", "--json") == tmp_path / "a/b.json"
+    rundir.check_output_path(tmp_path / "new" / "dir", "--out", directory=True)
+    rundir.check_output_path(blocker, "--json")  # an existing file is replaced
+    rundir.check_output_path(Path("relative.json"), "--json")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["F"]
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root may write anywhere")
+def test_an_output_path_in_a_read_only_directory_is_refused(tmp_path):
+    locked_dir = tmp_path / "ro"
+    locked_dir.mkdir()
+    locked_dir.chmod(0o555)
+    try:
+        with pytest.raises(ValueError, match=r"directory '.*ro' is not writable"):
+            rundir.check_output_path(locked_dir / "x" / "out.json", "--json")
+    finally:
+        locked_dir.chmod(0o755)
+
+
+def test_run_names_and_roots_are_checked_before_a_directory_is_made(tmp_path):
+    (tmp_path / "F").write_text("")
+    with pytest.raises(ValueError, match="F' is a file, not a directory"):
+        rundir.new_run_dir(tmp_path / "F", "placement", "go")
+    for bad in ("a/b", "..", ""):
+        with pytest.raises(ValueError, match="may only contain"):
+            rundir.check_run_name(bad)
+    assert rundir.check_run_name("go-1.5_x") == "go-1.5_x"
+
+
+# ---------------------------------------------------------------------------- state and metrics
+
+
+@pytest.mark.parametrize(
+    "text, culprit",
+    [('{"status": "runn', "Unterminated string"), ("[1, 2]", "JSON list, not an object")],
+)
+def test_a_corrupt_state_file_is_named(tmp_path, text, culprit):
+    (tmp_path / rundir.STATE_FILE).write_text(text)
+    with pytest.raises(ValueError) as e:
+        rundir.read_state(tmp_path)
+    message = str(e.value)
+    assert "\n" not in message and str(tmp_path / "state.json") in message and culprit in message
+    assert "repair it, or delete it" in message
+    with pytest.raises(ValueError, match="state.json is corrupt"):
+        rundir.write_state(tmp_path, status="running")
+    assert (tmp_path / rundir.STATE_FILE).read_text() == text  # not overwritten
+
+
+def test_write_state_drops_keys(tmp_path):
+    rundir.write_state(tmp_path, status="crashed", error="boom", traceback="...")
+    state = rundir.write_state(tmp_path, drop=("error", "traceback", "absent"), status="running")
+    assert state == rundir.read_state(tmp_path) == {"status": "running"}
+
+
+METRICS = """\
+timesteps,wall_seconds,kind,reward_mean,speedup_geomean,valid_fraction,step_time_mean,samples_per_second
+16,1.0,train,0.1,1.1,1.0,0.01,10
+16,1.2,val,,1.2,1.0,0.01,
+32,2.0,train,0.2,1.2,1.0,0.01,10
+32,2.1,val,,1.3,1.0,0.01,
+48,3.0,train,0.3,1.3,1.0,0.01,10
+"""
+
+
+def test_truncate_metrics_drops_the_rows_past_the_checkpoint(tmp_path):
+    path = tmp_path / rundir.METRICS
+    path.write_text(METRICS)
+    assert rundir.truncate_metrics(tmp_path, 32) == 1
+    assert path.read_text().replace("\r\n", "\n") == METRICS.rsplit("48,", 1)[0]
+    assert rundir.truncate_metrics(tmp_path, 32) == 0  # nothing more to drop
+    assert rundir.truncate_metrics(tmp_path, 16) == 2
+    rows = path.read_text().splitlines()
+    assert rows[0].startswith("timesteps,") and [r.split(",")[0] for r in rows[1:]] == ["16", "16"]
+    assert rundir.truncate_metrics(tmp_path / "no-run", 16) == 0  # no metrics: nothing to do
+
+
+def test_truncate_metrics_drops_a_row_cut_short_and_keeps_unreadable_ones(tmp_path):
+    path = tmp_path / rundir.METRICS
+    path.write_text(METRICS.replace("32,2.1,val", "oops,2.1,val") + "6")  # killed mid-row ("64,")
+    assert rundir.truncate_metrics(tmp_path, 40) == 2  # the row at 48 and the one cut short
+    text = path.read_text()
+    assert text.endswith("\n") and "oops,2.1,val" in text and "48," not in text
+    rundir.MetricsLog(tmp_path).write(timesteps=40, kind="train")  # appends on a row of its own
+    assert path.read_text().splitlines()[-1].startswith("40,,train")
+
+
+def test_last_wall_seconds_skips_damaged_values(tmp_path):
+    (tmp_path / rundir.METRICS).write_text(METRICS + "64,x,train\n")
+    assert rundir.MetricsLog(tmp_path).last_wall_seconds() == 3.0
+
+
+# ---------------------------------------------------------------------------- the run lock
+
+
+def test_a_second_writer_is_refused_naming_the_holder(tmp_path):
+    from run_locks import lock_held_elsewhere
+
+    with lock_held_elsewhere(tmp_path) as holder:
+        assert rundir.lock_holder(tmp_path) == holder.pid
+        with pytest.raises(rundir.RunLocked) as e, rundir.locked(tmp_path):
+            pass
+        message = str(e.value)
+        assert isinstance(e.value, ValueError) and e.value.pid == holder.pid
+        assert "\n" not in message and f"process {holder.pid} is training it" in message
+        assert f"kill {holder.pid}" in message and str(tmp_path / rundir.LOCK) in message
+    # the holder was killed (-9): its pid stays in the file, but the lock is free
+    assert rundir.lock_holder(tmp_path) == holder.pid
+    with rundir.locked(tmp_path):
+        assert rundir.lock_holder(tmp_path) == os.getpid()
+        second = rundir.locked(tmp_path)  # a second holder in this process too
+        with pytest.raises(rundir.RunLocked, match=f"process {os.getpid()}"), second:
+            pass
+    assert rundir.lock_holder(tmp_path) is None  # released: nobody is named

@@ -51,3 +51,25 @@ def test_fusion_table_has_no_negative_gap(run_cli):
     assert shown < unfused
     gaps = re.findall(r"([+-]\d+\.\d)%", out)
     assert gaps and all(not g.startswith("-") for g in gaps)
+
+
+def test_output_paths_that_cannot_be_written_fail_before_the_comparison(run_cli, tmp_path):
+    blocker = tmp_path / "F"
+    blocker.write_text("a regular file")
+    for args, fragment in (
+        (
+            ("--json", str(blocker / "out.json")),
+            f"cannot create --json {str(blocker / 'out.json')!r}",
+        ),
+        (("--plot", str(blocker / "b.png")), f"cannot create --plot {str(blocker / 'b.png')!r}"),
+        (("--json", str(tmp_path)), "is a directory; give the name of a file"),
+        (("--plot", str(tmp_path / "b.xyz")), "the suffix says the image type; use one of .png"),
+        (("--json", str(tmp_path / "r.png"), "--plot", str(tmp_path / "r.png")), "overwrite"),
+    ):
+        proc = run_cli("baselines", "random-layered-20-s0", *args, check=False)
+        assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+        assert len(proc.stderr.strip().splitlines()) == 1 and fragment in proc.stderr
+        if "cannot create" in fragment:
+            assert f"{str(blocker)!r} is a file, not a directory" in proc.stderr
+        assert proc.stdout == ""  # no table: refused before the comparison
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["F"]

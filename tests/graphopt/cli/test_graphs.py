@@ -84,3 +84,33 @@ def test_import_without_an_optional_dependency_is_one_line(run_cli, tmp_path):
 def test_show_refuses_a_negative_top(run_cli):
     proc = run_cli("graphs", "show", "txl-tiny", "--top", "-3", check=False)
     assert proc.returncode == 2 and "expected an integer >= 0, got -3" in proc.stderr
+
+
+def test_output_paths_that_cannot_be_written_fail_first(run_cli, tmp_path):
+    blocker = tmp_path / "F"
+    blocker.write_text("a regular file")
+    folder = tmp_path / "d.json"
+    folder.mkdir()
+    for args, fragment in (
+        (("export", "txl-tiny", "-o", str(blocker / "sub.json")), "cannot create -o"),
+        (("export", "suite:tiny", "-o", str(blocker / "sub")), "cannot create -o"),
+        (("export", "suite:tiny", "-o", str(blocker)), "is a file, not a directory; give a"),
+        (("export", "txl-tiny", "-o", str(folder)), "is a directory; give the name of a file"),
+        (("import", "torch:lstm", "-o", str(blocker / "x.json")), "cannot create -o"),
+    ):
+        proc = run_cli("graphs", *args, check=False)
+        assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+        assert len(proc.stderr.strip().splitlines()) == 1 and fragment in proc.stderr
+        assert proc.stdout == ""
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["F", "d.json"]
+    assert not any(folder.iterdir()) and blocker.read_text() == "a regular file"
+
+
+def test_a_graph_path_with_a_comma_is_taken_whole(run_cli, tmp_path):
+    folder = tmp_path / "a,b"
+    run_cli("graphs", "export", "txl-tiny", "-o", str(folder / "g,1.json"))
+    path = folder / "g,1.json"
+    report = json.loads(run_cli("graphs", "show", f"{path},gnmt-tiny", "--json").stdout)
+    assert [r["name"] for r in report] == ["txl-tiny", "gnmt-tiny"]
+    proc = run_cli("graphs", "show", str(folder / "h,1.json"), check=False)  # no such file
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr

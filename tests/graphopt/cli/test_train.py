@@ -285,3 +285,66 @@ def test_ctrl_c_or_sigterm_leaves_a_resumable_run(tmp_path, signum):
 def test_bad_flag_values(run_cli, tmp_path, bad):
     proc = run_cli("train", bad, "--runs-dir", str(tmp_path), check=False)
     assert proc.returncode == 2 and "total_timesteps must be >= 1" in proc.stderr
+
+
+def fabricated_run(root: Path) -> Path:
+    """A run directory as the commands check it before any work: a config, a state and model
+    files (never loaded by the refusals below, so any bytes will do)."""
+    from tiny_runs import tiny_config
+
+    from graphopt import rundir
+
+    run = rundir.new_run_dir(root, "placement", "fab")
+    tiny_config().save(run / rundir.CONFIG_FILE)
+    rundir.write_state(run, status="interrupted", timesteps=16, total_timesteps=32)
+    for name in (rundir.BEST, rundir.LAST):
+        (run / name).write_bytes(b"never loaded")
+    return run
+
+
+def assert_one_line(proc: subprocess.CompletedProcess[str], *fragments: str) -> None:
+    assert proc.returncode == 2, (proc.stdout, proc.stderr)
+    assert "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+    assert proc.stderr.startswith("graphopt: error: ")
+    for fragment in fragments:
+        assert fragment in proc.stderr, (fragment, proc.stderr)
+
+
+def test_output_paths_under_a_file_fail_first(run_cli, tmp_path):
+    blocker = tmp_path / "F"
+    blocker.write_text("a regular file")
+    proc = run_cli("train", "--runs-dir", str(blocker), "--no-progress", check=False)
+    assert_one_line(proc, f"--runs-dir {str(blocker)!r} is a file, not a directory")
+    proc = run_cli("train", "--runs-dir", str(blocker / "runs"), "--no-progress", check=False)
+    assert_one_line(proc, f"{str(blocker)!r} is a file, not a directory")
+    proc = run_cli("train", "--name", "a/b", "--runs-dir", str(tmp_path / "r"), check=False)
+    assert_one_line(proc, "run name 'a/b' may only contain")
+    run = fabricated_run(tmp_path / "runs")
+    for out in (blocker / "sub", blocker):
+        proc = run_cli("eval", str(run), "--graphs", "txl-tiny", "--out", str(out), check=False)
+        assert_one_line(proc, f"--out {str(out)!r}", f"{str(blocker)!r} is a file")
+        assert proc.stdout == ""  # refused before the model was even described
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["F", "runs"]
+    assert not (run / "eval").exists() and blocker.read_text() == "a regular file"
+
+
+def test_resume_while_another_process_trains_is_refused_with_its_pid(run_cli, tmp_path):
+    from run_locks import lock_held_elsewhere
+
+    run = fabricated_run(tmp_path / "runs")
+    state = (run / "state.json").read_text()
+    with lock_held_elsewhere(run) as holder:
+        proc = run_cli("train", "--resume", str(run), "--no-progress", check=False)
+        assert_one_line(proc, f"run {run} is in use: process {holder.pid}", f"kill {holder.pid}")
+    assert (run / "state.json").read_text() == state and not (run / "metrics.csv").exists()
+
+
+def test_a_corrupt_state_file_is_named(run_cli, tmp_path):
+    run = fabricated_run(tmp_path / "runs")
+    (run / "state.json").write_text('{"status": "interrupted", "timesteps')
+    for args in (
+        ("train", "--resume", str(run), "--no-progress"),
+        ("eval", str(run), "--graphs", "txl-tiny"),
+    ):
+        proc = run_cli(*args, check=False)
+        assert_one_line(proc, f"{run / 'state.json'} is corrupt (Unterminated string", "delete it")

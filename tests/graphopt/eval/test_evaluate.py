@@ -91,3 +91,24 @@ def test_eval_refuses_crafted_models_and_runs_nothing(tmp_path: Path, kind: str)
     with pytest.raises(ValueError, match=expected):
         evaluate_run(run, "txl-tiny", mode="finetune:16", console=quiet())
     assert not marker.exists() and not (run / "eval").exists()
+
+
+def test_an_output_directory_that_cannot_be_made_is_refused_before_any_work(
+    tmp_path: Path, monkeypatch
+):
+    import graphopt.eval.evaluate as evaluate
+
+    def never(*args, **kwargs):
+        raise AssertionError("the model was loaded")
+
+    monkeypatch.setattr(evaluate, "load_run_model", never)
+    run = rundir.new_run_dir(tmp_path / "runs", "placement", "fab")
+    tiny_config().save(run / rundir.CONFIG_FILE)
+    (run / rundir.BEST).write_bytes(b"never loaded")
+    blocker = tmp_path / "F"
+    blocker.write_text("a regular file")
+    with pytest.raises(ValueError, match=rf"'{blocker}' is a file, not a directory"):
+        evaluate_run(run, "txl-tiny", out_dir=blocker / "out", console=quiet())
+    (run / "eval").write_text("a file where RUN/eval/<mode> goes")
+    with pytest.raises(ValueError, match=r"eval' is a file, not a directory"):
+        evaluate_run(run, "txl-tiny", console=quiet())

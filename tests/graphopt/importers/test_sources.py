@@ -54,3 +54,16 @@ def test_real_suite_resolves_and_simulates():
     for g in graphs:
         m = simulate(g, cluster)
         assert m.step_time > 0 and (m.valid or "out of memory" in m.reason)
+
+
+@needs_profiles
+def test_a_profile_path_with_a_comma_is_taken_whole(tmp_path):
+    import shutil
+
+    from graphopt.importers.sources import source_file
+
+    profile = shutil.copy(list_profiles()["vgg16"], tmp_path / "vgg,16.txt")
+    assert source_file(f"pipedream:{profile}?mode=forward") == profile
+    assert source_file("pipedream:vgg16") is None and source_file(str(profile)) is None
+    graphs = resolve_graphs(f"pipedream:{profile}?mode=forward,txl-tiny")
+    assert [g.num_ops for g in graphs[:1]] == [41] and graphs[1].name == "txl-tiny"

@@ -94,3 +94,63 @@ def test_resume_refuses_crafted_models_and_runs_nothing(tmp_path: Path, kind: st
     # refused before anything was written
     assert (run / "config.yaml").read_text() == config and (run / "state.json").read_text() == state
     assert not (run / rundir.METRICS).exists()
+
+
+def test_resume_is_refused_while_another_process_trains_the_run(trained: Path, tmp_path: Path):
+    from run_locks import lock_held_elsewhere
+
+    run = Path(shutil.copytree(trained, tmp_path / "run"))
+    files = {p: p.read_bytes() for p in run.rglob("*") if p.is_file() and p.name != rundir.LOCK}
+    with lock_held_elsewhere(run) as holder:
+        with pytest.raises(rundir.RunLocked, match=f"process {holder.pid} is training it") as e:
+            resume(run, total_timesteps=48, show_progress=False)
+        assert "\n" not in str(e.value) and str(run) in str(e.value)
+    # refused before anything was read or written
+    assert {p: p.read_bytes() for p in files} == files
+    # the holder is gone (killed): its lock is stale, and resume goes on
+    resume(run, total_timesteps=48, show_progress=False)
+    assert rundir.read_state(run)["status"] == "finished"
+    assert rundir.read_state(run)["timesteps"] == 48
+
+
+def test_resume_drops_the_metrics_past_its_checkpoint(trained: Path, tmp_path: Path):
+    """As after a ``kill -9``: rows were recorded past the checkpoint at 32 (and state.json lags
+    behind it, killed between saving the checkpoint and recording it), and a crash's error is
+    still in state.json."""
+    run = Path(shutil.copytree(trained, tmp_path / "run"))
+    metrics = run / rundir.METRICS
+    before = metrics.read_text().splitlines()
+    assert max(int(r.split(",")[0]) for r in before[1:]) == 32
+    with metrics.open("a") as f:
+        f.write("40,99.0,train,12345,1.0,1.0,0.01,10\n48,99.5,val,,54321,1.0,0.01,\n")
+    rundir.write_state(run, status="crashed", timesteps=16, error="RuntimeError: boom")
+    resumed = []
+    resume(
+        run,
+        total_timesteps=48,
+        show_progress=False,
+        on_start=lambda r: resumed.append(rundir.read_state(r)["timesteps"]),
+    )
+    assert resumed == [32]  # the checkpoint's count, recorded before training went on
+    rows = metrics.read_text().splitlines()
+    assert rows[: len(before)] == before  # the rows up to the checkpoint are kept as they were
+    assert "12345" not in metrics.read_text() and "54321" not in metrics.read_text()
+    steps = [int(r.split(",")[0]) for r in rows[1:]]
+    assert steps == sorted(steps) and max(steps) == 48 and 40 not in steps  # re-done once
+    state = rundir.read_state(run)
+    assert state["status"] == "finished" and "error" not in state and "traceback" not in state
+
+
+def test_train_refuses_a_runs_root_under_a_file_before_any_work(tmp_path: Path, monkeypatch):
+    import graphopt.train.trainer as trainer
+
+    def never(*args, **kwargs):
+        raise AssertionError("set-up began")
+
+    monkeypatch.setattr(trainer, "make_envs", never)
+    (tmp_path / "F").write_text("")
+    with pytest.raises(ValueError, match=r"create runs directory '.*F/runs': '.*F' is a file"):
+        train(tiny_config(), runs_root=tmp_path / "F" / "runs", show_progress=False)
+    with pytest.raises(ValueError, match="run name 'a/b' may only contain"):
+        train(tiny_config(name="a/b"), runs_root=tmp_path / "runs", show_progress=False)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["F"]

@@ -137,3 +137,28 @@ def test_unknown_graph_lists_the_choices() -> None:
 def test_bad_specs(spec: str, match: str) -> None:
     with pytest.raises(ValueError, match=match):
         resolve_graphs(spec)
+
+
+def test_a_graph_path_with_commas_is_one_item(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    from graphopt.workloads.registry import split_spec
+
+    folder = tmp_path / "a,b"
+    path = get_graph("txl-tiny").save(folder / "g,1.json")
+    assert split_spec(str(path)) == [str(path)]  # the whole spec is a file
+    assert split_spec(f"rnnlm-tiny,{path},suite:tiny") == ["rnnlm-tiny", str(path), "suite:tiny"]
+    assert split_spec(f"{path}, {path}") == [str(path), f" {path}"]  # spaces are stripped later
+    graphs = resolve_graphs(f"gnmt-tiny,{path}")
+    assert [g.name for g in graphs] == ["gnmt-tiny", "txl-tiny"]
+    monkeypatch.chdir(folder)  # a relative name, with no separator: found as a file
+    assert [g.name for g in resolve_graphs("g,1.json,gnmt-tiny")] == ["txl-tiny", "gnmt-tiny"]
+    # a path with commas that does not exist is split, and its pieces are reported
+    assert split_spec("nope,1.json,txl-tiny") == ["nope", "1.json", "txl-tiny"]
+    with pytest.raises(ValueError, match="unknown graph 'nope'"):
+        resolve_graphs("nope,1.json")
+    with pytest.raises(ValueError) as e:
+        resolve_graphs(str(folder / "nope,1.json"))
+    message = str(e.value)
+    assert f"graph file {str(tmp_path / 'a')!r} does not exist" in message
+    assert "split at commas; a path that holds a comma is taken whole where that file exists" in (
+        message
+    )
