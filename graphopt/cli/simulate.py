@@ -92,17 +92,6 @@ def warm_up(cluster: Cluster, schedule: bool) -> None:
     lower_bounds(graph, cluster)
 
 
-def check_gantt_path(out: Path) -> None:
-    """Refuse an output path whose folder cannot exist before spending time on simulation."""
-    for parent in out.parents:
-        if parent.exists():
-            if not parent.is_dir():
-                raise ValueError(
-                    f"cannot write Gantt chart {str(out)!r}: {parent} is not a directory"
-                )
-            return
-
-
 def simulate_one(
     graph: CompGraph, cluster: Cluster, decision: Decision, sim: Simulator, schedule: bool
 ) -> tuple[dict[str, Any], Any]:
@@ -138,7 +127,9 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     cluster = get_cluster(args.cluster)
     graphs = resolve_graphs(args.graphs)
     if args.gantt:
-        check_gantt_path(Path(args.gantt))
+        from graphopt.rundir import check_output_path
+
+        check_output_path(args.gantt, "--gantt")
     sim = Simulator()
     warm_up(cluster, schedule=bool(args.gantt))  # a throwaway simulator: `sim` caches per graph
     results, measured = [], []  # every graph is simulated before anything is written

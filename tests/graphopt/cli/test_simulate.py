@@ -90,7 +90,7 @@ def test_bad_inputs(run_cli):
     for gantt in ("/proc/nope.png", "/etc/hostname/g.png"):
         proc = run_cli("simulate", "txl-tiny", "--gantt", gantt, check=False)
         assert proc.returncode == 2 and "Traceback" not in proc.stderr
-        assert f"cannot write Gantt chart '{gantt}'" in proc.stderr
+        assert f"'{gantt}'" in proc.stderr and "gantt" in proc.stderr.lower()
     proc = run_cli("simulate", "txl-tiny", "--placement", "/nope/d.json", check=False)
     assert proc.returncode == 2 and "does not exist" in proc.stderr
 
