@@ -39,6 +39,7 @@ NOT_FINITE = (
 )
 """The reason of a decision whose simulated step time overflows: never a valid result."""
 
+
 @dataclass(frozen=True)
 class BatchResult:
     """Results of :meth:`PreparedGraph.evaluate_batch` for ``B`` decisions, as arrays."""

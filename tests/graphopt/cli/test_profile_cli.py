@@ -1,0 +1,163 @@
+"""``graphopt profile`` in a subprocess: the files it writes, and one-line errors that write nothing."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+from graphopt.cli.profile import default_cluster_path, split_source
+from graphopt.graph import CompGraph
+from graphopt.hardware import Cluster
+
+RESNET = "torch:resnet?depth=18&width=8&image=32&batch=2&classes=10"
+
+
+def test_profile_writes_a_graph_and_a_cluster_the_simulator_uses(run_cli, tmp_path) -> None:
+    from graphopt.sim import simulate
+
+    out = tmp_path / "run" / "resnet.json"
+    proc = run_cli(
+        "profile",
+        f"{RESNET}&mode=forward",
+        "-o",
+        str(out),
+        "--iterations",
+        "2",
+        "--warmup",
+        "0",
+        "--json",
+    )
+    data = json.loads(proc.stdout)
+    cluster_path = tmp_path / "run" / "resnet.cluster.yaml"
+    assert data["graph_file"] == str(out) and data["cluster_file"] == str(cluster_path)
+    graph, cluster = CompGraph.load(out), Cluster.load(cluster_path)
+    report = data["report"]
+    kind = report["kind"]
+    assert cluster.num_devices == 1 and cluster.devices[0].kind == kind
+    assert kind.startswith("cpu-") and kind.endswith("-t1") and list(graph.measured) == [kind]
+    assert report["training"] is False and report["ops"] == graph.num_ops
+    assert report["match_rate"] >= 0.95
+    times = graph.measured[kind]
+    assert (np.isfinite(times) & (times > 0)).mean() >= 0.95
+    step = simulate(graph, cluster).step_time
+    assert math.isfinite(step) and step > 0
+    assert sorted(p.name for p in (tmp_path / "run").iterdir()) == [
+        "resnet.cluster.yaml",
+        "resnet.json",
+    ]
+
+
+@pytest.mark.expensive
+def test_profile_summary_of_a_training_graph(run_cli, tmp_path) -> None:
+    out = tmp_path / "t.json.gz"
+    cluster = tmp_path / "machine.json"
+    text = run_cli(
+        "profile",
+        RESNET,
+        "-o",
+        str(out),
+        "--cluster-out",
+        str(cluster),
+        "--timer",
+        "clock",
+        "--iterations",
+        "2",
+        "--warmup",
+        "1",
+    ).stdout
+    assert "(training)" in text and "matched (100.0%)" in text and "GFLOP/s" in text
+    assert CompGraph.load(out).metadata["profile"]["timer"] == "clock"
+    assert Cluster.load(cluster).devices[0].kind in text
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--device", "tpu"], "unknown device 'tpu'"),
+        (["--threads", "0"], "--threads must be a positive integer"),
+        (["--iterations", "0"], "--iterations must be a positive integer"),
+        (["--cluster-out", "c.txt"], "must end in .yaml, .yml, .json"),
+        (["--cluster-out", "g.json"], "both"),
+    ],
+)
+def test_bad_options_are_one_line_and_write_nothing(run_cli, tmp_path, args, message) -> None:
+    args = [a if not a.endswith((".txt", ".json")) else str(tmp_path / a) for a in args]
+    proc = run_cli("profile", RESNET, "-o", str(tmp_path / "g.json"), *args, check=False)
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+    assert message in proc.stderr and "Traceback" not in proc.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_cuda_without_a_gpu_is_one_line(run_cli, tmp_path) -> None:
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("a CUDA device is present")
+    proc = run_cli(
+        "profile", RESNET, "--device", "cuda", "-o", str(tmp_path / "g.json"), check=False
+    )
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+    assert proc.stderr.startswith("graphopt: error: no CUDA device: ")
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("which", ["-o", "--cluster-out"])
+def test_output_under_a_regular_file(run_cli, tmp_path, which) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    target = blocker / ("g.json" if which == "-o" else "c.yaml")
+    args = (
+        ["-o", str(target)]
+        if which == "-o"
+        else ["-o", str(tmp_path / "g.json"), which, str(target)]
+    )
+    proc = run_cli("profile", RESNET, *args, check=False)
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+    assert "is not a directory" in proc.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["file"]
+
+
+@pytest.mark.parametrize(
+    ("source", "message"),
+    [
+        ("pipedream:vgg16", "cannot profile 'pipedream:vgg16'"),
+        ("resnet", "cannot profile 'resnet'"),
+        ("torch:resnet?depth=7", "depth=7 is not a ResNet"),
+        ("torch:resnet?mode=fast", "mode must be train or forward"),
+    ],
+)
+def test_bad_sources_are_one_line(run_cli, tmp_path, source, message) -> None:
+    proc = run_cli("profile", source, "-o", str(tmp_path / "g.json"), check=False)
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+    assert message in proc.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_split_source_and_default_paths(tmp_path) -> None:
+    assert split_source("torch:resnet?depth=18&mode=forward", None) == (
+        "torch:resnet?depth=18",
+        False,
+    )
+    assert split_source("torch:resnet", None) == ("torch:resnet", True)
+    assert split_source("torch:resnet?mode=train", "training") == ("torch:resnet", True)
+    assert split_source("torch:resnet", "forward") == ("torch:resnet", False)
+    with pytest.raises(ValueError, match="--mode is training"):
+        split_source("torch:resnet?mode=forward", "training")
+    assert default_cluster_path(tmp_path / "g.json.gz") == tmp_path / "g.cluster.yaml"
+    assert default_cluster_path(tmp_path / "g.json") == tmp_path / "g.cluster.yaml"
+
+
+def test_a_missing_optional_dependency_is_one_line(run_cli, tmp_path) -> None:
+    import importlib.util
+
+    if importlib.util.find_spec("transformers") is not None:
+        pytest.skip("transformers is installed")
+    proc = run_cli(
+        "profile", "torch:gpt2?n_layer=1&seq=16", "-o", str(tmp_path / "g.json"), check=False
+    )
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+    assert "transformers" in proc.stderr
+    assert list(tmp_path.iterdir()) == []

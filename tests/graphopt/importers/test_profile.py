@@ -1,0 +1,159 @@
+"""Profiling a model's graph on this CPU: matching, stored times, the simulator's use of them.
+
+Tiny zoo sizes, one thread, few iterations; no wall-clock asserts (the machine is shared)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from graphopt.graph import CompGraph
+from graphopt.hardware import Device
+from graphopt.importers import profile as profiler
+from graphopt.importers.machine import cpu_kind, machine_cluster
+from graphopt.importers.profile import ProfileReport, profile_graph
+from graphopt.sim import simulate
+
+RESNET = "torch:resnet?depth=18&width=8&image=32&batch=2&classes=10"
+TRANSFORMER = "torch:transformer?layers=1&d_model=32&heads=2&ff=64&vocab=64&seq=8&batch=2"
+
+
+def measured_share(graph: CompGraph, kind: str) -> float:
+    times = graph.measured[kind]
+    return float(np.mean(np.isfinite(times) & (times > 0)))
+
+
+def device_of(kind: str) -> Device:
+    return Device("cpu0", kind, 5e10, 2e10, 8e9, 2e-6)
+
+
+@pytest.mark.parametrize("timer", ["profiler", "clock"])
+def test_forward_graph_is_the_imported_graph_with_times(timer: str) -> None:
+    from graphopt.importers.zoo import build_zoo
+
+    graph, report = profile_graph(RESNET, iterations=3, warmup=1, timer=timer)
+    reference = build_zoo(RESNET)
+    assert graph.op_names == reference.op_names and graph.op_types == reference.op_types
+    np.testing.assert_array_equal(graph.flops, reference.flops)
+    np.testing.assert_array_equal(graph.bytes_accessed, reference.bytes_accessed)
+    np.testing.assert_array_equal(graph.edge_src, reference.edge_src)
+    assert graph.name == reference.name
+    kind = cpu_kind(1)
+    assert report.kind == kind and list(graph.measured) == [kind]
+    assert report.match_rate >= 0.95 and report.matched == graph.num_ops - len(report.unmatched_ops)
+    assert measured_share(graph, kind) >= 0.95
+    unmatched = {graph.op_names[i] for i in np.flatnonzero(np.isnan(graph.measured[kind]))}
+    assert unmatched == set(report.unmatched_ops)
+    assert report.op_seconds == pytest.approx(float(np.nansum(graph.measured[kind])))
+    for seconds in (report.graph_seconds, report.eager_seconds, report.instrumented_seconds):
+        assert math.isfinite(seconds) and seconds > 0
+    meta = graph.metadata["profile"]
+    assert meta["kind"] == kind and meta["timer"] == timer and meta["iterations"] == 3
+    assert graph.metadata["zoo"] == "resnet" and graph.metadata["training"] is False
+    summary = report.summary()
+    assert summary["ops"] == graph.num_ops and summary["match_rate"] == round(report.match_rate, 4)
+
+
+def test_training_graph_and_the_simulator_uses_the_measured_kind(tmp_path) -> None:
+    before = torch.get_num_threads()
+    graph, report = profile_graph(TRANSFORMER, training=True, iterations=2, warmup=1)
+    assert torch.get_num_threads() == before
+    assert report.training and graph.metadata["training"] is True
+    assert report.match_rate >= 0.95
+    assert measured_share(graph, report.kind) >= 0.95
+    assert report.folded_nodes > 0  # views and getitem ran too, outside every op
+
+    path = graph.save(tmp_path / "g.json")
+    loaded = CompGraph.load(path)
+    np.testing.assert_array_equal(loaded.measured[report.kind], graph.measured[report.kind])
+    cluster = machine_cluster(device_of(report.kind))
+    step = simulate(loaded, cluster).step_time
+    times = loaded.measured[report.kind]
+    roofline = cluster.devices[0].roofline_time(loaded.flops, loaded.bytes_accessed)
+    expected = float(np.where(np.isnan(times), roofline, times).sum())  # one device: serial
+    assert math.isfinite(step) and step == pytest.approx(expected, rel=1e-9)
+    other = machine_cluster(device_of("cpu-other-t1"))  # no measured times for that kind
+    assert simulate(loaded, other).step_time == pytest.approx(float(roofline.sum()), rel=1e-9)
+
+
+def test_a_module_with_inputs_and_a_meta_model() -> None:
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4))
+    graph, report = profile_graph(model, torch.zeros(3, 8), iterations=2, warmup=0, name="mlp")
+    assert graph.name == "mlp" and report.match_rate == 1.0
+    assert math.isfinite(report.eager_seconds)
+    with torch.device("meta"):
+        meta = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Tanh())
+    graph, report = profile_graph(meta, torch.zeros(3, 8, device="meta"), iterations=2, warmup=0)
+    assert graph.name == "Sequential" and report.match_rate == 1.0
+    assert math.isnan(report.eager_seconds)  # no weights to run eagerly; the graph ran
+    assert report.summary()["eager_seconds"] is None
+
+
+def test_an_op_that_fails_to_run_is_named() -> None:
+    model = torch.nn.Embedding(4, 8)
+    too_large = torch.full((2, 3), 10, dtype=torch.long)  # fine for the fake trace, not for real
+    with pytest.raises(ValueError, match=r"op 'embedding' \(embedding\) failed to run"):
+        profile_graph(model, too_large, iterations=1, warmup=0, name="bad")
+
+
+def test_no_matching_event_is_an_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(profiler, "_profiler_samples", lambda prof, timing: {})
+    model = torch.nn.Linear(4, 4)
+    with pytest.raises(ValueError, match="no profiler event matched"):
+        profile_graph(model, torch.zeros(2, 4), iterations=1, warmup=0)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"iterations": 0}, "iterations must be a positive integer"),
+        ({"warmup": -1}, "warmup must be a non-negative integer"),
+        ({"threads": 0}, "threads must be a positive integer"),
+        ({"timer": "stopwatch"}, "unknown timer 'stopwatch'"),
+        ({"device": "tpu"}, "unknown device 'tpu'"),
+    ],
+)
+def test_bad_arguments(kwargs: dict, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        profile_graph(RESNET, **kwargs)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="a CUDA device is present")
+def test_cuda_without_a_gpu() -> None:
+    with pytest.raises(ValueError, match="^no CUDA device"):
+        profiler.check_device("cuda")
+    with pytest.raises(ValueError, match="^no CUDA device"):
+        profile_graph(RESNET, device="cuda:0")
+
+
+@pytest.mark.parametrize(
+    ("source", "message"),
+    [
+        ("pipedream:vgg16", "cannot profile 'pipedream:vgg16'"),
+        ("torch:nosuchnet", "unknown zoo model 'nosuchnet'"),
+        (42, "expects a zoo spec"),
+    ],
+)
+def test_bad_sources(source: object, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        profile_graph(source)  # type: ignore[arg-type]
+
+
+def test_report_counts() -> None:
+    report = ProfileReport(
+        "g",
+        "k",
+        "cpu",
+        False,
+        1,
+        1,
+        0,
+        "clock",
+        op_names=["a", "b", "c", "d"],
+        unmatched_ops=["d"],
+    )
+    assert report.matched == 3 and report.match_rate == 0.75
+    assert ProfileReport("g", "k", "cpu", False, 1, 1, 0, "clock", op_names=[]).match_rate == 1.0
