@@ -37,11 +37,12 @@ def print_comparisons(
             table.add_column(col, justify="right" if numeric else "left", no_wrap=numeric)
         for r in c.results:
             ok = r.valid and math.isfinite(r.step_time)
+            ratio = ok and r.step_time > 0  # a graph of zero-cost ops takes 0 s: no ratio
             table.add_row(
                 r.method + (" *" if best is not None and r.method == best.method else ""),
                 f"{r.step_time * 1e3:,.3f}" if ok else "-",
-                f"{c.single_device_time / r.step_time:.2f}x" if ok else "-",
-                f"{c.speedup_over_best_heuristic(r.method):.3f}x" if ok else "-",
+                f"{c.single_device_time / r.step_time:.2f}x" if ratio else "-",
+                f"{c.speedup_over_best_heuristic(r.method):.3f}x" if ratio else "-",
                 f"{r.step_time / ref - 1:+.1%}" if ok and ref > 0 else "-",
                 "yes" if r.valid else ("OOM" if "memory" in r.reason else "no"),
                 f"{r.wall_seconds:.2f}",

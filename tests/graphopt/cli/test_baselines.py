@@ -73,3 +73,18 @@ def test_output_paths_that_cannot_be_written_fail_before_the_comparison(run_cli,
             assert f"{str(blocker)!r} is a file, not a directory" in proc.stderr
         assert proc.stdout == ""  # no table: refused before the comparison
     assert sorted(p.name for p in tmp_path.iterdir()) == ["F"]
+
+
+def test_a_graph_of_zero_cost_ops_prints_a_table(run_cli, tmp_path):
+    """Zero FLOPs, zero bytes and no launch overhead: every step is 0 s, and no ratio exists."""
+    from graphopt.graph import CompGraph, Op
+
+    graph = tmp_path / "zero.json"
+    CompGraph.build("zero", [Op("a", "Relu"), Op("b", "Relu")], [("a", "b", 0.0)]).save(graph)
+    cluster = tmp_path / "c.yaml"
+    cluster.write_text(
+        "name: zero\ndevices:\n  - {name: d0, kind: z, peak_flops: 1e12, mem_bandwidth: 1e11, "
+        "memory: 1e9, launch_overhead: 0}\n"
+    )
+    proc = run_cli("baselines", str(graph), "--cluster", str(cluster), "--budget", "4", check=False)
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr and "single" in proc.stdout
