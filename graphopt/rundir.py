@@ -59,6 +59,10 @@ LEGACY_MODELS = ("best_model.zip", "final_model.zip", "checkpoints/last.zip")
 """Model files of runs from older versions (Stable-Baselines3 zips, pickled): never loaded."""
 METRICS = "metrics.csv"
 LOCK = "lock"
+COSTMODEL_TASK = "costmodel"
+"""Cost-model runs go to ``<runs_root>/costmodel/<name>_<k>/``."""
+COSTMODEL_FILE = "model.pt"
+"""The trained cost model of a cost-model run (weights only, :mod:`graphopt.costmodel.fit`)."""
 METRIC_COLUMNS = (
     "timesteps",
     "wall_seconds",
@@ -484,3 +488,26 @@ class MetricsLog:
     def write(self, **row: Any) -> None:
         with self.path.open("a", newline="") as f:
             csv.writer(f).writerow([row.get(c, "") for c in METRIC_COLUMNS])
+
+
+def resolve_cost_model(run: str | Path) -> Path:
+    """The ``model.pt`` of a cost-model run directory (or ``run`` itself when it is a file);
+    checked before any heavy import, so a wrong path fails at once.
+
+    Raises:
+        ValueError: nothing at ``run``, or a directory without ``model.pt``.
+    """
+    path = Path(run)
+    if path.is_file():
+        return path
+    if not path.is_dir():
+        raise ValueError(
+            f"cost-model run {str(path)!r} does not exist; give a run directory "
+            f"(runs/{COSTMODEL_TASK}/<name>_<k>) or its {COSTMODEL_FILE}"
+        )
+    if not (path / COSTMODEL_FILE).is_file():
+        raise ValueError(
+            f"{path} holds no {COSTMODEL_FILE} (not a cost-model run, or no epoch finished); "
+            "train one with `graphopt costmodel train`"
+        )
+    return path / COSTMODEL_FILE

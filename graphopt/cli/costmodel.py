@@ -229,15 +229,18 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 # ---------------------------------------------------------------------- eval
 def cmd_eval(args: argparse.Namespace) -> int:
+    from graphopt.rundir import resolve_cost_model
+
+    if args.batch_size < 1:
+        raise ValueError(f"--batch-size must be >= 1, got {args.batch_size}")
+    check_data(args.data, "--data")
+    resolve_cost_model(args.run)  # wrong paths fail before torch is imported
     import torch
     from rich.table import Table
 
     from graphopt.costmodel.runs import evaluate_run
     from graphopt.eval.console import make_console
 
-    if args.batch_size < 1:
-        raise ValueError(f"--batch-size must be >= 1, got {args.batch_size}")
-    check_data(args.data, "--data")
     torch.set_num_threads(1)
     result = evaluate_run(args.run, args.data, batch_size=args.batch_size)
     table = Table(

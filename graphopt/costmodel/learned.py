@@ -27,6 +27,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from graphopt import rundir
 from graphopt.costmodel.data import from_decisions
 from graphopt.costmodel.features import (
     DECISION_FEATURES,
@@ -37,7 +38,6 @@ from graphopt.costmodel.features import (
 )
 from graphopt.costmodel.fit import GraphTensors, load_checkpoint
 from graphopt.costmodel.model import CostNet
-from graphopt.costmodel.runs import resolve_model
 from graphopt.graph import CompGraph
 from graphopt.hardware import Cluster
 from graphopt.sim.estimate import device_param_bytes
@@ -88,7 +88,7 @@ class LearnedCostModel:
             ValueError: no checkpoint there, or one trained on another feature layout (e.g. on
                 TpuGraphs layouts, which cannot price graphopt decisions).
         """
-        net, _ = load_checkpoint(resolve_model(path), expect=EXPECTED_FEATURES)
+        net, _ = load_checkpoint(rundir.resolve_cost_model(path), expect=EXPECTED_FEATURES)
         return cls(net, **kwargs)
 
     def _prepare(self, graph: CompGraph, cluster: Cluster) -> _Prepared:

@@ -52,12 +52,12 @@ from graphopt.costmodel.metrics import grouped_report, ranking_report
 from graphopt.costmodel.model import CostNet
 from graphopt.sim import PreparedGraph
 
-TASK = "costmodel"
+TASK = rundir.COSTMODEL_TASK
 """Runs go to ``<runs_root>/costmodel/``."""
 CONFIG_FILE = rundir.CONFIG_FILE
 STATE_FILE = rundir.STATE_FILE
 METRICS = rundir.METRICS
-MODEL = "model.pt"
+MODEL = rundir.COSTMODEL_FILE
 TEST_METRICS = "test_metrics.json"
 
 
@@ -76,28 +76,6 @@ class CostModelInterrupted(Exception):
 def new_run(runs_root: str | Path, name: str) -> Path:
     """Create ``runs_root/costmodel/<name>_<k>`` with the next free ``k``."""
     return rundir.new_run_dir(runs_root, TASK, name, checkpoints=False)  # model.pt only
-
-
-def resolve_model(run: str | Path) -> Path:
-    """The ``model.pt`` of a run directory (or ``run`` itself when it is a checkpoint file).
-
-    Raises:
-        ValueError: nothing at ``run``, or a directory without ``model.pt``.
-    """
-    path = Path(run)
-    if path.is_file():
-        return path
-    if not path.is_dir():
-        raise ValueError(
-            f"cost-model run {str(path)!r} does not exist; give a run directory "
-            f"(runs/{TASK}/<name>_<k>) or its {MODEL}"
-        )
-    if not (path / MODEL).is_file():
-        raise ValueError(
-            f"{path} holds no {MODEL} (not a cost-model run, or no epoch finished); "
-            "train one with `graphopt costmodel train`"
-        )
-    return path / MODEL
 
 
 def write_json(path: Path, data: Any) -> None:
@@ -329,7 +307,7 @@ def evaluate_run(run: str | Path, data: str | Path, batch_size: int = 256) -> di
         ValueError: no model at ``run``, nothing to load at ``data``, or a model trained on
             another feature layout than ``data``'s.
     """
-    model_path = resolve_model(run)
+    model_path = rundir.resolve_cost_model(run)
     samples = [s for s in load_dataset(data) if s.num_configs > 0]
     if not samples:
         raise ValueError(f"{data}: no graph has a valid configuration to score")

@@ -140,10 +140,10 @@ class TrainConfig:
         if self.max_ops is not None and self.max_ops < 1:
             raise ValueError(f"max_ops must be >= 1 (or left out), got {self.max_ops}")
         if self.cost_model != "simulator":
-            from graphopt.costmodel.runs import resolve_model  # torch: only for a learned model
+            from graphopt.rundir import resolve_cost_model
 
             try:
-                resolve_model(self.cost_model)
+                resolve_cost_model(self.cost_model)
             except ValueError as e:
                 raise ValueError(
                     f"cost_model {self.cost_model!r} is neither 'simulator' nor a usable "

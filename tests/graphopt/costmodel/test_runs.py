@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 import yaml
 
+from graphopt import rundir
 from graphopt.costmodel import runs
 from graphopt.costmodel.data import generate, load_dataset
 from graphopt.costmodel.fit import feature_layout, load_checkpoint
@@ -125,9 +126,9 @@ def test_bad_data_and_runs(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="no .npz files"):
         runs.train_run(tmp_path / "empty", runs_root=tmp_path)
     with pytest.raises(ValueError, match="does not exist"):
-        runs.resolve_model(tmp_path / "costmodel" / "x_1")
+        rundir.resolve_cost_model(tmp_path / "costmodel" / "x_1")
     with pytest.raises(ValueError, match="holds no model.pt"):
-        runs.resolve_model(tmp_path / "empty")
+        rundir.resolve_cost_model(tmp_path / "empty")
 
 
 def test_evaluate_run_scores_every_configuration(dataset: Path, tmp_path: Path) -> None:
