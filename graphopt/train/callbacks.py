@@ -111,6 +111,8 @@ class RunCallback(BaseCallback):
         self.run = run
         self.val_env = val_env
         self.eval_every = eval_every
+        self.validated_at = -1
+        """The timestep of the last validation (-1: none yet), so that none is repeated."""
         self.checkpoint_every = checkpoint_every
         self.total = total_timesteps
         self.show_progress = show_progress
@@ -253,6 +255,7 @@ class RunCallback(BaseCallback):
     def validate(self) -> float:
         """Greedy decisions on every validation graph; saves the best model; returns the geomean."""
         assert self.val_env is not None and isinstance(self.model, PPO)
+        self.validated_at = int(self.num_timesteps)
         results = [run_policy(self.model, self.val_env, i) for i in range(len(self.val_env.graphs))]
         speedup = geomean([r.speedup for r in results])
         valid = float(np.mean([r.measurement.valid for r in results]))

@@ -241,8 +241,8 @@ def _learn(
             wall_seconds=round(callback.elapsed(), 2),
         )
         raise TrainingInterrupted(run) from None
-    if val_env is not None:
-        callback.validate()
+    if val_env is not None and callback.validated_at != model.num_timesteps:
+        callback.validate()  # the final model's, unless the last step just validated it
     checkpoint.save_weights(model, run / rundir.FINAL)
     checkpoint.save_weights(model, run / rundir.LAST)
     rundir.write_state(

@@ -3,6 +3,7 @@ output is not a terminal printing those lines instead of a live bar."""
 
 from __future__ import annotations
 
+import csv
 import re
 from pathlib import Path
 
@@ -70,11 +71,23 @@ def test_a_run_with_piped_output_prints_progress_lines(
     every = progress_interval(32, 16)
     assert len(lines) >= 32 // every  # a line at least every `every` timesteps
     assert lines[-1].endswith("ETA 0:00") and re.search(r"val speed-up \d+\.\d{3}x", lines[-1])
-    last = out.splitlines()[-1]  # the trainer validates the finished run once more
-    assert re.fullmatch(r"final validation: val speed-up \d+\.\d{3}x \(best \d+\.\d{3}x\)", last)
+    # the last step (32 = 2 x eval_every) validated the final model: no second validation line
+    assert out.splitlines()[-1] == lines[-1] and "final validation" not in out
     assert "\x1b" not in out  # no terminal control codes in a log
 
 
 def test_no_progress_prints_nothing(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
     train(tiny_config(), runs_root=tmp_path, show_progress=False)
     assert "train " not in capsys.readouterr().out
+
+
+def test_the_final_model_is_validated_once_more_when_the_last_step_did_not(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+):
+    run = train(
+        tiny_config(total_timesteps=48, eval_every=32), runs_root=tmp_path, show_progress=True
+    )
+    last = capsys.readouterr().out.splitlines()[-1]
+    assert re.fullmatch(r"final validation: val speed-up \d+\.\d{3}x \(best \d+\.\d{3}x\)", last)
+    with (run / "metrics.csv").open() as f:
+        assert [r["timesteps"] for r in csv.DictReader(f) if r["kind"] == "val"] == ["32", "48"]

@@ -154,3 +154,13 @@ def test_train_refuses_a_runs_root_under_a_file_before_any_work(tmp_path: Path, 
     with pytest.raises(ValueError, match="run name 'a/b' may only contain"):
         train(tiny_config(name="a/b"), runs_root=tmp_path / "runs", show_progress=False)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["F"]
+
+
+def test_each_validation_is_one_metrics_row(trained: Path) -> None:
+    """The last step is a validation step (32 = 2 x eval_every): the final model is not
+    validated a second time."""
+    import csv
+
+    with (trained / rundir.METRICS).open() as f:
+        val = [int(r["timesteps"]) for r in csv.DictReader(f) if r["kind"] == "val"]
+    assert val == [16, 32]
