@@ -290,25 +290,13 @@ def profile_graph(
         capture_seconds=capture_seconds,
         seconds=time.perf_counter() - start,
     )
-    graph = CompGraph.from_arrays(
+    graph = torch_importer.graph_from(
+        converted,
         name=name,
+        training=training,
         op_names=op_names,
-        op_types=converted.types,
-        flops=converted.flops,
-        bytes_accessed=converted.bytes_accessed,
-        output_bytes=converted.output_bytes,
-        param_bytes=converted.param_bytes,
-        edge_src=converted.edge_src,
-        edge_dst=converted.edge_dst,
-        edge_bytes=converted.edge_bytes,
-        layer=converted.layers,
         measured={kind: measured},
         metadata={
-            "source": "torch.export",
-            "importer_version": torch_importer.IMPORTER_VERSION,
-            "torch_version": torch.__version__,
-            "training": training,
-            **converted.metadata,
             **metadata,
             "profile": {
                 "profiler_version": PROFILER_VERSION,

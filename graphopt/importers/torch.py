@@ -77,7 +77,7 @@ import os
 import sys
 import traceback
 import warnings
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -162,6 +162,22 @@ def from_torch(
                 graph, sources = _forward_graph(ep, _state_keys(model))
                 strip = ""
         converted = _convert(graph, sources, name=name, strip_prefix=strip, training=training)
+    return graph_from(converted, name=name, training=training, metadata=metadata)
+
+
+def graph_from(
+    converted: _Converted,
+    *,
+    name: str,
+    training: bool,
+    metadata: Mapping[str, Any] | None = None,
+    op_names: Sequence[str] | None = None,
+    measured: Mapping[str, Any] | None = None,
+) -> CompGraph:
+    """The :class:`CompGraph` of a converted FX graph, with the importer's metadata (``source``,
+    ``importer_version``, ``torch_version``, ``training``, the conversion's own) and ``metadata``
+    on top; ``op_names`` and ``measured`` replace the conversion's names and add measured times
+    (:mod:`graphopt.importers.profile`)."""
     meta = {
         "source": "torch.export",
         "importer_version": IMPORTER_VERSION,
@@ -172,7 +188,7 @@ def from_torch(
     }
     return CompGraph.from_arrays(
         name=name,
-        op_names=converted.names,
+        op_names=converted.names if op_names is None else op_names,
         op_types=converted.types,
         flops=converted.flops,
         bytes_accessed=converted.bytes_accessed,
@@ -182,6 +198,7 @@ def from_torch(
         edge_dst=converted.edge_dst,
         edge_bytes=converted.edge_bytes,
         layer=converted.layers,
+        measured=measured,
         metadata=meta,
     )
 
