@@ -84,3 +84,25 @@ def assert_payload_runs(tmp: Path) -> None:
     pt_marker = tmp / "pt-ran"
     torch.load(crafted_pt(tmp / "live.pt", pt_marker), weights_only=False)
     assert pt_marker.exists()
+
+
+def crafted_run(
+    root: Path, marker: Path, kind: str, status: str, timesteps: int, pt_files: tuple[str, ...]
+) -> Path:
+    """A placement run directory (``tests/tiny_runs.py`` config, ``state.json`` with ``status``
+    and ``timesteps`` of 32) whose model files write ``marker`` when unpickled: SB3 zips in place
+    of every model (a run as an older version wrote it), and for ``kind == "pt"`` also the
+    graphopt-named ``pt_files``."""
+    from tiny_runs import tiny_config
+
+    from graphopt import rundir
+
+    run = rundir.new_run_dir(root, "placement", kind)
+    tiny_config().save(run / rundir.CONFIG_FILE)
+    rundir.write_state(run, status=status, timesteps=timesteps, total_timesteps=32)
+    for name in rundir.LEGACY_MODELS:
+        crafted_sb3_zip(run / name, marker)
+    if kind == "pt":
+        for name in pt_files:
+            crafted_pt(run / name, marker)
+    return run

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from crafted_files import assert_payload_runs, crafted_pt, crafted_sb3_zip
+from crafted_files import assert_payload_runs, crafted_run
 from rich.console import Console
 from stable_baselines3 import PPO
 from tiny_runs import tiny_config
@@ -54,25 +54,11 @@ def test_eval_loads_the_best_weights(trained: Path, tmp_path: Path, monkeypatch)
     assert final.num_timesteps == 32
 
 
-def crafted_run(root: Path, marker: Path, kind: str) -> Path:
-    """A run directory whose model files write ``marker`` when unpickled: SB3 zips in place of
-    every model (a run as an older version wrote it), or graphopt-named .pt files."""
-    run = rundir.new_run_dir(root, "placement", kind)
-    tiny_config().save(run / rundir.CONFIG_FILE)
-    rundir.write_state(run, status="finished", timesteps=32, total_timesteps=32)
-    for name in rundir.LEGACY_MODELS:
-        crafted_sb3_zip(run / name, marker)
-    if kind == "pt":
-        for name in (rundir.BEST, rundir.FINAL):
-            crafted_pt(run / name, marker)
-    return run
-
-
 @pytest.mark.parametrize("kind", ["zip", "pt"])
 def test_eval_refuses_crafted_models_and_runs_nothing(tmp_path: Path, kind: str):
     assert_payload_runs(tmp_path / "live")  # the payloads do run when unpickled unsafely
     marker = tmp_path / "marker"
-    run = crafted_run(tmp_path / "runs", marker, kind)
+    run = crafted_run(tmp_path / "runs", marker, kind, "finished", 32, (rundir.BEST, rundir.FINAL))
     expected = (
         rf"run {run} holds only an SB3 \.zip model \(best_model\.zip, final_model\.zip, "
         r"checkpoints/last\.zip\), which can execute code when loaded; .* retrain the run"

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from crafted_files import assert_payload_runs, crafted_pt, crafted_sb3_zip
+from crafted_files import assert_payload_runs, crafted_run
 from tiny_runs import tiny_config
 
 from graphopt import rundir
@@ -62,25 +62,13 @@ def test_resume_refuses_a_changed_environment(trained: Path, tmp_path: Path):
         resume(run, total_timesteps=48, show_progress=False)
 
 
-def crafted_run(root: Path, marker: Path, kind: str) -> Path:
-    """A run directory whose model files write ``marker`` when unpickled: SB3 zips in place of
-    every model (a run as an older version wrote it), or graphopt-named .pt files."""
-    run = rundir.new_run_dir(root, "placement", kind)
-    tiny_config().save(run / rundir.CONFIG_FILE)
-    rundir.write_state(run, status="interrupted", timesteps=16, total_timesteps=32)
-    for name in rundir.LEGACY_MODELS:
-        crafted_sb3_zip(run / name, marker)
-    if kind == "pt":
-        for name in (rundir.BEST, rundir.LAST):
-            crafted_pt(run / name, marker)
-    return run
-
-
 @pytest.mark.parametrize("kind", ["zip", "pt"])
 def test_resume_refuses_crafted_models_and_runs_nothing(tmp_path: Path, kind: str):
     assert_payload_runs(tmp_path / "live")  # the payloads do run when unpickled unsafely
     marker = tmp_path / "marker"
-    run = crafted_run(tmp_path / "runs", marker, kind)
+    run = crafted_run(
+        tmp_path / "runs", marker, kind, "interrupted", 16, (rundir.BEST, rundir.LAST)
+    )
     config, state = (run / "config.yaml").read_text(), (run / "state.json").read_text()
     expected = (
         r"holds only an SB3 \.zip model .* which can execute code when loaded; .* retrain the run"
