@@ -218,11 +218,7 @@ def zoo_inductor_groups(spec: str, *, training: bool = False) -> InductorGroups:
     """
     from graphopt.importers import zoo
 
-    entry, args = zoo.parse_spec(spec)
-    if entry.needs_transformers:
-        zoo._transformers()
-    with torch.device("meta"):
-        work = entry.build(args, training)
+    work, name, _ = zoo.zoo_workload(spec, training=training)
     return inductor_groups(
         work.model,
         work.inputs,
@@ -230,7 +226,7 @@ def zoo_inductor_groups(spec: str, *, training: bool = False) -> InductorGroups:
         example_kwargs=work.kwargs,
         loss_fn=work.loss_fn if training else None,
         loss_inputs=work.loss_inputs if training else (),
-        name=zoo.canonical_spec(entry.name, args) + (" (training)" if training else ""),
+        name=name,
     )
 
 

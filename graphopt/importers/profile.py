@@ -362,13 +362,8 @@ def _zoo_workload(spec: str, training: bool, name: str | None) -> tuple[Any, str
             f"cannot profile {spec!r}: only PyTorch zoo models (torch:NAME?ARG=INT&...) can be "
             "run; see graphopt graphs list"
         )
-    entry, args = zoo.parse_spec(spec)
-    if entry.needs_transformers:
-        zoo._transformers()
-    with torch.device("cpu"):
-        work = entry.build(args, training)
-    label = zoo.canonical_spec(entry.name, args) + (" (training)" if training else "")
-    return work, name or label, {"zoo": entry.name, "zoo_args": dict(args)}
+    work, label, metadata = zoo.zoo_workload(spec, training=training, device="cpu")
+    return work, name or label, metadata
 
 
 # ---------------------------------------------------------------------------- tensors

@@ -402,16 +402,38 @@ def build_zoo(spec: str, *, training: bool = False) -> CompGraph:
     return _build(entry, args, training)
 
 
-def _build(entry: ZooEntry, args: Mapping[str, int], training: bool) -> CompGraph:
-    import torch
+def zoo_workload(
+    spec: str, *, training: bool, device: str = "meta"
+) -> tuple[Workload, str, dict[str, Any]]:
+    """The zoo model ``spec`` with its inputs, built under ``torch.device(device)`` (``"meta"``:
+    no weights, as the importer and Inductor take it; ``"cpu"``: real random weights, to run it),
+    the name of its graph and its graph's zoo metadata.
 
-    from graphopt.importers.torch import from_torch
+    Raises:
+        ValueError: a bad spec.
+        DependencyNotInstalled: a Hugging Face model without ``transformers``.
+    """
+    entry, args = parse_spec(spec)
+    return _workload(entry, args, training, device)
+
+
+def _workload(
+    entry: ZooEntry, args: Mapping[str, int], training: bool, device: str
+) -> tuple[Workload, str, dict[str, Any]]:
+    import torch
 
     if entry.needs_transformers:
         _transformers()
-    with torch.device("meta"):
+    with torch.device(device):
         work = entry.build(args, training)
     name = canonical_spec(entry.name, args) + (" (training)" if training else "")
+    return work, name, {"zoo": entry.name, "zoo_args": dict(args)}
+
+
+def _build(entry: ZooEntry, args: Mapping[str, int], training: bool) -> CompGraph:
+    from graphopt.importers.torch import from_torch
+
+    work, name, metadata = _workload(entry, args, training, "meta")
     return from_torch(
         work.model,
         work.inputs,
@@ -420,7 +442,7 @@ def _build(entry: ZooEntry, args: Mapping[str, int], training: bool) -> CompGrap
         example_kwargs=work.kwargs,
         loss_fn=work.loss_fn if training else None,
         loss_inputs=work.loss_inputs if training else (),
-        metadata={"zoo": entry.name, "zoo_args": dict(args)},
+        metadata=metadata,
     )
 
 

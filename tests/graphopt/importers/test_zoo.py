@@ -37,9 +37,7 @@ def small(name: str) -> str:
 
 
 def reference(spec: str, training: bool) -> int:
-    entry, args = zoo.parse_spec(spec)
-    with torch.device("meta"):
-        work = entry.build(args, training)
+    work, _, _ = zoo.zoo_workload(spec, training=training)
     return reference_flops(
         work.model,
         work.inputs,
