@@ -193,9 +193,23 @@ def best_heuristic(
     Raises:
         ValueError: an unknown task, or no heuristic gave a decision.
     """
+    chain, score, best = measure_chain(graph, cluster, task, cost_model)
+    assert best.decision is not None
+    return best.decision, score.of(best), chain.name
+
+
+def measure_chain(
+    graph: CompGraph, cluster: Cluster, task: str, cost_model: CostModel
+) -> tuple[Chain, MeasuringScore, Candidate]:
+    """The chain of ``task`` with every decision measured by ``cost_model``, the score that
+    holds the measurements, and the best candidate.
+
+    Raises:
+        ValueError: an unknown task, or no heuristic gave a decision (each one's error named).
+    """
     score = MeasuringScore(cost_model, graph, cluster)
     chain = run_chain(graph, cluster, task, score)
     if chain.best is None or chain.best.decision is None:
         errors = "; ".join(f"{c.method}: {c.error}" for c in chain.candidates if c.error)
         raise ValueError(f"no heuristic gave a decision for {graph.name} ({errors})")
-    return chain.best.decision, score.of(chain.best), chain.name
+    return chain, score, chain.best

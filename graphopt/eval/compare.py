@@ -32,7 +32,7 @@ from typing import Any
 from graphopt.baselines.estimate_search import estimate_search
 from graphopt.baselines.exact import solve_exact
 from graphopt.baselines.search import random_search, simulated_annealing
-from graphopt.baselines.staged import MeasuringScore, run_chain
+from graphopt.baselines.staged import measure_chain
 from graphopt.graph import CompGraph
 from graphopt.hardware import Cluster
 from graphopt.sim import Simulator, lower_bounds
@@ -99,11 +99,7 @@ def heuristics(
     """Every heuristic of ``task``'s chain (:mod:`graphopt.baselines.staged`) as a result row,
     the best decision and its row. For joint, every stage's rows; for scheduling and fusion those
     of the stages the task decides (the placement stage only supplies their start)."""
-    score = MeasuringScore(cost_model, graph, cluster)
-    chain = run_chain(graph, cluster, task, score)
-    if chain.best is None or chain.best.decision is None:
-        errors = "; ".join(f"{c.method}: {c.error}" for c in chain.candidates if c.error)
-        raise ValueError(f"no heuristic gave a decision for {graph.name} ({errors})")
+    chain, score, best = measure_chain(graph, cluster, task, cost_model)
     shown = chain.stages if task in ("placement", "joint") else chain.stages[1:]
     rows: list[MethodResult] = []
     best_row: MethodResult | None = None
@@ -119,10 +115,10 @@ def heuristics(
                     c.method, "heuristic", m.step_time, m.valid, m.reason, c.wall_seconds, 1
                 )
             rows.append(row)
-            if c is chain.best:
+            if c is best:
                 best_row = row
-    assert best_row is not None
-    return rows, chain.best.decision, best_row
+    assert best_row is not None and best.decision is not None
+    return rows, best.decision, best_row
 
 
 def compare_on_graph(
