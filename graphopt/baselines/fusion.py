@@ -18,7 +18,7 @@ import numpy as np
 from graphopt.baselines.inductor import inductor_fusion
 from graphopt.graph import CompGraph
 from graphopt.hardware import Cluster
-from graphopt.op_classes import CONTRACTION, DATA_MOVEMENT, ELEMENTWISE, HEROES, REDUCTION
+from graphopt.op_classes import DATA_MOVEMENT, ELEMENTWISE, REDUCTION
 from graphopt.sim import PreparedGraph
 from graphopt.sim.fusion_rules import RULE_IO, FusionRules, fusion_mask
 from graphopt.typing import Decision, IntArray
@@ -96,12 +96,12 @@ def xla_fusion(
     classes = graph.op_classes
     ok = placement[single] == placement[consumer]
     ok &= np.array([classes[v] in _CONSUMERS for v in consumer.tolist()], dtype=bool)
-    # Union-find with sizes and hero flags; ops visited in topological order (single is ascending).
+    # Union-find with sizes and, per kernel, whether it holds a hero, a contraction, data
+    # movement (the rules' own per-op flags to start); ops in topological order (single ascends).
+    rules = FusionRules(graph)
     parent = np.arange(n)
     size = np.ones(n, dtype=np.int64)
-    hero = np.array([c in HEROES for c in classes], dtype=bool)
-    gemm = np.array([c == CONTRACTION for c in classes], dtype=bool)  # holds a contraction
-    moves = np.array([c == DATA_MOVEMENT for c in classes], dtype=bool)  # holds data movement
+    hero, gemm, moves = rules.hero.copy(), rules.contraction.copy(), rules.movement.copy()
 
     def find(i: int) -> int:
         while parent[i] != i:
@@ -121,7 +121,6 @@ def xla_fusion(
         gemm[b] |= gemm[a]
         moves[b] |= moves[a]
         bits[u] = 1
-    rules = FusionRules(graph)
     rule, root, _ = rules.violation(placement, bits)
     while rule == RULE_IO:  # split the kernel back into single ops
         members = [i for i in range(n) if bits[i] and find(i) == find(root)]
