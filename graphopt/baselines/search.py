@@ -155,8 +155,7 @@ def heuristic_start(
         cost, valid = budget.evaluate(*(np.stack([a[k] for a in todo]) for k in range(3)))
         return [(not ok, x) for x, ok in zip(cost.tolist(), valid.tolist(), strict=True)]
 
-    stages = "scheduling" if task == "joint" and not fuse else task
-    chain = run_chain(graph, cluster, stages, score, fusers=SEARCH_FUSERS)
+    chain = run_chain(graph, cluster, task, score, fusers=SEARCH_FUSERS if fuse else {})
     if chain.best is None or chain.best.decision is None or chain.best.key is None:
         return Decision().filled(n), None
     return chain.best.decision.filled(n), chain.best.key[1]
