@@ -1,51 +1,72 @@
 """The simulator against real execution on this CPU: predicted vs measured step times.
 
-For each zoo model (modest sizes), forward and training graphs, the graph is run for real on this
-machine (:func:`graphopt.importers.profile.profile_graph`, random weights, one thread by default)
-and the machine is measured once (:func:`graphopt.importers.machine.probe_cpu`: peak FLOP/s,
-memory bandwidth, per-op overhead). Printed per graph, all on one device of the probed cluster,
-topological order, no fusion:
+Measures (or, with ``--reuse``, reads back) every zoo model of :data:`MODELS`, forward and
+training graph, on this machine, and keeps the measurements as data files in ``--data`` (default
+``bench/data/profile-<kind>``, ``kind`` naming the CPU and the thread count):
 
-- ``eager``: measured wall time of the eager ``nn.Module`` step (forward under no_grad, or
-  forward + backward of the loss), median of the timed runs: the reference;
-- ``graph``: measured wall time of the imported ATen graph run as one ``GraphModule`` call;
-- ``roofline``: the simulator's step from FLOPs and bytes alone (the graph's measured times
-  dropped), and its relative error ``(predicted - eager) / eager``;
-- ``measured``: the simulator's step from the measured per-op times (the sum of the ops' median
-  times on one device), and its relative error;
-- ``match``: share of the graph's ops matched to a profiler event;
-- ``folded``: measured time of the view / getitem nodes, which run but are no op of the graph.
+- ``cluster.yaml``: the probed machine (:func:`graphopt.importers.machine.probe_cpu`: best
+  float32 matmul, best copy bandwidth, median eager dispatch), its CPU model in the description;
+- ``<model>-<forward|train>.json.gz``: the imported graph with every op's median time under the
+  machine's kind and, in ``metadata["profile"]``, the measured eager step (``eager_seconds``),
+  the FX graph run as one call (``graph_seconds``) and the settings
+  (:func:`graphopt.importers.profile.profile_graph`, ``--timer clock`` by default);
+- ``cluster-calibrated.yaml``: the machine calibrated on all of them (:mod:`graphopt.sim.calibrate`).
 
-Then, over all graphs, per op class: summed measured time, summed roofline time and their ratio
-(the roofline's efficiency per class; > 1: the op runs slower than the roofline predicts).
+Printed per graph, all on one device, topological order, no fusion, the errors
+``(predicted - measured) / measured`` against the eager step (the reference) of:
+
+- ``roofline``: the simulator from FLOPs and bytes alone on the probed machine (the graph's
+  measured times dropped; no efficiency);
+- ``calibrated``: the same on the machine calibrated **without the graph's model family** (fitted
+  on the other families' measured op times: leave one family out, so that the graph predicted
+  was never seen by the fit);
+- ``measured``: the simulator from the graph's own measured op times (their sum).
+
+``vs graph`` repeats the calibrated error against the FX graph run (the ops the simulator holds;
+eager PyTorch may run fused kernels instead, e.g. ``aten::lstm``). Then the median and worst
+absolute error of each, and the fitted efficiency table.
 
 The machine is shared and noisy: every time is a median over ``--iterations`` runs, the peak
-figures are best-of-repeats; read the errors as rough.
+figures are best-of-repeats; the same step can vary by 10-30% between sessions.
 
-Run: ``python bench/bench_profile.py [--models SPEC,...] [--modes forward,train] [--threads 1]
-[--iterations 10] [--warmup 3] [--timer profiler|clock]``.
+Run: ``python bench/bench_profile.py [--models NAME,...] [--threads 1] [--iterations 20]
+[--warmup 3] [--timer clock|profiler] [--data DIR] [--reuse]``.
 """
 
 from __future__ import annotations
 
 import argparse
 import math
+import statistics
 import time
-from collections import defaultdict
+from pathlib import Path
 
 from graphopt.graph import CompGraph
 from graphopt.hardware import Cluster
-from graphopt.importers.machine import machine_cluster, probe_cpu
+from graphopt.importers.machine import cpu_kind, machine_cluster, probe_cpu
 from graphopt.importers.profile import profile_graph
 from graphopt.sim import simulate
+from graphopt.sim.calibrate import calibrate, source_of
 
-MODELS = (
-    "torch:resnet?depth=18&width=32&image=64&batch=4",
-    "torch:transformer?layers=2&d_model=256&heads=4&ff=1024&vocab=8000&seq=64&batch=4",
-    "torch:lstm?layers=2&hidden=256&vocab=8000&seq=16&batch=16",
-    "torch:wavenet?layers=8&stacks=1&residual=32&skip=64&classes=256&seq=1024&batch=2",
-)
-"""Modest sizes: each graph profiles in seconds on one CPU thread."""
+MODELS = {
+    "resnet": "torch:resnet?depth=18&width=32&image=64&batch=4",
+    "inception": "torch:inception?blocks=1&width=16&image=75&batch=2&classes=100",
+    "wavenet": "torch:wavenet?layers=8&stacks=1&residual=32&skip=64&classes=256&seq=1024&batch=2",
+    "lstm": "torch:lstm?layers=2&hidden=256&vocab=8000&seq=16&batch=16",
+    "transformer": (
+        "torch:transformer?layers=2&d_model=256&heads=4&ff=1024&vocab=8000&seq=64&batch=4"
+    ),
+    "gpt2": "torch:gpt2?n_layer=2&n_head=4&n_embd=256&vocab_size=8000&seq=64&batch=2",
+    "bert": (
+        "torch:bert?num_hidden_layers=2&hidden_size=256&num_attention_heads=4"
+        "&intermediate_size=1024&vocab_size=8000&seq=64&batch=2"
+    ),
+    "t5": "torch:t5?num_layers=2&d_model=256&num_heads=4&d_ff=1024&vocab_size=8000&seq=64&batch=2",
+}
+"""Modest sizes: each graph profiles in seconds on one CPU thread. gpt2, bert and t5 need the
+``transformers`` extra (``pip install -e '.[transformers]'``)."""
+
+MODES = ("forward", "train")
 
 
 def without_measured(graph: CompGraph) -> CompGraph:
@@ -55,80 +76,124 @@ def without_measured(graph: CompGraph) -> CompGraph:
     return CompGraph.from_json_dict(data)
 
 
-def rel(predicted: float, reference: float) -> str:
+def rel(predicted: float, reference: float) -> float:
     if not (math.isfinite(predicted) and math.isfinite(reference)) or reference <= 0:
-        return "n/a"
-    return f"{(predicted - reference) / reference:+.0%}"
+        return math.nan
+    return (predicted - reference) / reference
 
 
-def ms(seconds: float) -> str:
-    return "n/a" if not math.isfinite(seconds) else f"{seconds * 1e3:.2f}"
+def on(cluster: Cluster, device) -> Cluster:  # noqa: ANN001
+    """``cluster`` with its one device replaced."""
+    return Cluster(cluster.name, (device,), cluster.bandwidth, cluster.latency, cluster.description)
 
 
-def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--models", default=",".join(MODELS), help="comma-separated torch: specs")
-    p.add_argument("--modes", default="forward,train", help="forward, train or both")
-    p.add_argument("--threads", type=int, default=1)
-    p.add_argument("--iterations", type=int, default=10)
-    p.add_argument("--warmup", type=int, default=3)
-    p.add_argument("--timer", default="profiler", choices=("profiler", "clock"))
-    args = p.parse_args()
-
-    began = time.perf_counter()
+def measure(args: argparse.Namespace, data: Path, names: list[str]) -> None:
+    """Probe the machine and profile every model and mode into ``data``."""
+    data.mkdir(parents=True, exist_ok=True)
     device = probe_cpu(args.threads)
-    cluster: Cluster = machine_cluster(device)
+    machine_cluster(device).save(data / "cluster.yaml")
     print(
-        f"this machine: {device.kind}: peak {device.peak_flops / 1e9:.1f} GFLOP/s (best float32 "
-        f"matmul), {device.mem_bandwidth / 1e9:.1f} GB/s (best copy), "
-        f"{device.launch_overhead * 1e6:.2f} us per op (median eager dispatch)"
+        f"this machine: {device.kind}: peak {device.peak_flops / 1e9:.1f} GFLOP/s, "
+        f"{device.mem_bandwidth / 1e9:.1f} GB/s, {device.launch_overhead * 1e6:.2f} us per op",
+        flush=True,
     )
-    print(
-        f"shared, noisy machine: times are medians of {args.iterations} runs after "
-        f"{args.warmup} warm-up runs ({args.timer} timer, {args.threads} thread(s)); "
-        "errors are (predicted - eager) / eager"
-    )
-    header = (
-        f"{'model':<44}{'mode':>8}{'ops':>6}{'match':>7}{'eager ms':>10}{'graph ms':>10}"
-        f"{'roofline':>10}{'err':>7}{'measured':>10}{'err':>7}{'folded':>8}{'s':>6}"
-    )
-    print(header)
-    per_class: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0])
-    modes = [m.strip() for m in args.modes.split(",") if m.strip()]
-    for spec in [s.strip() for s in args.models.split(",") if s.strip()]:
-        for mode in modes:
+    for name in names:
+        for mode in MODES:
             start = time.perf_counter()
             graph, report = profile_graph(
-                spec,
+                MODELS[name],
                 training=mode == "train",
                 iterations=args.iterations,
                 warmup=args.warmup,
                 threads=args.threads,
                 timer=args.timer,
             )
-            roofline = simulate(without_measured(graph), cluster).step_time
-            measured = simulate(graph, cluster).step_time
-            times = graph.measured[report.kind]
-            op_roofline = device.roofline_time(graph.flops, graph.bytes_accessed)
-            for op_class, t, r in zip(graph.op_classes, times, op_roofline, strict=True):
-                if math.isfinite(t):
-                    row = per_class[op_class]
-                    row[0] += 1
-                    row[1] += float(t)
-                    row[2] += float(r)
-            name = spec.removeprefix("torch:")
+            graph.save(data / f"{name}-{mode}.json.gz")
             print(
-                f"{name[:43]:<44}{mode:>8}{graph.num_ops:>6}{report.match_rate:>7.1%}"
-                f"{ms(report.eager_seconds):>10}{ms(report.graph_seconds):>10}"
-                f"{ms(roofline):>10}{rel(roofline, report.eager_seconds):>7}"
-                f"{ms(measured):>10}{rel(measured, report.eager_seconds):>7}"
-                f"{ms(report.folded_seconds):>8}{time.perf_counter() - start:>6.1f}",
+                f"  measured {name} {mode}: {graph.num_ops} ops, eager "
+                f"{report.eager_seconds * 1e3:.2f} ms ({time.perf_counter() - start:.1f} s)",
                 flush=True,
             )
-    print("\nper op class, all graphs above (matched ops): measured vs roofline time")
-    print(f"{'class':<16}{'ops':>7}{'measured ms':>13}{'roofline ms':>13}{'ratio':>8}")
-    for op_class, (count, t, r) in sorted(per_class.items(), key=lambda kv: -kv[1][1]):
-        print(f"{op_class:<16}{int(count):>7}{t * 1e3:>13.2f}{r * 1e3:>13.2f}{t / r:>8.2f}")
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--models", default=",".join(MODELS), help="comma-separated names of MODELS")
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--iterations", type=int, default=20)
+    p.add_argument("--warmup", type=int, default=3)
+    p.add_argument("--timer", default="clock", choices=("profiler", "clock"))
+    p.add_argument("--data", type=Path, default=None, help="measurement directory")
+    p.add_argument("--reuse", action="store_true", help="read the measurements in --data back")
+    args = p.parse_args()
+    names = [n.strip() for n in args.models.split(",") if n.strip()]
+    unknown = [n for n in names if n not in MODELS]
+    if unknown:
+        p.error(f"unknown model(s) {unknown}; choose from {', '.join(MODELS)}")
+    data = args.data or Path(__file__).parent / "data" / f"profile-{cpu_kind(args.threads)}"
+
+    began = time.perf_counter()
+    if not args.reuse:
+        measure(args, data, names)
+    cluster = Cluster.load(data / "cluster.yaml")
+    device = cluster.devices[0]
+    graphs = {f"{n}-{m}": CompGraph.load(data / f"{n}-{m}.json.gz") for n in names for m in MODES}
+    fitted = calibrate(list(graphs.values()), device)
+    on(cluster, fitted.device).save(data / "cluster-calibrated.yaml")
+
+    settings = next(iter(graphs.values())).metadata["profile"]
+    print(
+        f"\n{device.kind} ({cluster.description or 'this machine'}): peak "
+        f"{device.peak_flops / 1e9:.1f} GFLOP/s, {device.mem_bandwidth / 1e9:.1f} GB/s, "
+        f"{device.launch_overhead * 1e6:.2f} us per op; {settings['timer']} timer, medians of "
+        f"{settings['iterations']} runs, {settings['threads']} thread(s); data in {data}"
+    )
+    header = (
+        f"{'graph':<22}{'ops':>6}{'eager ms':>10}{'graph ms':>10}{'roofline':>10}{'calibr.':>9}"
+        f"{'vs graph':>9}{'measured':>10}"
+    )
+    print(header)
+    errors: dict[str, list[float]] = {"roofline": [], "calibrated": [], "measured": []}
+    for key, graph in graphs.items():
+        profile = graph.metadata["profile"]
+        eager, graph_run = profile["eager_seconds"], profile["graph_seconds"]
+        others = [g for g in graphs.values() if source_of(g) != source_of(graph)]
+        held_out = calibrate(others, device).device
+        bare = without_measured(graph)
+        row = {
+            "roofline": simulate(bare, cluster).step_time,
+            "calibrated": simulate(bare, on(cluster, held_out)).step_time,
+            "measured": simulate(graph, cluster).step_time,
+        }
+        for name, value in row.items():
+            errors[name].append(rel(value, eager))
+        print(
+            f"{key:<22}{graph.num_ops:>6}{eager * 1e3:>10.2f}{graph_run * 1e3:>10.2f}"
+            f"{rel(row['roofline'], eager):>+10.0%}{rel(row['calibrated'], eager):>+9.0%}"
+            f"{rel(row['calibrated'], graph_run):>+9.0%}{rel(row['measured'], eager):>+10.0%}",
+            flush=True,
+        )
+    print("\n|error| against the eager step: median / worst")
+    for name, values in errors.items():
+        finite = [abs(v) for v in values if math.isfinite(v)]
+        print(f"  {name:<11} {statistics.median(finite):6.1%} / {max(finite):6.1%}")
+
+    print(
+        f"\ncalibrated on all {len(graphs)} graphs ({fitted.ops} ops, {fitted.sources} families): "
+        f"{fitted.device.launch_overhead * 1e6:.2f} us per op; summed op time "
+        f"{fitted.measured_seconds * 1e3:.1f} ms measured, roofline "
+        f"{fitted.before_seconds * 1e3:.1f} ms before, {fitted.after_seconds * 1e3:.1f} ms after"
+    )
+    print(
+        f"{'key':<40}{'ops':>6}{'fam.':>5}{'compute':>9}{'memory':>8}{'meas ms':>9}{'before':>8}"
+        f"{'after':>8}"
+    )
+    for r in fitted.rows[:25]:
+        print(
+            f"{r.level + ' ' + r.key:<40}{r.ops:>6}{r.sources:>5}{r.compute:>9.3g}{r.memory:>8.3g}"
+            f"{r.measured_seconds * 1e3:>9.2f}{r.before_seconds * 1e3:>8.2f}"
+            f"{r.after_seconds * 1e3:>8.2f}"
+        )
     print(f"\ntotal {time.perf_counter() - began:.0f} s")
 
 

@@ -33,7 +33,18 @@ Size: a cluster has at most :data:`MAX_DEVICES` (4,096) devices, ``count`` inclu
 one is refused with a ``ValueError`` naming the limit (the reasons are at :data:`MAX_DEVICES`).
 
 Device fields: ``name``, ``kind``, ``peak_flops`` (FLOP/s), ``mem_bandwidth`` (bytes/s),
-``memory`` (bytes), ``launch_overhead`` (s per kernel). Figures must be finite and positive
+``memory`` (bytes), ``launch_overhead`` (s per kernel), and the optional ``efficiency``: the
+share of ``peak_flops`` (``compute``) and of ``mem_bandwidth`` (``memory``) that ops reach, per
+op type or op class (:mod:`graphopt.op_classes`); an op's own type wins over its class, and an
+op that neither names runs at the full figures (``1.0``)::
+
+        efficiency:                     # optional; e.g. fitted by `graphopt calibrate`
+          mm: {compute: 0.86}           # an op type: ``CompGraph.op_types``
+          native_dropout: {memory: 0.045}
+          elementwise: {memory: 0.9}    # an op class: every op of it without its own entry
+
+An efficiency is finite and positive; above 1 is allowed (an op whose data stays in cache beats
+the measured streaming bandwidth). Figures must be finite and positive
 (latency and launch overhead may be 0). A number may be a string such as ``"12e9"`` (YAML 1.1
 reads ``12e9``, with no dot and no exponent sign, as a string). Each direction of a pair may be
 listed once.
@@ -54,7 +65,7 @@ import math
 import numbers
 import os
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import astuple, dataclass
 from functools import cached_property
 from pathlib import Path
@@ -130,6 +141,8 @@ PRESET_DIR = Path(__file__).with_name("hardware_presets")
 DEFAULT_CLUSTER = "v100-nvlink-4"
 
 _DEVICE_FIELDS = ("name", "kind", "peak_flops", "mem_bandwidth", "memory", "launch_overhead")
+MAX_EFFICIENCY_ENTRIES = 4096
+"""The most entries a device's ``efficiency`` table may have (one per op type or class)."""
 _UNITS = {"peak_flops": "FLOP/s", "mem_bandwidth": "bytes/s", "memory": "bytes"}
 _UNITS.update(launch_overhead="s", bandwidth="bytes/s", latency="s")
 
@@ -145,7 +158,8 @@ def _figure(value: object, where: str, name: str, *, allow_zero: bool = False) -
             return value
     bound = "non-negative" if allow_zero else "positive"
     raise ValueError(
-        f"{where}: {name} must be a finite {bound} number ({_UNITS[name]}), got {value!r}"
+        f"{where}: {name} must be a finite {bound} number "
+        f"({_UNITS.get(name, 'a share of the peak figure')}), got {value!r}"
     )
 
 
@@ -199,9 +213,15 @@ class Device:
         mem_bandwidth: memory bandwidth, bytes/s.
         memory: memory capacity, bytes.
         launch_overhead: seconds added to every kernel (launch / dispatch cost); may be 0.
+        efficiency: ``(key, compute, memory)`` triples sorted by key: the share of
+            ``peak_flops`` and of ``mem_bandwidth`` that ops of type or class ``key`` reach
+            (module docstring); empty: every op at the full figures. A mapping
+            ``{key: {"compute": c, "memory": m}}`` (either figure optional, default 1) is
+            accepted and converted.
 
     Raises:
-        ValueError: an empty name or kind, or a figure that is not finite and positive.
+        ValueError: an empty name or kind, a figure that is not finite and positive, or a bad
+            efficiency entry (empty key, unknown figure name, figure not finite and positive).
     """
 
     name: str
@@ -210,6 +230,7 @@ class Device:
     mem_bandwidth: float
     memory: float
     launch_overhead: float
+    efficiency: tuple[tuple[str, float, float], ...] = ()
 
     def __post_init__(self) -> None:
         for key in ("name", "kind"):
@@ -220,11 +241,49 @@ class Device:
             zero_ok = key == "launch_overhead"
             value = _figure(getattr(self, key), f"device {self.name!r}", key, allow_zero=zero_ok)
             object.__setattr__(self, key, value)
+        table = _parse_efficiency(self.efficiency, f"device {self.name!r}")
+        object.__setattr__(self, "efficiency", table)
 
-    def roofline_time(self, flops: float | FloatArray, nbytes: float | FloatArray) -> Any:
-        """Roofline time of a kernel, seconds: ``max(flops / peak_flops, nbytes / mem_bandwidth)
-        + launch_overhead``. Floats give a float; arrays give an array (broadcast)."""
-        time = np.maximum(np.divide(flops, self.peak_flops), np.divide(nbytes, self.mem_bandwidth))
+    def efficiency_table(self) -> dict[str, dict[str, float]]:
+        """``efficiency`` as the file format writes it: ``{key: {"compute": c, "memory": m}}``,
+        figures equal to 1 left out."""
+        out: dict[str, dict[str, float]] = {}
+        for key, compute, memory in self.efficiency:
+            entry = {"compute": compute, "memory": memory}
+            out[key] = {name: value for name, value in entry.items() if value != 1.0}
+        return out
+
+    def op_efficiency(
+        self, op_types: Sequence[str], op_classes: Sequence[str]
+    ) -> tuple[FloatArray, FloatArray]:
+        """``(compute, memory)``: ``float64 [N]`` efficiency of each op (its type's entry, else
+        its class's, else 1), for ``N`` ops given by their types and classes."""
+        n = len(op_types)
+        compute, memory = np.ones(n), np.ones(n)
+        if not self.efficiency:
+            return compute, memory
+        table = {key: (c, m) for key, c, m in self.efficiency}
+        for u, (op_type, op_class) in enumerate(zip(op_types, op_classes, strict=True)):
+            entry = table.get(op_type) or table.get(op_class)
+            if entry is not None:
+                compute[u], memory[u] = entry
+        return compute, memory
+
+    def roofline_time(
+        self,
+        flops: float | FloatArray,
+        nbytes: float | FloatArray,
+        compute: float | FloatArray = 1.0,
+        memory: float | FloatArray = 1.0,
+    ) -> Any:
+        """Roofline time of a kernel, seconds: ``max(flops / (peak_flops * compute), nbytes /
+        (mem_bandwidth * memory)) + launch_overhead``, ``compute`` and ``memory`` the kernel's
+        efficiencies (:meth:`op_efficiency`). Floats give a float; arrays give an array
+        (broadcast)."""
+        time = np.maximum(
+            np.divide(flops, np.multiply(self.peak_flops, compute)),
+            np.divide(nbytes, np.multiply(self.mem_bandwidth, memory)),
+        )
         time = time + self.launch_overhead
         return float(time) if np.ndim(time) == 0 else time
 
@@ -332,7 +391,9 @@ class Cluster:
     @cached_property
     def fingerprint(self) -> str:
         """SHA-256 of the name, devices and link arrays: equal content, equal hash."""
-        h = hashlib.sha256(json.dumps([self.name, [astuple(d) for d in self.devices]]).encode())
+        # A device without an efficiency table hashes as before the table existed.
+        rows = [astuple(d) if d.efficiency else astuple(d)[:-1] for d in self.devices]
+        h = hashlib.sha256(json.dumps([self.name, rows]).encode())
         h.update(self.bandwidth.tobytes())
         h.update(self.latency.tobytes())
         return h.hexdigest()
@@ -371,7 +432,12 @@ class Cluster:
                 pairs.append({**pair, "bidirectional": both})
         if pairs:
             links["pairs"] = pairs
-        devices = [{key: getattr(d, key) for key in _DEVICE_FIELDS} for d in self.devices]
+        devices = []
+        for d in self.devices:
+            entry: dict[str, Any] = {key: getattr(d, key) for key in _DEVICE_FIELDS}
+            if d.efficiency:
+                entry["efficiency"] = d.efficiency_table()
+            devices.append(entry)
         return {
             "name": self.name,
             "description": self.description,
@@ -428,12 +494,57 @@ class Cluster:
             raise ValueError(f"cluster file '{path}': {e}") from e
 
 
+def _parse_efficiency(table: object, where: str) -> tuple[tuple[str, float, float], ...]:
+    """An efficiency table (a mapping, or :attr:`Device.efficiency`'s triples) as sorted
+    ``(key, compute, memory)`` triples; ``ValueError`` naming ``where`` and the entry."""
+    if table is None:
+        return ()
+    if isinstance(table, Mapping):
+        items: list[tuple[object, object, object]] = []
+        for key, entry in table.items():
+            _check_keys(entry, f"{where}: efficiency[{key!r}]", (), ("compute", "memory"))
+            assert isinstance(entry, Mapping)
+            items.append((key, entry.get("compute", 1.0), entry.get("memory", 1.0)))
+    elif isinstance(table, (tuple, list)) and all(
+        isinstance(t, (tuple, list)) and len(t) == 3 for t in table
+    ):
+        items = [tuple(t) for t in table]  # type: ignore[misc]
+    else:
+        raise ValueError(
+            f"{where}: efficiency must be a mapping of op type or class to "
+            f"{{compute: c, memory: m}}, got {type(table).__name__}"
+        )
+    if len(items) > MAX_EFFICIENCY_ENTRIES:
+        raise ValueError(
+            f"{where}: efficiency has {len(items):,} entries; the limit is "
+            f"{MAX_EFFICIENCY_ENTRIES:,} (one per op type or class)"
+        )
+    out = []
+    for key, compute, memory in items:
+        if not isinstance(key, str) or not key:
+            raise ValueError(f"{where}: efficiency keys must be non-empty strings, got {key!r}")
+        name = f"efficiency[{key!r}]"
+        out.append(
+            (
+                key,
+                _figure(compute, where, f"{name}.compute"),
+                _figure(memory, where, f"{name}.memory"),
+            )
+        )
+    keys = [key for key, _, _ in out]
+    dup = _duplicates(keys)
+    if dup:
+        raise ValueError(f"{where}: efficiency lists {dup} more than once")
+    return tuple(sorted(out))
+
+
 def _parse_devices(entries: object) -> tuple[Device, ...]:
     if not isinstance(entries, list) or not entries:
         raise ValueError(f"devices must be a non-empty list of device entries, got {entries!r}")
     devices: list[Device] = []
     for k, entry in enumerate(entries):
-        _check_keys(entry, f"devices[{k}]", ("name",), (*_DEVICE_FIELDS[1:], "count", "preset"))
+        optional = (*_DEVICE_FIELDS[1:], "efficiency", "count", "preset")
+        _check_keys(entry, f"devices[{k}]", ("name",), optional)
         where = f"devices[{k}] ({entry['name']!r})"
         figures: dict[str, Any] = {}
         if "preset" in entry:
@@ -450,6 +561,8 @@ def _parse_devices(entries: object) -> tuple[Device, ...]:
                 f"{where}: missing field(s) {missing}; give them, or a `preset` "
                 f"(one of: {', '.join(DEVICE_SPECS)})"
             )
+        if "efficiency" in entry:
+            figures["efficiency"] = _parse_efficiency(entry["efficiency"], where)
         count = entry.get("count")
         if count is None:
             count = 1

@@ -17,9 +17,18 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from graphopt.cli import baselines, costmodel, evaluate, graphs, profile, simulate, train
+from graphopt.cli import (
+    baselines,
+    calibrate,
+    costmodel,
+    evaluate,
+    graphs,
+    profile,
+    simulate,
+    train,
+)
 
-COMMANDS = (graphs, simulate, profile, baselines, train, evaluate, costmodel)
+COMMANDS = (graphs, simulate, profile, calibrate, baselines, train, evaluate, costmodel)
 """The command modules in the order ``graphopt --help`` lists them; each has ``NAME``, ``HELP``
 (its one-line help) and ``register(sub)`` (adds its full sub-parser)."""
 

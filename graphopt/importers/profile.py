@@ -15,9 +15,12 @@ modules' random initialisation, seeded by ``seed``); floating-point inputs are r
 integer inputs (token ids, class targets) keep the example's values (the zoo's are zeros, always
 valid indices); the tangent of the loss is 1. A tensor that has no real value (a model built on
 the meta device, a constant lifted while tracing) is drawn uniform in [0, 1): positive, so that a
-batch-norm variance or a log stays finite. Kernels are chosen as in the import: oneDNN off and
-attention on its math backend (:func:`graphopt.importers.torch._generic_kernels`), so every op
-runs the generic ATen kernel the graph holds.
+batch-norm variance or a log stays finite. Kernels: PyTorch's defaults on this machine (oneDNN
+for convolutions and matrix products where PyTorch picks it), as a user's eager step runs, except
+that scaled-dot-product attention runs on its math backend
+(:func:`graphopt.importers.torch.math_attention`): the imported graph holds attention as its math
+ops, so the graph and the eager model run the same ops. (The import itself traces with oneDNN
+off; that changes no op of the graph.)
 
 Timing: a first untimed run checks that every op runs; then ``warmup`` rounds, then
 ``iterations`` timed rounds, each round running the instrumented graph (below), the graph
@@ -71,7 +74,7 @@ from graphopt.graph import CompGraph
 from graphopt.importers import torch as torch_importer
 from graphopt.importers.machine import cpu_kind, torch_threads
 
-PROFILER_VERSION = 1
+PROFILER_VERSION = 2
 """Bumped whenever what :func:`profile_graph` measures changes (stored in the graph's metadata)."""
 
 ANNOTATION = "graphopt-op/"
@@ -244,7 +247,7 @@ def profile_graph(
         captured = _capture(model, inputs, extra, kwargs, loss_fn, training, name)
         values = _placeholder_values(captured, real_args, real_kwargs)
         capture_seconds = time.perf_counter() - start
-        with torch_threads(threads), torch_importer._generic_kernels():
+        with torch_threads(threads), torch_importer.math_attention():
             timing = _measure(
                 captured,
                 values,

@@ -302,6 +302,14 @@ def _generic_kernels() -> Iterator[None]:
 
 
 @contextlib.contextmanager
+def math_attention() -> Iterator[None]:
+    """Scaled-dot-product attention on its math backend (the ops the imported graph holds);
+    every other kernel as PyTorch chooses by default (oneDNN on)."""
+    with sdpa_kernel(SDPBackend.MATH):
+        yield
+
+
+@contextlib.contextmanager
 def _quiet_torch() -> Iterator[None]:
     """Silence torch's warnings and logs while tracing (a failed capture raises its own error)."""
     logger = logging.getLogger("torch")

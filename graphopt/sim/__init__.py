@@ -21,13 +21,18 @@ missing arrays default to all zeros (everything on device 0, topological order, 
    reason names the rule and the ops (for e, a kernel on the cycle).
 3. **Op time.** On device ``d`` of kind ``k``: the op's measured time for kind ``k`` if it has one
    (the measurement includes the launch), else the roofline
-   ``max(flops / peak_flops[d], bytes / mem_bandwidth[d]) + launch_overhead[d]``.
+   ``max(flops / (peak_flops[d] * c), bytes / (mem_bandwidth[d] * m)) + launch_overhead[d]``, with
+   ``c`` and ``m`` the op's compute and memory efficiency on ``d`` (the device's ``efficiency``
+   entry for the op's type, else for its class, else 1: :class:`~graphopt.hardware.Device`).
 4. **Kernel time.** A kernel of one op takes the op time. A fused kernel of ``m`` ops, if every member
    is measured for the kind: ``max(sum(measured) - (m - 1) * launch_overhead, max(measured))`` (one
-   launch instead of ``m``); else the roofline over the group: summed FLOPs, and only the bytes that
-   cross the kernel's border, i.e. the members' summed ``bytes_accessed`` minus the bytes of every
-   internal edge (reads that stay on chip) minus the output bytes of every member whose consumers
-   are all inside the kernel (writes never stored), floored at 0; plus one launch overhead.
+   launch instead of ``m``); else the roofline over the group: the larger of its compute time, the
+   sum of every member's ``flops / (peak_flops * c)``, and its memory time, the members' summed
+   ``bytes / (mem_bandwidth * m)`` less what no longer crosses the kernel's border: every internal
+   edge's bytes at its consumer's rate (reads that stay on chip) and the output bytes of every
+   member whose consumers are all inside the kernel at that member's rate (writes never stored),
+   floored at 0; plus one launch overhead. With no efficiency entries this is summed FLOPs over
+   ``peak_flops`` and the border bytes over ``mem_bandwidth``.
 5. **Dependencies and transfers.** A kernel is ready when every input edge from another kernel is
    satisfied: by the producer kernel's end when both are on the same device, else by the arrival
    of a transfer. The output of op ``u`` is sent once to each remote device that hosts a consumer

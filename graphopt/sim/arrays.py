@@ -64,6 +64,12 @@ class GraphArrays(NamedTuple):
     """``int64 [D]``: every device's class. Devices of one class (kind and specs) share one column
     of ``op_time``: the same values in several times fewer bytes, read with one scattered access
     per op."""
+    op_cinv: np.ndarray
+    """``float64 [N, C]``: seconds per FLOP of every op on a device of each class:
+    ``1 / (peak_flops * compute efficiency)`` (rule 3 of :mod:`graphopt.sim`)."""
+    op_binv: np.ndarray
+    """``float64 [N, C]``: seconds per byte of every op on a device of each class:
+    ``1 / (mem_bandwidth * memory efficiency)``."""
     peak: np.ndarray
     """``float64 [D]``: peak FLOP/s."""
     bw: np.ndarray

@@ -16,15 +16,17 @@ bytes that cross its border, so a fused decision can beat it (e.g. on ``random-l
 op ``u`` two weights, each a share of any kernel's time that no grouping can take away
 (:mod:`graphopt.sim` rules 3-4, on device ``d`` with launch overhead ``L_d``):
 
-- compute: ``flops_u / peak_d``; bytes: ``s_u / bw_d`` with
+- compute: ``flops_u / (peak_d c_u)``; bytes: ``s_u / (bw_d m_u)`` (``c_u``, ``m_u``: the op's
+  compute and memory efficiency on ``d``, :class:`~graphopt.hardware.Device`) with
   ``s_u = bytes_u - (bytes of u's in-edges) - (u's output bytes if u has a consumer)``, what is left
   of ``u``'s traffic when every input stays on chip and its output is never stored;
 - a measured op (on ``d``'s kind) takes the smaller of each and ``measured_u - L_d``;
 - the weight is the minimum over devices.
 
 A kernel ``K`` on ``d`` then takes at least ``sum_K w + L`` for either weight ``w``, with ``L`` the
-smallest launch overhead: a roofline kernel takes at least its summed FLOPs over ``peak_d`` and at
-least its border bytes (``>= sum_K s``) over ``bw_d``, plus ``L_d``; an all-measured kernel takes at
+smallest launch overhead: a roofline kernel takes at least its members' compute weights and at
+least the bytes crossing its border, each at its op's memory rate (``>= sum_K s / (bw_d m)``),
+plus ``L_d``; an all-measured kernel takes at
 least ``sum_K measured - (|K| - 1) L_d``. Hence, per weight:
 
 - **Work**: ``(sum_u w_u + L) / D``: every kernel runs somewhere, and there is at least one.
@@ -145,7 +147,9 @@ def any_fusion_lower_bounds(graph: CompGraph, cluster: Cluster) -> LowerBounds:
     launch = float(prepared.launch.min())
     ops = np.arange(n, dtype=np.int64)
     paths, works = [], []
-    for per_device in (graph.flops[:, None] / prepared.peak, left[:, None] / prepared.bw):
+    compute = graph.flops[:, None] * prepared.class_cinv[:, prepared.dev_class]
+    memory = left[:, None] * prepared.class_binv[:, prepared.dev_class]
+    for per_device in (compute, memory):
         w = np.fmin(per_device, measured).min(axis=1)
         negative = float(np.minimum(w, 0.0).sum())
         path = _longest_path(ops, np.arange(n + 1), ops, succ_ptr, succ_dst, np.maximum(w, 0.0))

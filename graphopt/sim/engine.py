@@ -156,12 +156,6 @@ def kernel_durations(g, roots, member_ptr, members, k_dev, e_kernel, dur):
         if hi - lo == 1:
             dur[k] = g.op_time[members[lo], c]
             continue
-        sf = 0.0
-        sb = 0.0
-        for m in range(lo, hi):
-            u = members[m]
-            sf += g.flops[u]
-            sb += g.nbytes[u]
         smeas = 0.0
         mmax = 0.0
         all_meas = True
@@ -175,20 +169,29 @@ def kernel_durations(g, roots, member_ptr, members, k_dev, e_kernel, dur):
         if all_meas:
             dur[k] = _max(smeas - (hi - lo - 1) * g.launch[d], mmax)
             continue
-        for m in range(lo, hi):  # subtract what no longer crosses the kernel's border
+        # Roofline over the group: every member's FLOPs and bytes at its own efficiency, less
+        # the bytes that no longer cross the kernel's border (a read at its reader's, a write at
+        # its writer's efficiency).
+        sf = 0.0
+        sb = 0.0
+        for m in range(lo, hi):
+            u = members[m]
+            sf += g.flops[u] * g.op_cinv[u, c]
+            sb += g.nbytes[u] * g.op_binv[u, c]
+        for m in range(lo, hi):
             u = members[m]
             has_cons = False
             inner = True
             for e in range(g.succ_ptr[u], g.succ_ptr[u + 1]):
                 has_cons = True
                 if e_kernel[e] == k:
-                    sb -= g.edge_bytes[e]
+                    sb -= g.edge_bytes[e] * g.op_binv[g.succ_dst[e], c]
                 else:
                     inner = False
             if has_cons and inner:
-                sb -= g.out_bytes[u]
+                sb -= g.out_bytes[u] * g.op_binv[u, c]
         sb = _max(sb, 0.0)
-        dur[k] = _max(sf / g.peak[d], sb / g.bw[d]) + g.launch[d]
+        dur[k] = _max(sf, sb) + g.launch[d]
     return dur[:num_k]
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from collections import OrderedDict
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -108,11 +109,20 @@ class PreparedGraph:
         for d, device in enumerate(cluster.devices):
             if device.kind in graph.measured:
                 op_meas[:, d] = graph.measured[device.kind]
+        # Rule 3: seconds per FLOP and per byte of every op on every device (efficiency per op
+        # type or class, 1 where the device names neither).
+        cinv, binv = np.empty((n, num_dev)), np.empty((n, num_dev))
+        efficiency: dict[tuple[tuple[str, float, float], ...], tuple[Any, Any]] = {}
+        for d, device in enumerate(cluster.devices):
+            if device.efficiency not in efficiency:
+                efficiency[device.efficiency] = device.op_efficiency(
+                    graph.op_types, graph.op_classes
+                )
+            compute, memory = efficiency[device.efficiency]
+            cinv[:, d] = 1.0 / (self.peak[d] * compute)
+            binv[:, d] = 1.0 / (self.bw[d] * memory)
         roofline = (
-            np.maximum(
-                graph.flops[:, None] / self.peak[None, :],
-                graph.bytes_accessed[:, None] / self.bw[None, :],
-            )
+            np.maximum(graph.flops[:, None] * cinv, graph.bytes_accessed[:, None] * binv)
             + self.launch[None, :]
         )
         self.op_meas = op_meas
@@ -120,7 +130,13 @@ class PreparedGraph:
         # The engine reads one column per device class: devices of one kind and spec have the same
         # times, and reading one column instead of one per device moves several times fewer bytes.
         specs = [
-            (device.kind, float(self.peak[d]), float(self.bw[d]), float(self.launch[d]))
+            (
+                device.kind,
+                float(self.peak[d]),
+                float(self.bw[d]),
+                float(self.launch[d]),
+                device.efficiency,
+            )
             for d, device in enumerate(cluster.devices)
         ]
         classes = list(dict.fromkeys(specs))  # distinct specs, in order of their first device
@@ -128,6 +144,8 @@ class PreparedGraph:
         columns = [specs.index(spec) for spec in classes]  # the first device of each class
         self.class_time = np.ascontiguousarray(self.op_time[:, columns])
         self.class_meas = np.ascontiguousarray(self.op_meas[:, columns])
+        self.class_cinv = np.ascontiguousarray(cinv[:, columns])
+        self.class_binv = np.ascontiguousarray(binv[:, columns])
         int32 = np.int32  # the engine's indices: half the cache footprint in its scattered reads
         self.engine_arrays = GraphArrays(
             succ_ptr=self.succ_ptr.astype(int32),
@@ -142,6 +160,8 @@ class PreparedGraph:
             op_time=self.class_time,
             op_meas=self.class_meas,
             dev_class=self.dev_class,
+            op_cinv=self.class_cinv,
+            op_binv=self.class_binv,
             peak=self.peak,
             bw=self.bw,
             launch=self.launch,

@@ -170,6 +170,42 @@ def test_roofline_time_float_and_array() -> None:
     np.testing.assert_allclose(times, [0.1 + 5e-6, 1.0 + 5e-6, 5e-6])
 
 
+def test_roofline_time_with_efficiency() -> None:
+    dev = Device("c", "CPU", peak_flops=1e9, mem_bandwidth=1e9, memory=1e9, launch_overhead=0.0)
+    assert dev.roofline_time(1e9, 1e8, compute=0.5) == pytest.approx(2.0)
+    assert dev.roofline_time(1e8, 1e9, memory=4.0) == pytest.approx(0.25)
+
+
+def test_efficiency_table_lookup_and_round_trip(tmp_path: Path) -> None:
+    table = {"mm": {"compute": 0.8}, "elementwise": {"memory": 0.5}, "tanh": {"memory": 0.1}}
+    dev = Device("c", "CPU", 1e9, 1e9, 1e9, 1e-6, efficiency=table)
+    assert [key for key, _, _ in dev.efficiency] == ["elementwise", "mm", "tanh"]  # sorted
+    compute, memory = dev.op_efficiency(
+        ["mm", "tanh", "add", "conv"], ["contraction", "elementwise", "elementwise", "contraction"]
+    )
+    assert compute.tolist() == [0.8, 1.0, 1.0, 1.0]
+    assert memory.tolist() == [1.0, 0.1, 0.5, 1.0]  # type first, then class, then 1
+    assert dev.efficiency_table() == table
+    cluster = Cluster("c", (dev,), np.full((1, 1), np.inf), np.zeros((1, 1)))
+    for suffix in (".yaml", ".json"):
+        path = tmp_path / f"c{suffix}"
+        cluster.save(path)
+        again = Cluster.load(path)
+        assert again == cluster and again.devices[0].efficiency == dev.efficiency
+    plain = Device("c", "CPU", 1e9, 1e9, 1e9, 1e-6)
+    assert (
+        "efficiency"
+        not in Cluster("c", (plain,), np.ones((1, 1)), np.zeros((1, 1))).to_dict()["devices"][0]
+    )
+    assert Cluster("c", (plain,), np.ones((1, 1)), np.zeros((1, 1))) != cluster
+
+
+def test_presets_keep_their_fingerprint_without_efficiency() -> None:
+    # A device with no efficiency table hashes as before the table existed (caches keyed by
+    # a cluster's fingerprint stay valid).
+    assert get_cluster("v100-nvlink-4").fingerprint.startswith("9cdc542405a8")
+
+
 def test_transfer_time() -> None:
     c = asymmetric_cluster()
     assert c.transfer_time(1, 2, 1e9) == pytest.approx(1e9 / 50e9)  # zero latency
@@ -328,6 +364,24 @@ BAD_INPUTS = [
     ("devices", [], "devices must be a non-empty list"),
     ("links.pairs.0.bidirectional", "yes", "bidirectional must be true or false, got 'yes'"),
     ("links.pairs", {"src": "gpu0"}, "links.pairs must be a list"),
+    (
+        "devices.0.efficiency",
+        {"mm": {"compute": 0.0}},
+        r"devices\[0\] \('gpu0'\): efficiency\['mm'\].compute must be a finite positive number",
+    ),
+    (
+        "devices.0.efficiency",
+        {"mm": {"memory": math.nan}},
+        r"efficiency\['mm'\].memory must be a finite positive number .* got nan",
+    ),
+    (
+        "devices.0.efficiency",
+        {"mm": {"flops": 0.5}},
+        r"efficiency\['mm'\]: unknown key\(s\) \['flops'\]; allowed: compute, memory",
+    ),
+    ("devices.0.efficiency", {"": {"compute": 0.5}}, "efficiency keys must be non-empty strings"),
+    ("devices.0.efficiency", [0.5], "efficiency must be a mapping of op type or class"),
+    ("devices.0.efficiency", {"mm": 0.5}, r"efficiency\['mm'\] must be a mapping"),
 ]
 
 

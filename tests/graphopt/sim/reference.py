@@ -142,14 +142,22 @@ def simulate_reference(graph: CompGraph, cluster: Cluster, decision: Decision) -
         return ReferenceResult("illegal_fusion", math.inf, busy, [0.0] * num_dev, 0.0)
 
     # Rules 3-4: kernel durations.
+    efficiency = [dev.op_efficiency(graph.op_types, graph.op_classes) for dev in cluster.devices]
+
+    def flop_seconds(u: int, d: int) -> float:  # seconds per FLOP of op u on device d
+        return 1.0 / (cluster.devices[d].peak_flops * float(efficiency[d][0][u]))
+
+    def byte_seconds(u: int, d: int) -> float:  # seconds per byte of op u on device d
+        return 1.0 / (cluster.devices[d].mem_bandwidth * float(efficiency[d][1][u]))
+
     def op_time(u: int, d: int) -> float:
         dev = cluster.devices[d]
         if dev.kind in graph.measured and not math.isnan(graph.measured[dev.kind][u]):
             return float(graph.measured[dev.kind][u])
         return (
             max(
-                float(graph.flops[u]) / dev.peak_flops,
-                float(graph.bytes_accessed[u]) / dev.mem_bandwidth,
+                float(graph.flops[u]) * flop_seconds(u, d),
+                float(graph.bytes_accessed[u]) * byte_seconds(u, d),
             )
             + dev.launch_overhead
         )
@@ -167,19 +175,19 @@ def simulate_reference(graph: CompGraph, cluster: Cluster, decision: Decision) -
             return max(
                 total - (len(ops) - 1) * dev.launch_overhead, max(float(measured[u]) for u in ops)
             )
-        flops = 0.0
-        nbytes = 0.0
+        compute = 0.0
+        memory = 0.0
         for u in ops:
-            flops += float(graph.flops[u])
-            nbytes += float(graph.bytes_accessed[u])
+            compute += float(graph.flops[u]) * flop_seconds(u, d)
+            memory += float(graph.bytes_accessed[u]) * byte_seconds(u, d)
         for u in ops:
             for v in consumers[u]:
                 if kernel_of[v] == k:
-                    nbytes -= edge_bytes[(u, v)]
+                    memory -= edge_bytes[(u, v)] * byte_seconds(v, d)
             if consumers[u] and all(kernel_of[v] == k for v in consumers[u]):
-                nbytes -= float(graph.output_bytes[u])
-        nbytes = max(nbytes, 0.0)
-        return max(flops / dev.peak_flops, nbytes / dev.mem_bandwidth) + dev.launch_overhead
+                memory -= float(graph.output_bytes[u]) * byte_seconds(u, d)
+        memory = max(memory, 0.0)
+        return max(compute, memory) + dev.launch_overhead
 
     duration = {k: kernel_time(k) for k in members}
 

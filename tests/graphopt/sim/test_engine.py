@@ -19,10 +19,22 @@ from graphopt.typing import Decision
 NUM_CASES = 240
 
 
+EFFICIENCY = (
+    {},
+    {},
+    {"U": {"compute": 0.5, "memory": 2.0}, "elementwise": {"memory": 0.25}},
+    {"reduction": {"compute": 0.25, "memory": 0.5}, "T": {"memory": 0.7}},
+)
+"""Efficiency tables a random device draws from (half of them none)."""
+
+
 def random_case(seed: int) -> tuple[CompGraph, Cluster, Decision]:
     """A random DAG, cluster and decision. Integer-valued costs on unit devices make many events
-    coincide, which exercises the tie-breaking rules; some ops are measured (some at 0 s)."""
+    coincide, which exercises the tie-breaking rules; some ops are measured (some at 0 s); some
+    devices have efficiency entries for an op type and an op class (drawn from a second
+    generator, so that the other draws stay those of the seed)."""
     rng = np.random.default_rng(seed)
+    extra = np.random.default_rng(seed + 1_000_000)
     n = int(rng.integers(1, 40))
     density = rng.uniform(0.02, 0.3)
     src, dst = np.nonzero(np.triu(rng.random((n, n)) < density, k=1))
@@ -46,7 +58,7 @@ def random_case(seed: int) -> tuple[CompGraph, Cluster, Decision]:
     graph = CompGraph.from_arrays(
         name=f"rand{seed}",
         op_names=[f"op{i}" for i in range(n)],
-        op_types=["T"] * n,
+        op_types=extra.choice(["T", "U"], size=n).tolist(),
         op_classes=rng.choice(OP_CLASSES, size=n, p=[0.72, 0.06, 0.06, 0.1, 0.03, 0.03]).tolist(),
         flops=flops,
         bytes_accessed=nbytes,
@@ -67,6 +79,7 @@ def random_case(seed: int) -> tuple[CompGraph, Cluster, Decision]:
             mem_bandwidth=float(rng.choice([1.0, 4.0, 1e30])),
             memory=memory,
             launch_overhead=float(rng.choice([0.0, 0.5])),
+            efficiency=EFFICIENCY[int(extra.integers(0, len(EFFICIENCY)))],
         )
         for i in range(num_dev)
     )

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from conftest import make_graph, unit_cluster
 
+from graphopt.hardware import Cluster, Device
 from graphopt.sim import PreparedGraph, Simulator, simulate
 from graphopt.typing import CostModel, Decision
 
@@ -252,3 +253,53 @@ def test_a_step_time_that_overflows_is_never_valid():
     assert not m.valid and math.isinf(m.step_time) and "not finite" in m.reason
     batch = PreparedGraph(g, cluster).evaluate_batch(np.zeros((2, 2), dtype=np.int64))
     assert not batch.valid.any()
+
+
+def efficient_cluster(table: dict) -> Cluster:
+    """One device at 1 FLOP/s and 1 B/s, launch 0.5 s, with efficiency ``table``."""
+    device = Device("d", "unit", 1.0, 1.0, 1e12, 0.5, efficiency=table)
+    return Cluster("e", (device,), np.full((1, 1), np.inf), np.zeros((1, 1)))
+
+
+def test_efficiency_scales_each_op_by_its_type_else_its_class():
+    # Ops of type "Op" (make_graph), class elementwise. a: 2 FLOPs, 3 B; b: 2 FLOPs, 4 B;
+    # c (class reduction): 1 FLOP, 2 B.
+    g = make_graph(
+        [("a", 2, 3, 1, 0), ("b", 2, 4, 2, 0), ("c", 1, 2, 0.5, 0, "reduction")],
+        [("a", "b", 1), ("b", "c", 2)],
+    )
+    # elementwise at half the bandwidth: a max(2, 6) + .5 = 6.5, b max(2, 8) + .5 = 8.5;
+    # reduction at a quarter of the FLOP rate: c max(4, 2) + .5 = 4.5 -> 19.5.
+    by_class = {"elementwise": {"memory": 0.5}, "reduction": {"compute": 0.25}}
+    assert simulate(g, efficient_cluster(by_class)).step_time == 19.5
+    # The type "Op" wins over the class: every op at twice the FLOP rate, full bandwidth:
+    # a max(1, 3), b max(1, 4), c max(.5, 2), each + .5 -> 10.5.
+    both = {**by_class, "Op": {"compute": 2.0}}
+    assert simulate(g, efficient_cluster(both)).step_time == 10.5
+    # No entry: the plain roofline (10.5 as in test_legal_fusion_roofline_and_memory).
+    assert simulate(g, efficient_cluster({})).step_time == 10.5
+
+
+def test_fused_kernel_prices_each_member_at_its_own_rates():
+    # a (elementwise, memory 0.5: 2 s per byte) fused into b (reduction, full rates).
+    # Compute: 2 + 2 = 4 s. Memory: a 3 B x 2 + b 4 B x 1 = 10, less the edge a->b (1 B read by
+    # b: 1 s) and a's output (1 B written by a: 2 s) = 7 s. max(4, 7) + .5 = 7.5; then c
+    # (elementwise) max(1, 2 x 2) + .5 = 4.5 -> step 12.
+    g = make_graph(
+        [("a", 2, 3, 1, 0), ("b", 2, 4, 2, 0, "reduction"), ("c", 1, 2, 0.5, 0)],
+        [("a", "b", 1), ("b", "c", 2)],
+    )
+    cluster = efficient_cluster({"elementwise": {"memory": 0.5}})
+    m = simulate(g, cluster, Decision(fusion=np.array([1, 0, 0])), schedule=True)
+    assert m.valid and [k.ops for k in m.schedule.kernels] == [(0, 1), (2,)]
+    assert m.step_time == 12.0
+
+
+def test_devices_differing_only_in_efficiency_get_their_own_times():
+    g = make_graph([("a", 4, 0, 0, 0)], [])
+    slow = Device("slow", "unit", 1.0, 1.0, 1e12, 0.0, efficiency={"elementwise": {"compute": 0.5}})
+    fast = Device("fast", "unit", 1.0, 1.0, 1e12, 0.0)
+    bw = np.full((2, 2), 1.0)
+    cluster = Cluster("two", (slow, fast), bw, np.zeros((2, 2)))
+    assert simulate(g, cluster, Decision(placement=np.array([0]))).step_time == 8.0
+    assert simulate(g, cluster, Decision(placement=np.array([1]))).step_time == 4.0

@@ -1,0 +1,77 @@
+"""``graphopt calibrate`` in a subprocess, on measurements of this project's bench machine."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from graphopt.graph import CompGraph
+from graphopt.hardware import Cluster
+from graphopt.sim import simulate
+
+DATA = Path(__file__).resolve().parents[3] / "bench" / "data" / "profile-cpu-amd-epyc-t1"
+"""Zoo graphs measured by ``bench/bench_profile.py`` (one thread, an AMD EPYC core)."""
+
+TRAIN = [DATA / f"{name}-train.json.gz" for name in ("resnet", "wavenet", "lstm", "transformer")]
+
+
+def test_calibrate_writes_a_cluster_that_prices_an_unseen_graph(run_cli, tmp_path) -> None:
+    out = tmp_path / "fit" / "calibrated.yaml"
+    proc = run_cli(
+        "calibrate",
+        *map(str, TRAIN),
+        "--cluster",
+        str(DATA / "cluster.yaml"),
+        "-o",
+        str(out),
+        "--json",
+    )
+    report = json.loads(proc.stdout)
+    cluster, fitted = Cluster.load(DATA / "cluster.yaml"), Cluster.load(out)
+    kind = cluster.devices[0].kind
+    assert list(report) == [kind] and report[kind]["sources"] == 4
+    device = fitted.devices[0]
+    keys = {key for key, _, _ in device.efficiency}
+    assert {"contraction", "elementwise", "mm", "convolution"} <= keys
+    assert device.peak_flops == cluster.devices[0].peak_flops  # only the shares change
+    # inception was not in the fit: the calibrated roofline is nearer its measured op times.
+    unseen = CompGraph.load(DATA / "inception-train.json.gz")
+    truth = float(sum(unseen.measured[kind]))
+    data = unseen.to_json_dict()
+    data["measured"] = {}
+    bare = CompGraph.from_json_dict(data)
+    plain, calibrated = simulate(bare, cluster).step_time, simulate(bare, fitted).step_time
+    assert abs(calibrated - truth) < abs(plain - truth)
+
+
+def test_calibrate_refuses_bad_input_and_writes_nothing(run_cli, tmp_path) -> None:
+    out = tmp_path / "c.yaml"
+    proc = run_cli(
+        "calibrate", str(TRAIN[0]), "--cluster", "v100-nvlink-4", "-o", str(out), check=False
+    )
+    assert proc.returncode == 2 and not out.exists()
+    assert "no device kind of cluster 'v100-nvlink-4' (V100) is measured" in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
+    bad = run_cli(
+        "calibrate",
+        str(TRAIN[0]),
+        "--cluster",
+        str(DATA / "cluster.yaml"),
+        "-o",
+        str(tmp_path / "c.txt"),
+        check=False,
+    )
+    assert bad.returncode == 2 and "must end in .yaml, .yml, .json" in bad.stderr
+    zero = run_cli(
+        "calibrate",
+        str(TRAIN[0]),
+        "--cluster",
+        str(DATA / "cluster.yaml"),
+        "-o",
+        str(out),
+        "--min-ops",
+        "0",
+        check=False,
+    )
+    assert zero.returncode == 2 and "--min-ops must be a positive integer" in zero.stderr
+    assert not out.exists()
