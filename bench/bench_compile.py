@@ -62,11 +62,11 @@ def step_fn(model: Any, work: zoo.Workload, training: bool) -> Callable[[], None
                 model(*inputs, **work.kwargs)
 
         return forward
-    assert work.loss_fn is not None
+    step = torch_importer._TrainStep(model, work.loss_fn, n_inputs=len(inputs))  # as imported
+    extra = torch_importer._as_tuple(work.loss_inputs)
 
     def train() -> None:
-        loss = work.loss_fn(model(*inputs, **work.kwargs), *work.loss_inputs)
-        loss.backward()
+        step(*inputs, *extra, **work.kwargs).backward()
 
     return train
 
