@@ -508,7 +508,7 @@ def _parse_efficiency(table: object, where: str) -> tuple[tuple[str, float, floa
     elif isinstance(table, (tuple, list)) and all(
         isinstance(t, (tuple, list)) and len(t) == 3 for t in table
     ):
-        items = [tuple(t) for t in table]  # type: ignore[misc]
+        items = [(t[0], t[1], t[2]) for t in table]
     else:
         raise ValueError(
             f"{where}: efficiency must be a mapping of op type or class to "
