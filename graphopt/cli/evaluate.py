@@ -38,7 +38,29 @@ def register(sub: Any) -> None:
         "--budget", type=int, default=0, help="evaluations for random search / annealing (0: skip)"
     )
     p.add_argument("--seed", type=int, default=0, help="seed of sampling, fine-tuning and search")
-    p.add_argument("--out", help="output directory (default RUN/eval/<mode>)")
+    p.add_argument("--out", help="output directory (default RUN/eval/<mode>, or RUN/eval/curves)")
+    p.add_argument(
+        "--curve",
+        action="store_true",
+        help="anytime curves instead of the table: the best step time of every method (best "
+        "heuristic, random search, annealing, estimate search, the policy greedy, sample:K, "
+        "finetune:K, plan:K) after each budget of simulator calls and of seconds; writes "
+        "curves.csv, curves.json and curves.png",
+    )
+    p.add_argument(
+        "--curve-calls",
+        default="0,16,64,256,1024,4096",
+        help="simulator-call budgets of --curve (non-negative integers)",
+    )
+    p.add_argument(
+        "--curve-seconds", default="1,10,60", help="wall-clock budgets of --curve, seconds"
+    )
+    p.add_argument(
+        "--finetune-max",
+        type=int,
+        default=256,
+        help="--curve: the largest call budget fine-tuning runs at (it is the slow mode)",
+    )
     p.set_defaults(func=cmd_eval)
 
 
@@ -66,10 +88,36 @@ def cmd_eval(args: argparse.Namespace) -> int:
     # what is wrong with the arguments fails before torch is imported or anything evaluated
     if args.budget < 0:
         raise ValueError(f"--budget must be >= 0, got {args.budget}")
+    if args.curve:
+        from graphopt.eval.curves import parse_budgets
+
+        calls = tuple(int(k) for k in parse_budgets(args.curve_calls, "calls"))
+        seconds = parse_budgets(args.curve_seconds, "seconds")
+        if args.finetune_max < 0:
+            raise ValueError(f"--finetune-max must be >= 0, got {args.finetune_max}")
     run = rundir.check_run_dir(args.run)
     out = Path(args.out) if args.out else None
     if out is not None:
         rundir.check_output_path(out, "--out", directory=True)
+
+    if args.curve:
+        from graphopt.eval.console import make_console
+        from graphopt.eval.evaluate import curve_run
+
+        console = make_console()
+        console.print(describe_model(run), markup=False, highlight=False)
+        curve_run(
+            args.run,
+            args.graphs,
+            calls=calls,
+            seconds=seconds,
+            cluster=args.cluster,
+            seed=args.seed,
+            finetune_max=args.finetune_max,
+            out_dir=out,
+            console=console,
+        )
+        return 0
 
     from graphopt.eval.console import make_console
     from graphopt.eval.evaluate import evaluate_run

@@ -7,6 +7,9 @@ decision refined by K analytic estimates, no simulation; the table then also hol
 ``estimate-search@K``, the same search from the best heuristic with uniform proposals, so what the
 policy adds to the search is visible). Results go to ``RUN/eval/<mode>/``:
 ``results.json``, ``results.csv``, ``comparison.png`` (per-graph bars) and ``training_curve.png``.
+
+:func:`curve_run` (``graphopt eval RUN --curve``) instead draws the anytime curves of the policy's
+modes and the baselines (:mod:`graphopt.eval.curves`) into ``RUN/eval/curves/``.
 """
 
 from __future__ import annotations
@@ -20,6 +23,14 @@ from envs import make_env
 from envs.base import resolve_graph_list
 from graphopt import rundir
 from graphopt.eval.compare import GraphComparison, compare_on_graph
+from graphopt.eval.curves import (
+    CALLS,
+    SECONDS,
+    CurvePoint,
+    graph_curves,
+    print_curves,
+    write_curves,
+)
 from graphopt.eval.report import (
     make_console,
     plot_comparisons,
@@ -62,30 +73,18 @@ def model_sizes(model: Any, task: str) -> tuple[int, int]:
     return max_ops, max_edges
 
 
-def evaluate_run(
-    run: str | Path,
-    graphs: str,
-    *,
-    mode: str = "greedy",
-    cluster: str | None = None,
-    budget: int = 0,
-    seed: int = 0,
-    out_dir: Path | None = None,
-    console: Console | None = None,
-) -> list[GraphComparison]:
-    """Compare the run's policy with the baselines on ``graphs``; print, write and plot.
+def load_run(
+    run: str | Path, graphs: str, cluster: str | None, seed: int
+) -> tuple[Path, Any, Any, Any, list[Any], Any, Simulator]:
+    """The run's directory, config, model and an environment of its task on ``graphs``:
+    ``(path, config, model, env, graph list, target cluster, simulator)``.
 
     Raises:
-        ValueError: not a run / no model; an output directory that cannot be created; a cluster
-            with another device count; a graph larger than the policy's ``max_ops``; an unknown
-            mode (all before any evaluation).
+        ValueError: not a run / no model; a cluster with another device count; a graph larger
+            than the policy's ``max_ops`` (each naming the fix).
     """
-    parse_mode(mode)  # an unknown mode fails before anything is read
     path = rundir.check_run_dir(run)
-    out = out_dir or path / "eval" / mode.replace(":", "-")
-    rundir.check_output_path(out, "output directory", directory=True)  # before any work
     config = load_config(path / rundir.CONFIG_FILE)
-    kind, amount = parse_mode(mode, config.task)
     target = get_cluster(cluster or config.cluster)
     trained = get_cluster(config.cluster)
     if target.num_devices != trained.num_devices:
@@ -114,6 +113,84 @@ def evaluate_run(
         **config.env_settings(max_ops, max_edges),
     )
     check_compatible(model, env)
+    return path, config, model, env, graph_list, target, sim
+
+
+def curve_run(
+    run: str | Path,
+    graphs: str,
+    *,
+    calls: tuple[int, ...] = CALLS,
+    seconds: tuple[float, ...] = SECONDS,
+    cluster: str | None = None,
+    seed: int = 0,
+    finetune_max: int = 256,
+    out_dir: Path | None = None,
+    console: Console | None = None,
+) -> list[CurvePoint]:
+    """Anytime curves (:mod:`graphopt.eval.curves`) of the run's policy and the baselines on
+    ``graphs``; printed, and written to ``out_dir`` (default ``RUN/eval/curves``).
+
+    Raises:
+        ValueError: as :func:`load_run`, and an output directory that cannot be created.
+    """
+    path = rundir.check_run_dir(run)
+    out = out_dir or path / "eval" / "curves"
+    rundir.check_output_path(out, "output directory", directory=True)  # before any work
+    path, config, model, env, graph_list, target, sim = load_run(path, graphs, cluster, seed)
+
+    def policy(index: int, mode: str) -> tuple[Decision, int]:
+        result = run_policy(model, env, index, mode, seed)
+        return result.decision, result.samples
+
+    points: list[CurvePoint] = []
+    for i, graph in enumerate(graph_list):
+        points += graph_curves(
+            graph,
+            target,
+            config.decides,
+            calls=calls,
+            seconds=seconds,
+            seed=seed,
+            num_priorities=config.num_priorities,
+            policy=policy,
+            index=i,
+            finetune_max=finetune_max,
+            policy_kinds=("sample", "finetune") + (("plan",) if config.task == "placement" else ()),
+            sim=sim,
+        )
+    title = f"{config.task} on {target.name}, run {path.name}"
+    print_curves(points, title, console)
+    files = write_curves(points, out, title)
+    (console or make_console()).print(f"wrote {', '.join(str(f) for f in files)}")
+    return points
+
+
+def evaluate_run(
+    run: str | Path,
+    graphs: str,
+    *,
+    mode: str = "greedy",
+    cluster: str | None = None,
+    budget: int = 0,
+    seed: int = 0,
+    out_dir: Path | None = None,
+    console: Console | None = None,
+) -> list[GraphComparison]:
+    """Compare the run's policy with the baselines on ``graphs``; print, write and plot.
+
+    Raises:
+        ValueError: not a run / no model; an output directory that cannot be created; a cluster
+            with another device count; a graph larger than the policy's ``max_ops``; an unknown
+            mode (all before any evaluation).
+    """
+    parse_mode(mode)  # an unknown mode fails before anything is read
+    path = rundir.check_run_dir(run)
+    out = out_dir or path / "eval" / mode.replace(":", "-")
+    rundir.check_output_path(out, "output directory", directory=True)  # before any work
+    config = load_config(path / rundir.CONFIG_FILE)
+    kind, amount = parse_mode(mode, config.task)
+    path, config, model, env, graph_list, target, sim = load_run(path, graphs, cluster, seed)
     comparisons = []
     for i, graph in enumerate(graph_list):
 

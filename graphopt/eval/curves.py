@@ -1,0 +1,341 @@
+"""Anytime curves: the best step time each method finds after K simulator calls and after S seconds.
+
+The comparison users decide by (``graphopt eval RUN --curve``, ``graphopt baselines --curve``):
+for every graph and method, the speed-up over the graph's best heuristic reached
+
+- after ``K`` simulator calls, ``K`` in :data:`CALLS` by default (0, 16, 64, 256, 1024, 4096);
+- after ``S`` seconds of wall time on this machine, ``S`` in :data:`SECONDS` (1, 10, 60).
+
+Methods, each run afresh at every budget (annealing's temperature schedule depends on its budget,
+so a prefix of a long run is not the short run):
+
+- ``best heuristic``: the task's chain (:mod:`graphopt.baselines.staged`); the reference (1.0),
+  at every budget, its calls being the heuristics it simulated;
+- ``random-search``, ``annealing``: from the best heuristic, ``K`` calls
+  (:mod:`graphopt.baselines.search`); at ``K = 0`` their start;
+- ``estimate-search`` (placement): ``K`` analytic estimates from the best heuristic, then one
+  simulator call (:mod:`graphopt.baselines.estimate_search`; kept only if faster than the start);
+- with a policy (``graphopt eval``): ``greedy`` (one call, the same at every budget) and, per
+  ``K >= 1``, ``sample:K``, ``finetune:K`` (``K <= finetune_max``: fine-tuning is the slow one)
+  and, for placement, ``plan:K`` (:mod:`policies.rollout`).
+
+Seconds: a method with a budget is run at the call budget its largest call-budget run achieves
+per second times ``S`` (at least 1), and the point holds that run's result with its own
+measured seconds; a method without a budget (the heuristic chain, greedy) holds its one result.
+A point whose run took longer than ``S`` seconds (rates drift) still shows what that run found,
+with its seconds: the table says how long it really took.
+
+A speed-up is the best heuristic's step time over the method's (0 for an invalid decision);
+geometric means over graphs are 0 when the method is invalid on some graph.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from graphopt.baselines.estimate_search import estimate_search
+from graphopt.baselines.search import random_search, simulated_annealing
+from graphopt.baselines.staged import measure_chain
+from graphopt.graph import CompGraph
+from graphopt.hardware import Cluster
+from graphopt.sim import Simulator
+from graphopt.typing import Decision
+
+CALLS = (0, 16, 64, 256, 1024, 4096)
+SECONDS = (1.0, 10.0, 60.0)
+MAX_CALLS = 2**22
+"""The largest call budget a curve point may ask for (a run of about an hour on small graphs)."""
+
+PolicyRunner = Callable[[int, str], tuple[Decision, int]]
+"""``(graph index, mode) -> (decision, simulator calls it used)``, for modes of
+:func:`policies.rollout.parse_mode`."""
+
+
+@dataclass(frozen=True)
+class CurvePoint:
+    """One method on one graph at one budget."""
+
+    graph: str
+    method: str
+    axis: str  # "calls" or "seconds"
+    budget: float
+    step_time: float
+    valid: bool
+    speedup: float
+    """Over the graph's best heuristic; 0 for an invalid decision."""
+    calls: int
+    seconds: float
+
+
+def parse_budgets(text: str, axis: str) -> tuple[float, ...]:
+    """``"0,16,64"`` -> budgets: non-negative integers for ``calls`` (0: no search), positive
+    numbers for ``seconds``; sorted, duplicates dropped.
+
+    Raises:
+        ValueError: an empty list, or an entry that is not such a number (one line, naming it).
+    """
+    entries = [t.strip() for t in text.split(",") if t.strip()]
+    if not entries:
+        raise ValueError(f"--curve-{axis} needs at least one budget, got {text!r}")
+    out: set[float] = set()
+    for entry in entries:
+        if axis == "calls":
+            if not entry.isdigit() or int(entry) > MAX_CALLS:
+                raise ValueError(
+                    f"--curve-calls budget {entry!r} is not an integer in 0..{MAX_CALLS:,} "
+                    "(simulator calls); e.g. --curve-calls 0,16,64,256"
+                )
+            out.add(int(entry))
+        else:
+            try:
+                value = float(entry)
+            except ValueError:
+                value = math.nan
+            if not (math.isfinite(value) and value > 0):
+                raise ValueError(
+                    f"--curve-seconds budget {entry!r} is not a positive number of seconds; "
+                    "e.g. --curve-seconds 1,10,60"
+                )
+            out.add(value)
+    return tuple(sorted(out))
+
+
+@dataclass(frozen=True)
+class _Run:
+    step_time: float
+    valid: bool
+    calls: int
+    seconds: float
+
+
+def _timed(fn: Callable[[], tuple[float, bool, int]]) -> _Run:
+    start = time.perf_counter()
+    step, valid, calls = fn()
+    return _Run(step, valid, calls, time.perf_counter() - start)
+
+
+def graph_curves(
+    graph: CompGraph,
+    cluster: Cluster,
+    task: str,
+    *,
+    calls: Sequence[int] = CALLS,
+    seconds: Sequence[float] = SECONDS,
+    seed: int = 0,
+    num_priorities: int = 8,
+    policy: PolicyRunner | None = None,
+    index: int = 0,
+    finetune_max: int = 256,
+    policy_kinds: Sequence[str] = ("sample", "finetune"),
+    sim: Simulator | None = None,
+) -> list[CurvePoint]:
+    """Every method's points on ``graph`` for ``task`` (module docstring); ``policy`` is called
+    with ``index`` and a mode: ``greedy``, then ``KIND:K`` for each of ``policy_kinds``."""
+    sim = sim or Simulator()
+    began = time.perf_counter()
+    chain, score, best = measure_chain(graph, cluster, task, sim)
+    m = score.of(best)
+    used = sum(len(stage) for stage in chain.stages)
+    heuristic = _Run(m.step_time, m.valid, used, time.perf_counter() - began)
+    start, reference = best.decision, heuristic.step_time
+    assert start is not None
+
+    def measured(decision: Decision, used: int) -> tuple[float, bool, int]:
+        m = sim.evaluate(graph, cluster, decision)
+        return m.step_time, m.valid, used
+
+    def search(fn: Any) -> Callable[[int], _Run]:
+        def run(k: int) -> _Run:
+            if k == 0:
+                return _Run(heuristic.step_time, heuristic.valid, 0, 0.0)
+
+            def go() -> tuple[float, bool, int]:
+                res = fn(graph, cluster, task, k, seed, start=start, num_priorities=num_priorities)
+                return res.measurement.step_time, res.measurement.valid, res.evaluations
+
+            return _timed(go)
+
+        return run
+
+    budgeted: dict[str, Callable[[int], _Run | None]] = {
+        "random-search": search(random_search),
+        "annealing": search(simulated_annealing),
+    }
+    if task == "placement":
+
+        def estimated(k: int) -> _Run:
+            if k == 0:
+                return _Run(heuristic.step_time, heuristic.valid, 0, 0.0)
+
+            def go() -> tuple[float, bool, int]:
+                found = estimate_search(graph, cluster, start.placement, k, seed=seed)  # type: ignore[arg-type]
+                step, valid, used = measured(Decision(placement=found.placement), 1)
+                if (not valid, step) >= (not heuristic.valid, heuristic.step_time):
+                    return heuristic.step_time, heuristic.valid, used  # keep the start
+                return step, valid, used
+
+            return _timed(go)
+
+        budgeted["estimate-search"] = estimated
+    fixed: dict[str, _Run] = {"best heuristic": heuristic}
+    if policy is not None:
+        fixed["greedy"] = _timed(lambda: measured(*policy(index, "greedy")))
+        for kind in policy_kinds:
+            budgeted[kind] = _policy_budget(policy, index, kind, finetune_max, measured)
+
+    points: list[CurvePoint] = []
+
+    def add(method: str, axis: str, budget: float, run: _Run | None) -> None:
+        if run is None:
+            return
+        ok = run.valid and math.isfinite(run.step_time) and run.step_time > 0
+        speedup = reference / run.step_time if ok else 0.0
+        points.append(
+            CurvePoint(
+                graph.name,
+                method,
+                axis,
+                budget,
+                run.step_time,
+                run.valid,
+                speedup,
+                run.calls,
+                run.seconds,
+            )
+        )
+
+    for method, once in fixed.items():
+        for k in calls:
+            add(method, "calls", k, once)
+        for s in seconds:
+            add(method, "seconds", s, once)
+    for method, fn in budgeted.items():
+        runs = {k: fn(int(k)) for k in calls}
+        for k, run in runs.items():
+            add(method, "calls", k, run)
+        timed = [r for k, r in runs.items() if k > 0 and r is not None and r.seconds > 0]
+        if not timed:
+            continue
+        largest = max(timed, key=lambda r: r.calls)
+        rate = max(largest.calls, 1) / largest.seconds
+        for s in seconds:
+            k = int(min(MAX_CALLS, max(1, math.floor(rate * s))))
+            add(method, "seconds", s, fn(k))
+    return points
+
+
+def _policy_budget(
+    policy: PolicyRunner,
+    index: int,
+    kind: str,
+    finetune_max: int,
+    measured: Callable[[Decision, int], tuple[float, bool, int]],
+) -> Callable[[int], _Run | None]:
+    def run(k: int) -> _Run | None:
+        if k == 0 or (kind == "finetune" and k > finetune_max):
+            return None
+        return _timed(lambda: measured(*policy(index, f"{kind}:{k}")))
+
+    return run
+
+
+def geomeans(points: Sequence[CurvePoint]) -> dict[tuple[str, str, float], float]:
+    """``(method, axis, budget) -> geometric mean speed-up`` over the graphs that have the point
+    (0 when the method is invalid on one of them)."""
+    groups: dict[tuple[str, str, float], list[float]] = {}
+    for p in points:
+        groups.setdefault((p.method, p.axis, p.budget), []).append(p.speedup)
+    return {
+        key: 0.0 if min(values) <= 0 else math.exp(sum(math.log(v) for v in values) / len(values))
+        for key, values in groups.items()
+    }
+
+
+def write_curves(points: Sequence[CurvePoint], out: Path, title: str) -> list[Path]:
+    """``curves.csv`` (one row per point), ``curves.json`` (points and geometric means) and
+    ``curves.png`` (geometric-mean speed-up against calls and against seconds) in ``out``."""
+    import csv
+
+    from graphopt.eval import strict_json
+
+    out.mkdir(parents=True, exist_ok=True)
+    csv_path, json_path = out / "curves.csv", out / "curves.json"
+    fields = list(CurvePoint.__dataclass_fields__)
+    with csv_path.open("w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=fields)
+        writer.writeheader()
+        for p in points:
+            writer.writerow(asdict(p))
+    means = [
+        {"method": m, "axis": a, "budget": b, "geomean_speedup": v}
+        for (m, a, b), v in geomeans(points).items()
+    ]
+    data = {"title": title, "points": [asdict(p) for p in points], "geomeans": means}
+    json_path.write_text(strict_json.dumps(data, indent=1) + "\n")
+    return [csv_path, json_path, plot_curves(points, out / "curves.png", title)]
+
+
+def plot_curves(points: Sequence[CurvePoint], path: Path, title: str) -> Path:
+    """Two panels: geometric-mean speed-up over the best heuristic against simulator calls and
+    against seconds (log x), one line per method."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    means = geomeans(points)
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
+    for ax, axis, label in ((axes[0], "calls", "simulator calls"), (axes[1], "seconds", "seconds")):
+        methods = list(dict.fromkeys(m for (m, a, _) in means if a == axis))
+        for method in methods:
+            xs = sorted(b for (m, a, b) in means if m == method and a == axis)
+            ys = [means[(method, axis, b)] for b in xs]
+            shown = [(max(x, 1) if axis == "calls" else x, y) for x, y in zip(xs, ys, strict=True)]
+            ax.plot(*zip(*shown, strict=True), marker="o", label=method)
+        ax.set_xscale("log")
+        ax.set_xlabel(label + (" (0 drawn at 1)" if axis == "calls" else ""))
+        ax.set_ylabel("speed-up over best heuristic (geomean)")
+        ax.axhline(1.0, color="grey", lw=0.8, ls="--")
+        ax.grid(alpha=0.3)
+    axes[0].legend(fontsize=8)
+    fig.suptitle(title)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def print_curves(points: Sequence[CurvePoint], title: str, console: Any = None) -> None:
+    """The geometric-mean speed-ups as two tables (calls, seconds): a row per method, a column
+    per budget."""
+    from rich.table import Table
+
+    from graphopt.eval.console import make_console
+
+    console = console or make_console()
+    means = geomeans(points)
+    graphs = len({p.graph for p in points})
+    for axis, unit in (("calls", "calls"), ("seconds", "s")):
+        budgets = sorted({b for (_, a, b) in means if a == axis})
+        if not budgets:
+            continue
+        table = Table(
+            title=f"{title}: speed-up over the best heuristic after a budget of {axis} "
+            f"(geometric mean over {graphs} graph(s))"
+        )
+        table.add_column("method")
+        for b in budgets:
+            shown = f"{int(b):,}" if axis == "calls" else f"{b:g}"
+            table.add_column(f"{shown} {unit}", justify="right", no_wrap=True)
+        for method in dict.fromkeys(m for (m, a, _) in means if a == axis):
+            cells = []
+            for b in budgets:
+                value = means.get((method, axis, b))
+                cells.append("-" if value is None else f"{value:.3f}x" if value > 0 else "invalid")
+            table.add_row(method, *cells)
+        console.print(table)
