@@ -9,6 +9,8 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:  # pragma: no cover
     from graphopt.eval.compare import GraphComparison
 
+from graphopt.cli.curve_options import add_budget_options, budgets
+
 NAME = "baselines"
 HELP = "compare heuristics, search and exact optima on graphs"
 
@@ -56,6 +58,14 @@ def register(sub: Any) -> None:
         help="also write FILE (everything, JSON) and FILE with the suffix .csv (one row per graph "
         "and method); nothing else is written",
     )
+    p.add_argument(
+        "--curve",
+        metavar="DIR",
+        help="anytime curves instead of the table: every method's best step time after each "
+        "budget of simulator calls and of seconds, written to DIR (curves.csv, curves.json, "
+        "curves.png)",
+    )
+    add_budget_options(p)
     p.add_argument(
         "--plot",
         metavar="PNG",
@@ -137,6 +147,8 @@ def cmd_baselines(args: argparse.Namespace) -> int:
             raise ValueError(f"{flag} must be >= 0, got {value}")
     if args.estimate_budget and args.task != "placement":
         raise ValueError(f"--estimate-budget searches placements; --task is {args.task}")
+    if args.curve:
+        return curves(args)
 
     from graphopt.eval.compare import compare_on_graph
     from graphopt.eval.report import plot_comparisons, print_comparisons
@@ -167,4 +179,36 @@ def cmd_baselines(args: argparse.Namespace) -> int:
         print(f"wrote {json_path} and {csv_path}")
     if args.plot:
         print(f"wrote {plot_comparisons(comparisons, Path(args.plot), title)}")
+    return 0
+
+
+def curves(args: argparse.Namespace) -> int:
+    """``--curve DIR``: anytime curves of the baselines (:mod:`graphopt.eval.curves`)."""
+    from graphopt import rundir
+
+    calls, seconds = budgets(args)
+    out = rundir.check_output_path(args.curve, "--curve", directory=True)
+
+    from graphopt.eval.curves import graph_curves, print_curves, write_curves
+    from graphopt.hardware import get_cluster
+    from graphopt.sim import Simulator
+    from graphopt.workloads import resolve_graphs
+
+    cluster = get_cluster(args.cluster)
+    sim = Simulator()
+    points = []
+    for graph in resolve_graphs(args.graphs):
+        points += graph_curves(
+            graph,
+            cluster,
+            args.task,
+            calls=calls,
+            seconds=seconds,
+            seed=args.seed,
+            num_priorities=args.num_priorities,
+            sim=sim,
+        )
+    title = f"{args.task} on {cluster.name}"
+    print_curves(points, title)
+    print(f"wrote {', '.join(str(f) for f in write_curves(points, out, title))}")
     return 0

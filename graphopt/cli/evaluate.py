@@ -7,6 +7,8 @@ import math
 from pathlib import Path
 from typing import Any
 
+from graphopt.cli.curve_options import add_budget_options, budgets
+
 NAME = "eval"
 HELP = "evaluate a trained run on graphs against the baselines"
 
@@ -47,14 +49,7 @@ def register(sub: Any) -> None:
         "finetune:K, plan:K) after each budget of simulator calls and of seconds; writes "
         "curves.csv, curves.json and curves.png",
     )
-    p.add_argument(
-        "--curve-calls",
-        default="0,16,64,256,1024,4096",
-        help="simulator-call budgets of --curve (non-negative integers)",
-    )
-    p.add_argument(
-        "--curve-seconds", default="1,10,60", help="wall-clock budgets of --curve, seconds"
-    )
+    add_budget_options(p)
     p.add_argument(
         "--finetune-max",
         type=int,
@@ -89,10 +84,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     if args.budget < 0:
         raise ValueError(f"--budget must be >= 0, got {args.budget}")
     if args.curve:
-        from graphopt.eval.curves import parse_budgets
-
-        calls = tuple(int(k) for k in parse_budgets(args.curve_calls, "calls"))
-        seconds = parse_budgets(args.curve_seconds, "seconds")
+        calls, seconds = budgets(args)
         if args.finetune_max < 0:
             raise ValueError(f"--finetune-max must be >= 0, got {args.finetune_max}")
     run = rundir.check_run_dir(args.run)
