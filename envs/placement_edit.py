@@ -364,11 +364,26 @@ class PlacementEditEnv(GraphEnv):
         return self._draw(), r, done, False, info
 
     # ------------------------------------------------------------------ acting without rewards
+    def candidate_placements(self) -> IntArray:
+        """``(C, N)``: the placement each current candidate move makes (row ``i`` is action
+        ``i + 1``), for a caller that prices them itself (e.g. a batch of simulator calls)."""
+        self._check_reset()
+        ops, new, _, _ = self._cand
+        moved = np.repeat(self.placement[None], self.candidates, axis=0)
+        moved[np.arange(self.candidates), ops] = new
+        return moved
+
+    def advance(self, action: int) -> np.ndarray:
+        """Make candidate ``action`` (0: pass) and draw the next candidates, with no cost-model
+        call; returns the next observation. (:meth:`step` does the same and prices the result.)"""
+        self._check_reset()
+        self._apply(int(action))
+        return self._draw()
+
     def rollout(self, act: Any, index: int, seed: int = 0) -> Decision:
         """The placement a policy reaches on graph ``index`` in one episode, with no cost-model
         call: ``act(obs) -> action``. Deterministic for a deterministic ``act`` and ``seed``."""
         obs, _ = self.reset(seed=seed, options={"graph": index})
         for _ in range(self.horizon):
-            self._apply(int(act(obs)))
-            obs = self._draw()
+            obs = self.advance(int(act(obs)))
         return Decision(placement=self.placement.copy())

@@ -36,7 +36,7 @@ from graphopt.hardware import Cluster
 from graphopt.typing import Decision, Measurement
 from policies.distributions import BatchedCategorical
 
-MODE_PATTERN = re.compile(r"greedy|(sample|finetune|plan):[1-9][0-9]*")
+MODE_PATTERN = re.compile(r"greedy|(sample|finetune|plan|search):[1-9][0-9]*")
 
 
 @dataclass(frozen=True)
@@ -63,11 +63,14 @@ def parse_mode(mode: str, task: str | None = None) -> tuple[str, int]:
     """``"greedy"`` -> (greedy, 1); ``"sample:K"`` -> (sample, K): the greedy decision and K - 1
     samples, the best kept; ``"finetune:STEPS"`` -> (finetune, STEPS); ``"plan:K"`` -> (plan, K):
     the greedy placement refined by K analytic estimates (:func:`plan_placement`), for a policy
-    of the placement ``task`` only (checked when ``task`` is given)."""
+    of the placement ``task`` only; ``"search:K"`` -> (search, K): the learned search of K
+    simulator calls (:func:`policies.learned_search.learned_search`), for a placement-edit policy
+    only (both checked when ``task`` is given)."""
     match = MODE_PATTERN.fullmatch(mode)
     if not match:
         raise ValueError(
-            f"unknown mode {mode!r}; use greedy, sample:K, finetune:STEPS or plan:K (K, STEPS >= 1)"
+            f"unknown mode {mode!r}; use greedy, sample:K, finetune:STEPS, plan:K or search:K "
+            "(K, STEPS >= 1)"
         )
     if mode == "greedy":
         return "greedy", 1
@@ -76,6 +79,11 @@ def parse_mode(mode: str, task: str | None = None) -> tuple[str, int]:
         raise ValueError(
             f"mode {mode} refines placements; the policy was trained for {task}: use greedy, "
             "sample:K or finetune:STEPS"
+        )
+    if kind == "search" and task is not None and task != "placement-edit":
+        raise ValueError(
+            f"mode {mode} is the learned search of a placement-edit policy; the policy was "
+            f"trained for {task}: use greedy, sample:K or finetune:STEPS"
         )
     return kind, int(mode.split(":")[1])
 
@@ -132,6 +140,12 @@ def run_policy(
     tuned = 0
     if kind == "finetune":
         model, tuned = finetune(model, env, index, amount, seed)
+    if kind == "search":
+        from policies.learned_search import learned_search
+
+        found = learned_search(model, env, index, amount, seed=seed)
+        ref = env.reference(index).measurement.step_time
+        return PolicyResult(graph.name, found.decision, found.measurement, ref, found.calls)
     if env.task == "placement-edit":
         return _run_episodes(model, env, index, amount if kind == "sample" else 1, seed, tuned)
     obs, _ = env.reset(seed=seed, options={"graph": index})

@@ -30,8 +30,9 @@ def register(sub: Any) -> None:
     p.add_argument(
         "--mode",
         default="greedy",
-        help="greedy, sample:K, finetune:STEPS or plan:K (placement: K analytic estimates, no "
-        "simulation; default greedy)",
+        help="greedy, sample:K, finetune:STEPS, plan:K (placement: K analytic estimates, no "
+        "simulation) or search:K (placement-edit: the learned search, K simulator calls; "
+        "default greedy)",
     )
     p.add_argument(
         "--cluster", help="cluster (default: the run's); must have the run's device count"
@@ -46,7 +47,7 @@ def register(sub: Any) -> None:
         action="store_true",
         help="anytime curves instead of the table: the best step time of every method (best "
         "heuristic, random search, annealing, estimate search, the policy greedy, sample:K, "
-        "finetune:K, plan:K) after each budget of simulator calls and of seconds; writes "
+        "finetune:K, plan:K, search:K) after each budget of simulator calls and of seconds; writes "
         "curves.csv, curves.json and curves.png",
     )
     add_budget_options(p)

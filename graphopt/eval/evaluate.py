@@ -45,6 +45,12 @@ from graphopt.train.trainer import load_model
 from graphopt.typing import Decision
 from policies.rollout import check_compatible, parse_mode, run_policy
 
+POLICY_KINDS = {
+    "placement": ("sample", "finetune", "plan"),
+    "placement-edit": ("sample", "finetune", "search"),
+}
+"""The budgeted modes of a task's policy on the anytime curves (others: sample, finetune)."""
+
 
 def load_run_model(run: Path, path: Path | None = None) -> Any:
     """The run's best model (PPO; or that of its model file ``path``), on the CPU: rebuilt from the
@@ -156,7 +162,7 @@ def curve_run(
             policy=policy,
             index=i,
             finetune_max=finetune_max,
-            policy_kinds=("sample", "finetune") + (("plan",) if config.task == "placement" else ()),
+            policy_kinds=POLICY_KINDS.get(config.task, ("sample", "finetune")),
             sim=sim,
         )
     title = f"{config.task} on {target.name}, run {path.name}"

@@ -1,0 +1,113 @@
+"""The learned search against annealing, at equal and at 16x the simulator calls (placement).
+
+For each graph (default: the held-out graphs of the issue that fit in seconds: ``suite:heldout-small``
+and the zoo's ``torch:inception`` and ``torch:lstm``), on the run's cluster, from the graph's best
+heuristic, printed as speed-up over that heuristic:
+
+- ``learned@K``: :func:`policies.learned_search.learned_search`, the edit policy of ``RUN``
+  ranking each round's candidate moves, the best ``--batch`` simulated per round;
+- ``estimate@K``: the same search with the moves ranked by the analytic estimate alone (what
+  the policy adds to the search is the difference);
+- ``anneal@K``: simulated annealing from the best heuristic (:mod:`graphopt.baselines.search`);
+
+for ``K`` in ``--calls`` (default 64, 256, 1024) and annealing also at ``--anneal-max`` (4096),
+then geometric means over the graphs. Target (issue "learning that pays", placement search
+efficiency): learned@256 >= anneal@4096 in geometric mean.
+
+Run: ``python bench/bench_learned_search.py RUN [--graphs G] [--calls 64,256,1024]
+[--anneal-max 4096] [--batch 4] [--seeds 3]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import statistics
+import time
+
+from envs import make_env
+from envs.base import resolve_graph_list
+from graphopt import rundir
+from graphopt.baselines.search import simulated_annealing
+from graphopt.eval.evaluate import load_run_model
+from graphopt.hardware import get_cluster
+from graphopt.sim import Simulator
+from graphopt.train.config import load_config
+from policies.learned_search import learned_search
+
+GRAPHS = "suite:heldout-small,torch:inception,torch:lstm"
+
+
+def geomean(values: list[float]) -> float:
+    if not values or min(values) <= 0:
+        return 0.0
+    return math.exp(sum(math.log(v) for v in values) / len(values))
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("run")
+    p.add_argument("--graphs", default=GRAPHS)
+    p.add_argument("--calls", default="64,256,1024")
+    p.add_argument("--anneal-max", type=int, default=4096)
+    p.add_argument("--batch", type=int, default=4)
+    p.add_argument("--seeds", type=int, default=3)
+    args = p.parse_args()
+    path = rundir.check_run_dir(args.run)
+    config = load_config(path / rundir.CONFIG_FILE)
+    model = load_run_model(path)
+    cluster = get_cluster(config.cluster)
+    graphs = resolve_graph_list(args.graphs)
+    budgets = [int(k) for k in args.calls.split(",")]
+    sim = Simulator()
+    env = make_env(
+        "placement-edit",
+        graphs,
+        cluster,
+        cost_model=sim,
+        seed=0,
+        candidates=config.candidates,
+        horizon=config.horizon,
+    )
+    columns = [f"{m}@{k}" for k in budgets for m in ("learned", "estimate", "anneal")]
+    columns.append(f"anneal@{args.anneal_max}")
+    print(
+        f"run {path} ({config.task}), cluster {cluster.name}, batch {args.batch}, "
+        f"{args.seeds} seed(s): speed-up over the best heuristic (mean over seeds)"
+    )
+    print(f"{'graph':<28}{'ops':>7}" + "".join(f"{c:>15}" for c in columns) + f"{'s':>7}")
+    table: dict[str, list[float]] = {c: [] for c in columns}
+    for i, graph in enumerate(graphs):
+        began = time.perf_counter()
+        ref = env.reference(i).measurement.step_time
+        start = env.reference(i).decision
+        row: dict[str, float] = {}
+        for k in budgets:
+            for name, ranking in (("learned", "policy"), ("estimate", "estimate")):
+                speed = []
+                for seed in range(args.seeds):
+                    res = learned_search(
+                        model, env, i, k, batch=args.batch, ranking=ranking, seed=seed
+                    )
+                    speed.append(ref / res.measurement.step_time if res.measurement.valid else 0)
+                row[f"{name}@{k}"] = statistics.mean(speed)
+        for k in [*budgets, args.anneal_max]:
+            speed = []
+            for seed in range(args.seeds):
+                res = simulated_annealing(graph, cluster, "placement", k, seed, start=start)
+                m = res.measurement
+                speed.append(ref / m.step_time if m.valid else 0)
+            row[f"anneal@{k}"] = statistics.mean(speed)
+        for c in columns:
+            table[c].append(row[c])
+        print(
+            f"{graph.name[:27]:<28}{graph.num_ops:>7}"
+            + "".join(f"{row[c]:>15.4f}" for c in columns)
+            + f"{time.perf_counter() - began:>7.1f}",
+            flush=True,
+        )
+    print(f"{'geomean':<35}" + "".join(f"{geomean(table[c]):>15.4f}" for c in columns))
+
+
+if __name__ == "__main__":
+    main()
