@@ -52,6 +52,9 @@ def main() -> None:
     p.add_argument("--anneal-max", type=int, default=4096)
     p.add_argument("--batch", type=int, default=4)
     p.add_argument("--seeds", type=int, default=3)
+    p.add_argument(
+        "--candidates", type=int, default=0, help="moves drawn per round (default: the run's)"
+    )
     args = p.parse_args()
     path = rundir.check_run_dir(args.run)
     config = load_config(path / rundir.CONFIG_FILE)
@@ -66,7 +69,7 @@ def main() -> None:
         cluster,
         cost_model=sim,
         seed=0,
-        candidates=config.candidates,
+        candidates=args.candidates or config.candidates,
         horizon=config.horizon,
     )
     columns = [f"{m}@{k}" for k in budgets for m in ("learned", "estimate", "anneal")]

@@ -47,8 +47,10 @@ class LearnedSearchResult:
 
 
 def move_probabilities(model: Any, obs: np.ndarray) -> np.ndarray:
-    """The policy's probability of each of the ``C + 1`` rows (row 0: pass)."""
-    tensor, _ = model.policy.obs_to_tensor(obs)
+    """The policy's probability of each of the ``C + 1`` rows (row 0: pass). The move policy
+    reads every row alike (:mod:`policies.move_policy`), so ``C`` may differ from the number of
+    candidates it was trained with."""
+    tensor = torch.as_tensor(obs[None], dtype=torch.float32, device=model.policy.device)
     with torch.no_grad():
         dist = model.policy.get_distribution(tensor)
     return dist.distribution.probs.cpu().numpy()[0]
