@@ -8,6 +8,9 @@ heuristic, printed as speed-up over that heuristic:
   ranking each round's candidate moves, the best ``--batch`` simulated per round;
 - ``estimate@K``: the same search with the moves ranked by the analytic estimate alone (what
   the policy adds to the search is the difference);
+- ``roll@K`` / ``roll-est@K``: :func:`policies.learned_search.rollout_search`, ``K`` rollouts
+  of ``--moves`` moves on the estimate from the best placement so far, each simulated once,
+  the moves chosen by the policy / by the estimate's gain;
 - ``anneal@K``: simulated annealing from the best heuristic (:mod:`graphopt.baselines.search`);
 
 for ``K`` in ``--calls`` (default 64, 256, 1024) and annealing also at ``--anneal-max`` (4096),
@@ -15,7 +18,7 @@ then geometric means over the graphs. Target (issue "learning that pays", placem
 efficiency): learned@256 >= anneal@4096 in geometric mean.
 
 Run: ``python bench/bench_learned_search.py RUN [--graphs G] [--calls 64,256,1024]
-[--anneal-max 4096] [--batch 4] [--seeds 3]``.
+[--anneal-max 4096] [--batch 1] [--moves 16] [--seeds 3] [--candidates C]``.
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ from graphopt.eval.evaluate import load_run_model
 from graphopt.hardware import get_cluster
 from graphopt.sim import Simulator
 from graphopt.train.config import load_config
-from policies.learned_search import learned_search
+from policies.learned_search import learned_search, rollout_search
 
 GRAPHS = "suite:heldout-small,torch:inception,torch:lstm"
 
@@ -50,7 +53,8 @@ def main() -> None:
     p.add_argument("--graphs", default=GRAPHS)
     p.add_argument("--calls", default="64,256,1024")
     p.add_argument("--anneal-max", type=int, default=4096)
-    p.add_argument("--batch", type=int, default=4)
+    p.add_argument("--batch", type=int, default=1)
+    p.add_argument("--moves", type=int, default=16, help="moves per rollout of roll@K")
     p.add_argument("--seeds", type=int, default=3)
     p.add_argument(
         "--candidates", type=int, default=0, help="moves drawn per round (default: the run's)"
@@ -72,13 +76,14 @@ def main() -> None:
         candidates=args.candidates or config.candidates,
         horizon=config.horizon,
     )
-    columns = [f"{m}@{k}" for k in budgets for m in ("learned", "estimate", "anneal")]
+    methods = ("learned", "estimate", "roll", "roll-est", "anneal")
+    columns = [f"{m}@{k}" for k in budgets for m in methods]
     columns.append(f"anneal@{args.anneal_max}")
     print(
         f"run {path} ({config.task}), cluster {cluster.name}, batch {args.batch}, "
         f"{args.seeds} seed(s): speed-up over the best heuristic (mean over seeds)"
     )
-    print(f"{'graph':<28}{'ops':>7}" + "".join(f"{c:>15}" for c in columns) + f"{'s':>7}")
+    print(f"{'graph':<28}{'ops':>7}" + "".join(f"{c:>14}" for c in columns) + f"{'s':>7}")
     table: dict[str, list[float]] = {c: [] for c in columns}
     for i, graph in enumerate(graphs):
         began = time.perf_counter()
@@ -94,6 +99,14 @@ def main() -> None:
                     )
                     speed.append(ref / res.measurement.step_time if res.measurement.valid else 0)
                 row[f"{name}@{k}"] = statistics.mean(speed)
+            for name, ranking in (("roll", "policy"), ("roll-est", "estimate")):
+                speed = []
+                for seed in range(args.seeds):
+                    res = rollout_search(
+                        model, env, i, k, moves=args.moves, ranking=ranking, seed=seed
+                    )
+                    speed.append(ref / res.measurement.step_time if res.measurement.valid else 0)
+                row[f"{name}@{k}"] = statistics.mean(speed)
         for k in [*budgets, args.anneal_max]:
             speed = []
             for seed in range(args.seeds):
@@ -105,11 +118,11 @@ def main() -> None:
             table[c].append(row[c])
         print(
             f"{graph.name[:27]:<28}{graph.num_ops:>7}"
-            + "".join(f"{row[c]:>15.4f}" for c in columns)
+            + "".join(f"{row[c]:>14.4f}" for c in columns)
             + f"{time.perf_counter() - began:>7.1f}",
             flush=True,
         )
-    print(f"{'geomean':<35}" + "".join(f"{geomean(table[c]):>15.4f}" for c in columns))
+    print(f"{'geomean':<35}" + "".join(f"{geomean(table[c]):>14.4f}" for c in columns))
 
 
 if __name__ == "__main__":

@@ -247,12 +247,13 @@ class PlacementEditEnv(GraphEnv):
         return est
 
     # ------------------------------------------------------------------ moves
-    def _start(self, index: int) -> None:
+    def _start(self, index: int, placement: IntArray | None = None) -> None:
         self._current = index
         graph = self.graphs[index]
         ref = self.reference(index)
         assert ref.decision.placement is not None
-        self.placement: IntArray = np.array(ref.decision.placement, dtype=np.int64)
+        start = ref.decision.placement if placement is None else placement
+        self.placement: IntArray = np.array(start, dtype=np.int64)
         est, append = self._estimate(index)
         self._op_time = est.op_time  # (N, D) seconds
         self._load = np.zeros(self.cluster.num_devices)
@@ -372,6 +373,21 @@ class PlacementEditEnv(GraphEnv):
         moved = np.repeat(self.placement[None], self.candidates, axis=0)
         moved[np.arange(self.candidates), ops] = new
         return moved
+
+    def restart(self, placement: IntArray) -> np.ndarray:
+        """Continue the current graph's episode from ``placement`` (estimates, loads and the
+        progress column reset as at the start of an episode; the reference and the episode's
+        rewards still count from the graph's reference); returns the observation. No cost-model
+        call."""
+        self._check_reset()
+        placement = np.asarray(placement, dtype=np.int64)
+        if placement.shape != (self.graphs[self._current].num_ops,):
+            raise ValueError(
+                f"placement has shape {placement.shape}; graph {self._current} has "
+                f"{self.graphs[self._current].num_ops} ops"
+            )
+        self._start(self._current, placement)
+        return self._draw()
 
     def advance(self, action: int) -> np.ndarray:
         """Make candidate ``action`` (0: pass) and draw the next candidates, with no cost-model

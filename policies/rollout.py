@@ -276,7 +276,7 @@ def copy_model(model: PPO, env: GraphEnv) -> PPO:
     copy = PPO(
         cast(type[ActorCriticPolicy], model.policy_class),
         DummyVecEnv([lambda: env]),
-        device="cpu",
+        device=model.device,
         policy_kwargs=policy_kwargs,
         verbose=0,
         **hyper,

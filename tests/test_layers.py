@@ -29,6 +29,7 @@ PACKAGES = ("graphopt", "envs", "policies")
 LAYERS: dict[str, int] = {
     "graphopt": 1,
     "graphopt.graph": 1,
+    "graphopt.accelerator": 1,
     "graphopt.hardware": 1,
     "graphopt.typing": 1,
     "graphopt.tasks": 1,

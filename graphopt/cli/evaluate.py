@@ -41,6 +41,9 @@ def register(sub: Any) -> None:
         "--budget", type=int, default=0, help="evaluations for random search / annealing (0: skip)"
     )
     p.add_argument("--seed", type=int, default=0, help="seed of sampling, fine-tuning and search")
+    p.add_argument(
+        "--device", help="where the policy runs: auto, cpu, cuda or cuda:N (default: the run's)"
+    )
     p.add_argument("--out", help="output directory (default RUN/eval/<mode>, or RUN/eval/curves)")
     p.add_argument(
         "--curve",
@@ -84,6 +87,10 @@ def cmd_eval(args: argparse.Namespace) -> int:
     # what is wrong with the arguments fails before torch is imported or anything evaluated
     if args.budget < 0:
         raise ValueError(f"--budget must be >= 0, got {args.budget}")
+    if args.device is not None:
+        from graphopt.accelerator import check_device_name
+
+        check_device_name(args.device)
     if args.curve:
         calls, seconds = budgets(args)
         if args.finetune_max < 0:
@@ -109,6 +116,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
             finetune_max=args.finetune_max,
             out_dir=out,
             console=console,
+            device=args.device,
         )
         return 0
 
@@ -128,5 +136,6 @@ def cmd_eval(args: argparse.Namespace) -> int:
         seed=args.seed,
         out_dir=out,
         console=console,
+        device=args.device,
     )
     return 0

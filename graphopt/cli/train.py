@@ -79,6 +79,11 @@ def register(sub: Any) -> None:
         metavar="RUN",
         help="continue a run directory (interrupted, crashed, or finished with --total-timesteps)",
     )
+    p.add_argument(
+        "--device",
+        help="where the policy trains: auto (a CUDA GPU if there is one), cpu, cuda or cuda:N "
+        "(default: the config's, auto); with --resume, from now on",
+    )
     p.add_argument("--no-progress", action="store_true", help="no progress bar (e.g. in CI logs)")
     p.set_defaults(func=cmd_train)
 
@@ -106,7 +111,10 @@ def check_args(args: argparse.Namespace) -> None:
         ValueError: one line naming the culprit.
     """
     from graphopt import rundir
+    from graphopt.accelerator import check_device_name
 
+    if args.device is not None:
+        check_device_name(args.device)
     if args.resume:
         given = [flag for key, flag in RUN_FLAGS.items() if getattr(args, key) is not None]
         if given:
@@ -145,6 +153,7 @@ def cmd_train(args: argparse.Namespace) -> int:
                 total_timesteps=args.total_timesteps,
                 show_progress=not args.no_progress,
                 on_start=resuming,
+                device=args.device,
             )
         else:
             config = load_config(
@@ -159,6 +168,7 @@ def cmd_train(args: argparse.Namespace) -> int:
                 policy=args.policy,
                 cost_model=args.cost_model,
                 max_ops=args.max_ops,
+                device=args.device,
             )
             run = train(
                 config,

@@ -22,6 +22,7 @@ from rich.console import Console
 from envs import make_env
 from envs.base import resolve_graph_list
 from graphopt import rundir
+from graphopt.accelerator import resolve_device
 from graphopt.eval.compare import GraphComparison, compare_on_graph
 from graphopt.eval.curves import (
     CALLS,
@@ -52,8 +53,9 @@ POLICY_KINDS = {
 """The budgeted modes of a task's policy on the anytime curves (others: sample, finetune)."""
 
 
-def load_run_model(run: Path, path: Path | None = None) -> Any:
-    """The run's best model (PPO; or that of its model file ``path``), on the CPU: rebuilt from the
+def load_run_model(run: Path, path: Path | None = None, device: str | None = None) -> Any:
+    """The run's best model (PPO; or that of its model file ``path``), on ``device`` (default:
+    the run's setting, :mod:`graphopt.accelerator`): rebuilt from the
     run's ``config.yaml`` and ``model.json`` and given the file's weights, read with
     ``torch.load(weights_only=True)`` (:func:`graphopt.train.trainer.load_model`). Nothing of the
     run is unpickled.
@@ -63,7 +65,8 @@ def load_run_model(run: Path, path: Path | None = None) -> Any:
             opened); a model file that is not a plain weights file; the message names the file.
     """
     run = Path(run)
-    return load_model(run, path if path is not None else rundir.best_model_path(run))
+    best = path if path is not None else rundir.best_model_path(run)
+    return load_model(run, best, device=device)
 
 
 def model_sizes(model: Any, task: str) -> tuple[int, int]:
@@ -80,7 +83,7 @@ def model_sizes(model: Any, task: str) -> tuple[int, int]:
 
 
 def load_run(
-    run: str | Path, graphs: str, cluster: str | None, seed: int
+    run: str | Path, graphs: str, cluster: str | None, seed: int, device: str | None = None
 ) -> tuple[Path, Any, Any, Any, list[Any], Any, Simulator]:
     """The run's directory, config, model and an environment of its task on ``graphs``:
     ``(path, config, model, env, graph list, target cluster, simulator)``.
@@ -98,7 +101,9 @@ def load_run(
             f"run {path} was trained for {trained.num_devices} devices ({trained.name}); cluster "
             f"{target.name} has {target.num_devices}: evaluate on a cluster with the same device count"
         )
-    model = load_run_model(path)
+    if device is not None:
+        resolve_device(device)  # no such device: refused before the model is read
+    model = load_run_model(path, device=device)
     max_ops, max_edges = model_sizes(model, config.task)
     graph_list = resolve_graph_list(graphs)
     too_big = [g for g in graph_list if g.num_ops > max_ops or g.num_edges > max_edges]
@@ -133,6 +138,7 @@ def curve_run(
     finetune_max: int = 256,
     out_dir: Path | None = None,
     console: Console | None = None,
+    device: str | None = None,
 ) -> list[CurvePoint]:
     """Anytime curves (:mod:`graphopt.eval.curves`) of the run's policy and the baselines on
     ``graphs``; printed, and written to ``out_dir`` (default ``RUN/eval/curves``).
@@ -143,7 +149,9 @@ def curve_run(
     path = rundir.check_run_dir(run)
     out = out_dir or path / "eval" / "curves"
     rundir.check_output_path(out, "output directory", directory=True)  # before any work
-    path, config, model, env, graph_list, target, sim = load_run(path, graphs, cluster, seed)
+    path, config, model, env, graph_list, target, sim = load_run(
+        path, graphs, cluster, seed, device
+    )
 
     def policy(index: int, mode: str) -> tuple[Decision, int]:
         result = run_policy(model, env, index, mode, seed)
@@ -182,6 +190,7 @@ def evaluate_run(
     seed: int = 0,
     out_dir: Path | None = None,
     console: Console | None = None,
+    device: str | None = None,
 ) -> list[GraphComparison]:
     """Compare the run's policy with the baselines on ``graphs``; print, write and plot.
 
@@ -196,7 +205,9 @@ def evaluate_run(
     rundir.check_output_path(out, "output directory", directory=True)  # before any work
     config = load_config(path / rundir.CONFIG_FILE)
     kind, amount = parse_mode(mode, config.task)
-    path, config, model, env, graph_list, target, sim = load_run(path, graphs, cluster, seed)
+    path, config, model, env, graph_list, target, sim = load_run(
+        path, graphs, cluster, seed, device
+    )
     comparisons = []
     for i, graph in enumerate(graph_list):
 

@@ -16,6 +16,7 @@ from typing import Any
 
 import yaml
 
+from graphopt.accelerator import check_device_name
 from graphopt.configs import CONFIG_DIR
 from graphopt.tasks import get_task
 
@@ -89,6 +90,9 @@ class TrainConfig:
     threads: int = 1
     """torch threads. 1 by default: the simulator and environments are single-threaded, and on a
     shared 2-core machine a second torch thread spin-waits and slows training many times over."""
+    device: str = "auto"
+    """Where the policy trains: auto (a CUDA GPU when torch sees one, else the CPU), cpu, cuda or
+    cuda:N (:mod:`graphopt.accelerator`). The environments and the simulator run on the CPU."""
     candidates: int = 16
     """placement-edit: candidate moves offered per step."""
     horizon: int = 64
@@ -112,6 +116,7 @@ class TrainConfig:
                 f"{CONFIG_VERSION} (see graphopt/configs/ppo_default.yaml)"
             )
         get_task(self.task)
+        check_device_name(self.device)
         if self.policy not in POLICIES:
             raise ValueError(
                 f"policy {self.policy!r} is unknown; choose one of: {', '.join(POLICIES)}"

@@ -25,6 +25,7 @@ import torch
 from envs import make_env
 from envs.base import resolve_graph_list
 from graphopt import rundir
+from graphopt.accelerator import resolve_device
 from graphopt.sim import Simulator
 from graphopt.train.callbacks import RunCallback
 from graphopt.train.config import TrainConfig, load_config
@@ -113,8 +114,10 @@ def build_model(
     *,
     observation_space: Any | None = None,
     action_space: Any | None = None,
+    device: str | None = None,
 ) -> Any:
-    """A new PPO of ``config``'s policy and hyper-parameters, on the CPU.
+    """A new PPO of ``config``'s policy and hyper-parameters, on ``device`` (default: the
+    config's, :func:`graphopt.accelerator.resolve_device`).
 
     Args:
         env: the (vectorised) training environment; or None and
@@ -137,7 +140,7 @@ def build_model(
         vf_coef=config.vf_coef,
         max_grad_norm=config.max_grad_norm,
         seed=config.seed,
-        device="cpu",
+        device=resolve_device(device or config.device),
         policy_kwargs=policy_kwargs,
         verbose=0,
     )
@@ -154,7 +157,11 @@ def build_model(
 
 
 def load_model(
-    run: Path, path: Path, env: Any | None = None, weights: dict[str, Any] | None = None
+    run: Path,
+    path: Path,
+    env: Any | None = None,
+    weights: dict[str, Any] | None = None,
+    device: str | None = None,
 ) -> Any:
     """The PPO model of run directory ``run`` with the weights of its model file ``path``: rebuilt
     from the run's ``config.yaml`` and ``model.json`` (or on ``env``, a vectorised environment
@@ -172,9 +179,11 @@ def load_model(
     config = load_config(run / rundir.CONFIG_FILE)
     observation_space, action_space = checkpoint.read_model_info(run)
     if env is None:
-        model = build_model(config, observation_space=observation_space, action_space=action_space)
+        model = build_model(
+            config, observation_space=observation_space, action_space=action_space, device=device
+        )
     else:
-        model = build_model(config, env)
+        model = build_model(config, env, device=device)
         if not checkpoint.same_spaces(model, observation_space, action_space):
             raise ValueError(
                 f"run {run}'s environments no longer match its model ({rundir.MODEL_INFO}: "
@@ -274,6 +283,7 @@ def train(
     rundir.check_output_path(runs_root, "runs directory", directory=True)
     if config.cost_model != "simulator":  # config.yaml keeps a path that works from any directory
         config = dataclasses.replace(config, cost_model=str(Path(config.cost_model).resolve()))
+    resolve_device(config.device)  # no such device: refused before any work
     torch.set_num_threads(config.threads)
     envs, val_env = make_envs(config)  # resolve everything before creating the run directory
     model = build_model(config, DummyVecEnv([_constant(e) for e in envs]))
@@ -295,6 +305,7 @@ def resume(
     total_timesteps: int | None = None,
     show_progress: bool = True,
     on_start: Callable[[Path], None] | None = None,
+    device: str | None = None,
 ) -> Path:
     """Continue a run from ``checkpoints/last.pt`` up to its ``total_timesteps``, with the
     configuration it was started with (the model is rebuilt from it and given the checkpoint's
@@ -310,6 +321,8 @@ def resume(
             run's own total.
         show_progress: draw a progress bar.
         on_start: called with the run directory before training goes on.
+        device: where to train from now on (default: the run's ``device`` setting); not
+            recorded in the run.
 
     Raises:
         ValueError: not a run directory, no checkpoint to resume from (a run of an older version
@@ -322,7 +335,7 @@ def resume(
     """
     path = rundir.check_run_dir(run, need_model=False)
     with rundir.locked(path):
-        return _resume(path, total_timesteps, show_progress, on_start)
+        return _resume(path, total_timesteps, show_progress, on_start, device)
 
 
 def _resume(
@@ -330,6 +343,7 @@ def _resume(
     total_timesteps: int | None,
     show_progress: bool,
     on_start: Callable[[Path], None] | None,
+    device: str | None = None,
 ) -> Path:
     """:func:`resume` of the run directory ``path``, whose lock this process holds."""
     from stable_baselines3.common.vec_env import DummyVecEnv
@@ -356,10 +370,11 @@ def _resume(
             rundir.write_state(path, total_timesteps=total_timesteps)
     if state.get("status") == "finished" and config.total_timesteps <= done:
         raise RunAlreadyFinished(path, done)
+    resolve_device(device or config.device)  # no such device: refused before any work
     torch.set_num_threads(config.threads)
     envs, val_env = make_envs(config)
     vec_env = DummyVecEnv([_constant(e) for e in envs])
-    model = load_model(path, path / rundir.LAST, vec_env, weights)
+    model = load_model(path, path / rundir.LAST, vec_env, weights, device=device)
     resumed = int(model.num_timesteps)  # the checkpoint's, whatever state.json says
     rundir.truncate_metrics(path, resumed)  # those steps are trained again
     if resumed != done:  # killed between saving the checkpoint and recording it

@@ -77,3 +77,28 @@ def test_candidate_placements_and_advance_match_step(setup) -> None:
     env.advance(3)
     assert np.array_equal(env.placement, moved[2])
     assert isinstance(Decision(placement=env.placement), Decision)
+
+
+def test_rollout_search_spends_one_call_per_rollout_and_keeps_the_best(setup) -> None:
+    from policies.learned_search import rollout_search
+
+    model, env = setup
+    ref = env.reference(0).measurement
+    for ranking in ("policy", "estimate"):
+        res = rollout_search(model, env, 0, 12, moves=4, ranking=ranking, seed=2)
+        assert res.calls == 12 and len(res.history) == 12
+        assert np.all(np.diff(res.history) <= 0)
+        assert res.measurement.valid and res.measurement.step_time <= ref.step_time
+        assert res.measurement.step_time == pytest.approx(res.history[-1])
+    with pytest.raises(ValueError, match="budget and moves must be >= 1"):
+        rollout_search(model, env, 0, 4, moves=0)
+
+
+def test_restart_continues_from_a_given_placement(setup) -> None:
+    _, env = setup
+    env.reset(seed=0, options={"graph": 0})
+    target = np.zeros(env.graphs[0].num_ops, dtype=np.int64)
+    obs = env.restart(target)
+    assert np.array_equal(env.placement, target) and obs.shape == env.observation_space.shape
+    with pytest.raises(ValueError, match="placement has shape"):
+        env.restart(target[:3])

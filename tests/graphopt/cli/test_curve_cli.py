@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 
 import pytest
+import torch
 from tiny_runs import tiny_config
 
 from graphopt import rundir
@@ -60,3 +61,29 @@ def test_baselines_curve_refuses_a_bad_budget(run_cli, tmp_path) -> None:
     )
     assert proc.returncode == 2 and "--curve-calls budget '-4'" in proc.stderr
     assert not out.exists()
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has a CUDA device")
+def test_train_and_eval_refuse_cuda_without_a_gpu(run_cli, tmp_path) -> None:
+    runs = tmp_path / "runs"
+    proc = run_cli(
+        "train",
+        "--task",
+        "placement",
+        "--graphs",
+        "txl-tiny",
+        "--total-timesteps",
+        "16",
+        "--runs-dir",
+        str(runs),
+        "--device",
+        "cuda",
+        "--no-progress",
+        check=False,
+    )
+    assert (
+        proc.returncode == 2 and "--device cuda:" in proc.stderr and "--device cpu" in proc.stderr
+    )
+    assert len(proc.stderr.strip().splitlines()) == 1 and not runs.exists()
+    bad = run_cli("train", "--device", "tpu", "--runs-dir", str(runs), check=False)
+    assert bad.returncode == 2 and "device 'tpu' is unknown" in bad.stderr
