@@ -62,7 +62,7 @@ def learned_search(
     index: int,
     budget: int,
     *,
-    batch: int = 4,
+    batch: int = 1,
     ranking: str = "policy",
     seed: int = 0,
 ) -> LearnedSearchResult:
