@@ -35,7 +35,9 @@ def register(sub: Any) -> None:
         "default greedy)",
     )
     p.add_argument(
-        "--cluster", help="cluster (default: the run's); must have the run's device count"
+        "--cluster",
+        help="cluster (default: the run's); with the run's device count, except for a "
+        "placement-edit run (any count)",
     )
     p.add_argument(
         "--budget", type=int, default=0, help="evaluations for random search / annealing (0: skip)"

@@ -89,18 +89,14 @@ def load_run(
     ``(path, config, model, env, graph list, target cluster, simulator)``.
 
     Raises:
-        ValueError: not a run / no model; a cluster with another device count; a graph larger
-            than the policy's ``max_ops`` (each naming the fix).
+        ValueError: not a run / no model; a cluster with another device count, for a policy
+            whose observation depends on it (all but placement-edit); a graph larger than the
+            policy's ``max_ops`` (each naming the fix).
     """
     path = rundir.check_run_dir(run)
     config = load_config(path / rundir.CONFIG_FILE)
     target = get_cluster(cluster or config.cluster)
     trained = get_cluster(config.cluster)
-    if target.num_devices != trained.num_devices:
-        raise ValueError(
-            f"run {path} was trained for {trained.num_devices} devices ({trained.name}); cluster "
-            f"{target.name} has {target.num_devices}: evaluate on a cluster with the same device count"
-        )
     if device is not None:
         resolve_device(device)  # no such device: refused before the model is read
     model = load_run_model(path, device=device)
@@ -123,6 +119,17 @@ def load_run(
         seed=seed,
         **config.env_settings(max_ops, max_edges),
     )
+    if target.num_devices != trained.num_devices:
+        # A policy whose observation does not depend on the device count (placement-edit: one
+        # row per candidate move) runs on any cluster; the others are refused here.
+        try:
+            check_compatible(model, env)
+        except ValueError:
+            raise ValueError(
+                f"run {path} was trained for {trained.num_devices} devices ({trained.name}); "
+                f"cluster {target.name} has {target.num_devices}: evaluate on a cluster with the "
+                "same device count"
+            ) from None
     check_compatible(model, env)
     return path, config, model, env, graph_list, target, sim
 

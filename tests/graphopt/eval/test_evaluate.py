@@ -98,3 +98,19 @@ def test_an_output_directory_that_cannot_be_made_is_refused_before_any_work(
     (run / "eval").write_text("a file where RUN/eval/<mode> goes")
     with pytest.raises(ValueError, match=r"eval' is a file, not a directory"):
         evaluate_run(run, "txl-tiny", console=quiet())
+
+
+def test_an_edit_policy_runs_on_any_device_count(tmp_path: Path):
+    # The edit policy sees one row per candidate move, whatever the device count: a run trained
+    # on 2 devices is evaluated on 8 (a GO placement run is refused: tests/graphopt/cli/test_train.py).
+    run = train(
+        tiny_config(task="placement-edit", candidates=4, horizon=4, policy_kwargs={"hidden": 8}),
+        runs_root=tmp_path / "runs",
+        show_progress=False,
+    )
+    comparisons = evaluate_run(
+        run, "txl-tiny", cluster="v100-nvlink-8", out_dir=tmp_path / "out", console=quiet()
+    )
+    rows = {r.method: r for r in comparisons[0].results}
+    policy = rows["policy (greedy)"]
+    assert policy.valid and policy.step_time <= comparisons[0].best_heuristic.step_time
