@@ -13,6 +13,9 @@ from the graph's reference placement (its best heuristic), for ``budget`` simula
 4. the fastest valid one is made if it beats the current placement, else the round passes; the
    environment then draws new candidates from the (possibly moved) placement.
 
+:func:`rollout_search` spends each call differently: the proposer makes several moves on the
+estimate alone, from the best placement so far, and only the placement reached is simulated.
+
 The result is the best placement simulated (the reference when nothing beat it), its measurement
 and the calls spent (at most ``budget``; the reference's own measurement is the environment's
 and not counted, as for the other searches that start from the best heuristic). The policy
@@ -30,7 +33,7 @@ import torch
 
 from envs.placement_edit import FEATURES
 from graphopt.sim import PreparedGraph
-from graphopt.typing import Decision, Measurement
+from graphopt.typing import Decision, IntArray, Measurement
 
 RANKINGS = ("policy", "estimate")
 GAIN = FEATURES.index("gain")
@@ -75,17 +78,8 @@ def learned_search(
     """
     if budget < 1 or batch < 1:
         raise ValueError(f"budget and batch must be >= 1, got {budget} and {batch}")
-    if ranking not in RANKINGS:
-        raise ValueError(f"unknown ranking {ranking!r}; choose one of {', '.join(RANKINGS)}")
-    if ranking == "policy" and model is None:
-        raise ValueError("ranking='policy' needs a trained placement-edit model")
-    graph, cluster = env.graphs[index], env.cluster
-    obs, _ = env.reset(seed=seed, options={"graph": index})
-    reference = env.reference(index)
-    best_placement = np.array(reference.decision.placement, dtype=np.int64)
-    best = reference.measurement
-    current = best.step_time if best.valid else np.inf
-    prepared = PreparedGraph(graph, cluster)
+    _check(model, ranking)
+    obs, prepared, best_placement, current = _start(env, index, seed)
     history: list[float] = []
     calls = moves = 0
     while calls < budget:
@@ -106,14 +100,7 @@ def learned_search(
             moves += 1
         else:
             obs = env.advance(0)
-    decision = Decision(placement=best_placement)
-    return LearnedSearchResult(
-        decision=decision,
-        measurement=prepared.evaluate(decision),
-        calls=calls,
-        moves=moves,
-        history=np.array(history),
-    )
+    return _result(prepared, best_placement, calls, moves, history)
 
 
 def rollout_search(
@@ -137,16 +124,8 @@ def rollout_search(
     """
     if budget < 1 or moves < 1:
         raise ValueError(f"budget and moves must be >= 1, got {budget} and {moves}")
-    if ranking not in RANKINGS:
-        raise ValueError(f"unknown ranking {ranking!r}; choose one of {', '.join(RANKINGS)}")
-    if ranking == "policy" and model is None:
-        raise ValueError("ranking='policy' needs a trained placement-edit model")
-    graph, cluster = env.graphs[index], env.cluster
-    env.reset(seed=seed, options={"graph": index})
-    reference = env.reference(index)
-    best_placement = np.array(reference.decision.placement, dtype=np.int64)
-    current = reference.measurement.step_time if reference.measurement.valid else np.inf
-    prepared = PreparedGraph(graph, cluster)
+    _check(model, ranking)
+    _, prepared, best_placement, current = _start(env, index, seed)
     history: list[float] = []
     made = 0
     for _ in range(budget):
@@ -164,11 +143,40 @@ def rollout_search(
             current, best_placement = t, env.placement.copy()
             made += 1
         history.append(current)
-    decision = Decision(placement=best_placement)
+    return _result(prepared, best_placement, budget, made, history)
+
+
+def _check(model: Any, ranking: str) -> None:
+    """The proposer's checks both searches share (:func:`learned_search`'s ``Raises``)."""
+    if ranking not in RANKINGS:
+        raise ValueError(f"unknown ranking {ranking!r}; choose one of {', '.join(RANKINGS)}")
+    if ranking == "policy" and model is None:
+        raise ValueError("ranking='policy' needs a trained placement-edit model")
+
+
+def _start(env: Any, index: int, seed: int) -> tuple[np.ndarray, PreparedGraph, IntArray, float]:
+    """Reset ``env`` on graph ``index``: ``(observation, prepared graph, reference placement, its
+    step time or inf when invalid)``."""
+    obs, _ = env.reset(seed=seed, options={"graph": index})
+    reference = env.reference(index)
+    placement = np.array(reference.decision.placement, dtype=np.int64)
+    m = reference.measurement
+    return (
+        obs,
+        PreparedGraph(env.graphs[index], env.cluster),
+        placement,
+        (m.step_time if m.valid else np.inf),
+    )
+
+
+def _result(
+    prepared: PreparedGraph, placement: IntArray, calls: int, moves: int, history: list[float]
+) -> LearnedSearchResult:
+    decision = Decision(placement=placement)
     return LearnedSearchResult(
         decision=decision,
         measurement=prepared.evaluate(decision),
-        calls=budget,
-        moves=made,
+        calls=calls,
+        moves=moves,
         history=np.array(history),
     )
