@@ -14,7 +14,6 @@ Run: ``python bench/bench_device_counts.py RUN [--graphs G] [--counts 2,3,4,6,8]
 from __future__ import annotations
 
 import argparse
-import math
 import time
 
 import numpy as np
@@ -22,6 +21,7 @@ import numpy as np
 from envs import make_env
 from envs.base import resolve_graph_list
 from graphopt import rundir
+from graphopt.eval.compare import geomean_speedup
 from graphopt.eval.evaluate import load_run_model
 from graphopt.hardware import DEVICE_SPECS, Cluster, Device, get_cluster
 from graphopt.sim import Simulator
@@ -35,12 +35,6 @@ def v100s(count: int) -> Cluster:
     bw = np.full((count, count), 25e9)
     lat = np.full((count, count), 5e-6)
     return Cluster(f"v100-uniform-{count}", devices, bw, lat)
-
-
-def geomean(values: list[float]) -> float:
-    if not values or min(values) <= 0:
-        return 0.0
-    return math.exp(sum(math.log(v) for v in values) / len(values))
 
 
 def main() -> None:
@@ -79,7 +73,9 @@ def main() -> None:
                 f"{time.perf_counter() - began:>7.1f}",
                 flush=True,
             )
-        print(f"{cluster.name:<20}{'geomean':<22}{geomean(greedy):>9.4f}{geomean(sampled):>11.4f}")
+        print(
+            f"{cluster.name:<20}{'geomean':<22}{geomean_speedup(greedy):>9.4f}{geomean_speedup(sampled):>11.4f}"
+        )
 
 
 if __name__ == "__main__":

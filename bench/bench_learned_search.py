@@ -24,14 +24,15 @@ Run: ``python bench/bench_learned_search.py RUN [--graphs G] [--calls 64,256,102
 from __future__ import annotations
 
 import argparse
-import math
 import statistics
 import time
+from typing import Any
 
 from envs import make_env
 from envs.base import resolve_graph_list
 from graphopt import rundir
 from graphopt.baselines.search import simulated_annealing
+from graphopt.eval.compare import geomean_speedup
 from graphopt.eval.evaluate import load_run_model
 from graphopt.hardware import get_cluster
 from graphopt.sim import Simulator
@@ -39,12 +40,6 @@ from graphopt.train.config import load_config
 from policies.learned_search import learned_search, rollout_search
 
 GRAPHS = "suite:heldout-small,torch:inception,torch:lstm"
-
-
-def geomean(values: list[float]) -> float:
-    if not values or min(values) <= 0:
-        return 0.0
-    return math.exp(sum(math.log(v) for v in values) / len(values))
 
 
 def main() -> None:
@@ -85,35 +80,31 @@ def main() -> None:
     )
     print(f"{'graph':<28}{'ops':>7}" + "".join(f"{c:>14}" for c in columns) + f"{'s':>7}")
     table: dict[str, list[float]] = {c: [] for c in columns}
+    searches: dict[str, tuple[Any, dict[str, Any]]] = {
+        "learned": (learned_search, {"batch": args.batch, "ranking": "policy"}),
+        "estimate": (learned_search, {"batch": args.batch, "ranking": "estimate"}),
+        "roll": (rollout_search, {"moves": args.moves, "ranking": "policy"}),
+        "roll-est": (rollout_search, {"moves": args.moves, "ranking": "estimate"}),
+    }
     for i, graph in enumerate(graphs):
         began = time.perf_counter()
         ref = env.reference(i).measurement.step_time
         start = env.reference(i).decision
         row: dict[str, float] = {}
-        for k in budgets:
-            for name, ranking in (("learned", "policy"), ("estimate", "estimate")):
-                speed = []
-                for seed in range(args.seeds):
-                    res = learned_search(
-                        model, env, i, k, batch=args.batch, ranking=ranking, seed=seed
-                    )
-                    speed.append(ref / res.measurement.step_time if res.measurement.valid else 0)
-                row[f"{name}@{k}"] = statistics.mean(speed)
-            for name, ranking in (("roll", "policy"), ("roll-est", "estimate")):
-                speed = []
-                for seed in range(args.seeds):
-                    res = rollout_search(
-                        model, env, i, k, moves=args.moves, ranking=ranking, seed=seed
-                    )
-                    speed.append(ref / res.measurement.step_time if res.measurement.valid else 0)
-                row[f"{name}@{k}"] = statistics.mean(speed)
-        for k in [*budgets, args.anneal_max]:
+        for column in columns:
+            name, k = column.rsplit("@", 1)
             speed = []
             for seed in range(args.seeds):
-                res = simulated_annealing(graph, cluster, "placement", k, seed, start=start)
+                if name == "anneal":
+                    res = simulated_annealing(
+                        graph, cluster, "placement", int(k), seed, start=start
+                    )
+                else:
+                    search, settings = searches[name]
+                    res = search(model, env, i, int(k), seed=seed, **settings)
                 m = res.measurement
                 speed.append(ref / m.step_time if m.valid else 0)
-            row[f"anneal@{k}"] = statistics.mean(speed)
+            row[column] = statistics.mean(speed)
         for c in columns:
             table[c].append(row[c])
         print(
@@ -122,7 +113,7 @@ def main() -> None:
             + f"{time.perf_counter() - began:>7.1f}",
             flush=True,
         )
-    print(f"{'geomean':<35}" + "".join(f"{geomean(table[c]):>14.4f}" for c in columns))
+    print(f"{'geomean':<35}" + "".join(f"{geomean_speedup(table[c]):>14.4f}" for c in columns))
 
 
 if __name__ == "__main__":

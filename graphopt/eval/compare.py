@@ -170,7 +170,7 @@ def compare_on_graph(
             )
     if estimate_budget > 0 and task == "placement":
         out.results.append(
-            _estimate_search(graph, cluster, best, known, estimate_budget, seed, sim)
+            estimate_search_row(graph, cluster, best, known, estimate_budget, seed, sim)
         )
     if task != "fusion" and graph.num_ops <= exact_max_ops and cluster.num_devices <= 4:
         ex = solve_exact(graph, cluster, time_limit=exact_time_limit, seed=seed)
@@ -203,7 +203,7 @@ def compare_on_graph(
     return out
 
 
-def _estimate_search(
+def estimate_search_row(
     graph: CompGraph,
     cluster: Cluster,
     start: Decision,
@@ -231,6 +231,13 @@ def _estimate_search(
     )
 
 
+def geomean_speedup(values: list[float]) -> float:
+    """Geometric mean of speed-ups; 0 when there are none or one is 0 (an invalid decision)."""
+    if not values or min(values) <= 0:
+        return 0.0
+    return math.exp(sum(math.log(v) for v in values) / len(values))
+
+
 def geomean_speedups(comparisons: list[GraphComparison]) -> dict[str, float]:
     """Per method, the geometric mean over graphs of its speed-up over the best heuristic (an
     invalid decision on any graph makes the method's geomean 0)."""
@@ -239,16 +246,13 @@ def geomean_speedups(comparisons: list[GraphComparison]) -> dict[str, float]:
         for r in c.results:
             if r.method not in methods:
                 methods.append(r.method)
-    out = {}
-    for method in methods:
-        values = [
-            c.speedup_over_best_heuristic(method)
-            for c in comparisons
-            if any(r.method == method for r in c.results)
-        ]
-        out[method] = (
-            0.0
-            if not values or min(values) <= 0
-            else math.exp(sum(math.log(v) for v in values) / len(values))
+    return {
+        method: geomean_speedup(
+            [
+                c.speedup_over_best_heuristic(method)
+                for c in comparisons
+                if any(r.method == method for r in c.results)
+            ]
         )
-    return out
+        for method in methods
+    }

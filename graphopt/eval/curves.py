@@ -38,9 +38,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from graphopt.baselines.estimate_search import estimate_search
 from graphopt.baselines.search import random_search, simulated_annealing
 from graphopt.baselines.staged import measure_chain
+from graphopt.eval.compare import MethodResult, estimate_search_row, geomean_speedup
 from graphopt.graph import CompGraph
 from graphopt.hardware import Cluster
 from graphopt.sim import Simulator
@@ -144,6 +144,7 @@ def graph_curves(
     heuristic = _Run(m.step_time, m.valid, used, time.perf_counter() - began)
     start, reference = best.decision, heuristic.step_time
     assert start is not None
+    at_start = _Run(heuristic.step_time, heuristic.valid, 0, 0.0)  # every search at K = 0
 
     def measured(decision: Decision, used: int) -> tuple[float, bool, int]:
         m = sim.evaluate(graph, cluster, decision)
@@ -152,7 +153,7 @@ def graph_curves(
     def search(fn: Any) -> Callable[[int], _Run]:
         def run(k: int) -> _Run:
             if k == 0:
-                return _Run(heuristic.step_time, heuristic.valid, 0, 0.0)
+                return at_start
 
             def go() -> tuple[float, bool, int]:
                 res = fn(graph, cluster, task, k, seed, start=start, num_priorities=num_priorities)
@@ -167,19 +168,15 @@ def graph_curves(
         "annealing": search(simulated_annealing),
     }
     if task == "placement":
+        known = MethodResult(
+            best.method, "heuristic", m.step_time, m.valid, m.reason, heuristic.seconds, used
+        )
 
         def estimated(k: int) -> _Run:
             if k == 0:
-                return _Run(heuristic.step_time, heuristic.valid, 0, 0.0)
-
-            def go() -> tuple[float, bool, int]:
-                found = estimate_search(graph, cluster, start.placement, k, seed=seed)  # type: ignore[arg-type]
-                step, valid, used = measured(Decision(placement=found.placement), 1)
-                if (not valid, step) >= (not heuristic.valid, heuristic.step_time):
-                    return heuristic.step_time, heuristic.valid, used  # keep the start
-                return step, valid, used
-
-            return _timed(go)
+                return at_start
+            row = estimate_search_row(graph, cluster, start, known, k, seed, sim)
+            return _Run(row.step_time, row.valid, row.evaluations, row.wall_seconds)
 
         budgeted["estimate-search"] = estimated
     fixed: dict[str, _Run] = {"best heuristic": heuristic}
@@ -250,10 +247,7 @@ def geomeans(points: Sequence[CurvePoint]) -> dict[tuple[str, str, float], float
     groups: dict[tuple[str, str, float], list[float]] = {}
     for p in points:
         groups.setdefault((p.method, p.axis, p.budget), []).append(p.speedup)
-    return {
-        key: 0.0 if min(values) <= 0 else math.exp(sum(math.log(v) for v in values) / len(values))
-        for key, values in groups.items()
-    }
+    return {key: geomean_speedup(values) for key, values in groups.items()}
 
 
 def write_curves(points: Sequence[CurvePoint], out: Path, title: str) -> list[Path]:

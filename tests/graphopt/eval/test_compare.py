@@ -80,7 +80,7 @@ def test_fusion_tasks_have_no_reference_that_fusion_beats(task):
     assert d["optimum"] is None and d["lower_bound"] == c.lower_bound
 
 
-def test_estimate_search_row_is_never_slower_than_its_start():
+def testestimate_search_row_row_is_never_slower_than_its_start():
     graph, cluster = get_graph("random-layered-200-s3"), get_cluster("v100-nvlink-4")
     c = compare_on_graph(graph, cluster, "placement", estimate_budget=512)
     row = next(r for r in c.results if r.method == "estimate-search@512")
@@ -92,16 +92,16 @@ def test_estimate_search_row_is_never_slower_than_its_start():
         assert not any(r.method.startswith("estimate-search") for r in c.results)
 
 
-def test_estimate_search_prefers_a_valid_result_to_an_invalid_start():
-    from graphopt.eval.compare import MethodResult, _estimate_search
+def testestimate_search_row_prefers_a_valid_result_to_an_invalid_start():
+    from graphopt.eval.compare import MethodResult, estimate_search_row
 
     graph, cluster = get_graph("random-layered-200-s3"), get_cluster("v100-nvlink-4")
     start = Decision(placement=np.zeros(graph.num_ops, dtype=np.int64))
     oom = MethodResult(
         "start", "heuristic", 1e-9, False, "OOM on device 0", 0.0, 1
     )  # fast, invalid
-    row = _estimate_search(graph, cluster, start, oom, 64, 0, Simulator())
+    row = estimate_search_row(graph, cluster, start, oom, 64, 0, Simulator())
     assert row.valid and row.step_time > 1e-9
     fast = MethodResult("start", "heuristic", 1e-9, True, "", 0.0, 1)  # unbeatable valid start
-    row = _estimate_search(graph, cluster, start, fast, 64, 0, Simulator())
+    row = estimate_search_row(graph, cluster, start, fast, 64, 0, Simulator())
     assert row.valid and row.step_time == 1e-9
