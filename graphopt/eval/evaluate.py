@@ -15,7 +15,7 @@ modes and the baselines (:mod:`graphopt.eval.curves`) into ``RUN/eval/curves/``.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from rich.console import Console
 
@@ -82,11 +82,21 @@ def model_sizes(model: Any, task: str) -> tuple[int, int]:
     return max_ops, max_edges
 
 
+class LoadedRun(NamedTuple):
+    """A run ready to evaluate: its directory, config and model, and an environment of its task
+    on the graphs and cluster asked for (``env.graphs``, ``env.cluster``), priced by ``sim``."""
+
+    path: Path
+    config: Any
+    model: Any
+    env: Any
+    sim: Simulator
+
+
 def load_run(
     run: str | Path, graphs: str, cluster: str | None, seed: int, device: str | None = None
-) -> tuple[Path, Any, Any, Any, list[Any], Any, Simulator]:
-    """The run's directory, config, model and an environment of its task on ``graphs``:
-    ``(path, config, model, env, graph list, target cluster, simulator)``.
+) -> LoadedRun:
+    """The run of directory ``run`` with an environment of its task on ``graphs``.
 
     Raises:
         ValueError: not a run / no model; a cluster with another device count, for a policy
@@ -119,19 +129,19 @@ def load_run(
         seed=seed,
         **config.env_settings(max_ops, max_edges),
     )
-    if target.num_devices != trained.num_devices:
+    try:
+        check_compatible(model, env)
+    except ValueError:
+        if target.num_devices == trained.num_devices:
+            raise
         # A policy whose observation does not depend on the device count (placement-edit: one
-        # row per candidate move) runs on any cluster; the others are refused here.
-        try:
-            check_compatible(model, env)
-        except ValueError:
-            raise ValueError(
-                f"run {path} was trained for {trained.num_devices} devices ({trained.name}); "
-                f"cluster {target.name} has {target.num_devices}: evaluate on a cluster with the "
-                "same device count"
-            ) from None
-    check_compatible(model, env)
-    return path, config, model, env, graph_list, target, sim
+        # row per candidate move) runs on any cluster; for the others this is the cause.
+        raise ValueError(
+            f"run {path} was trained for {trained.num_devices} devices ({trained.name}); "
+            f"cluster {target.name} has {target.num_devices}: evaluate on a cluster with the "
+            "same device count"
+        ) from None
+    return LoadedRun(path, config, model, env, sim)
 
 
 def curve_run(
@@ -156,16 +166,15 @@ def curve_run(
     path = rundir.check_run_dir(run)
     out = out_dir or path / "eval" / "curves"
     rundir.check_output_path(out, "output directory", directory=True)  # before any work
-    path, config, model, env, graph_list, target, sim = load_run(
-        path, graphs, cluster, seed, device
-    )
+    path, config, model, env, sim = load_run(path, graphs, cluster, seed, device)
+    target = env.cluster
 
     def policy(index: int, mode: str) -> tuple[Decision, int]:
         result = run_policy(model, env, index, mode, seed)
         return result.decision, result.samples
 
     points: list[CurvePoint] = []
-    for i, graph in enumerate(graph_list):
+    for i, graph in enumerate(env.graphs):
         points += graph_curves(
             graph,
             target,
@@ -212,11 +221,10 @@ def evaluate_run(
     rundir.check_output_path(out, "output directory", directory=True)  # before any work
     config = load_config(path / rundir.CONFIG_FILE)
     kind, amount = parse_mode(mode, config.task)
-    path, config, model, env, graph_list, target, sim = load_run(
-        path, graphs, cluster, seed, device
-    )
+    path, config, model, env, sim = load_run(path, graphs, cluster, seed, device)
+    target = env.cluster
     comparisons = []
-    for i, graph in enumerate(graph_list):
+    for i, graph in enumerate(env.graphs):
 
         def policy(i: int = i) -> tuple[str, Decision, int]:
             result = run_policy(model, env, i, mode, seed)
