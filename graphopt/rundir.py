@@ -366,12 +366,17 @@ def is_interrupt(error: BaseException) -> bool:
 def write_atomic(path: Path, write: Callable[[Path], None]) -> None:
     """``write(tmp)`` a temporary file next to ``path``, then rename it into place; Ctrl-C waits
     until the file is complete (:func:`uninterrupted`). The temporary name keeps the suffix
-    (``last.pt`` -> ``last.tmp.pt``)."""
+    (``last.pt`` -> ``last.tmp.pt``); a write that fails removes it, so ``path`` is either the
+    old file or the new one and nothing else is left."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.stem + ".tmp" + path.suffix)
     with uninterrupted():
-        write(tmp)
-        os.replace(tmp, path)
+        try:
+            write(tmp)
+            os.replace(tmp, path)
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
 
 
 def legacy_model_error(run: Path, names: list[str] | tuple[str, ...]) -> ValueError:

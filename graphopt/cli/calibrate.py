@@ -62,6 +62,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
 
     from dataclasses import replace
 
+    from graphopt import rundir
     from graphopt.graph import CompGraph
     from graphopt.hardware import Cluster, get_cluster
     from graphopt.sim.calibrate import calibrate
@@ -98,13 +99,9 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
         description=(cluster.description + " " if cluster.description else "")
         + f"(calibrated by graphopt calibrate on {len(graphs)} graph(s))",
     )
-    tmp = out.with_name(f".{out.name}.tmp{out.suffix}")
     try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        fitted.save(tmp)
-        tmp.replace(out)
+        rundir.write_atomic(out, fitted.save)
     except OSError as e:
-        tmp.unlink(missing_ok=True)
         raise ValueError(f"cannot write {out}: {e.strerror or e}") from e
     if args.json:
         rows = {

@@ -97,6 +97,19 @@ def test_write_atomic_finishes_the_file_before_ctrl_c(tmp_path):
     assert (tmp_path / "n.pt").read_text() == "model"
 
 
+def test_a_failed_write_atomic_leaves_the_old_file_and_no_temporary(tmp_path):
+    path = tmp_path / "c.yaml"
+    path.write_text("old")
+
+    def half(tmp):
+        tmp.write_text("half")
+        raise OSError(28, "No space left on device")
+
+    with pytest.raises(OSError, match="No space left"):
+        rundir.write_atomic(path, half)
+    assert path.read_text() == "old" and sorted(p.name for p in tmp_path.iterdir()) == ["c.yaml"]
+
+
 def test_a_run_of_sb3_zips_is_refused_with_the_fix(tmp_path):
     run = rundir.new_run_dir(tmp_path, "placement", "old")
     (run / rundir.CONFIG_FILE).write_text("task: placement\n")
