@@ -158,8 +158,8 @@ def calibrate(
         compute = bool(has_flops[mask].any())
         return _fit(flop_seconds[mask], byte_seconds[mask], overhead, t[mask], compute=compute)
 
-    # The keys: every op class, then every op type seen often enough (a type named like a class
-    # is left to the class).
+    # Step 2, the entries: every op class, then every op type seen often enough (a type named
+    # like a class is left to the class).
     keys: list[tuple[str, str, np.ndarray]] = [
         ("class", name, op_class == name) for name in sorted(set(classes))
     ]
@@ -170,14 +170,14 @@ def calibrate(
             keys.append(("type", name, mask))
             own |= mask
 
-    # Step 2: the overhead, jointly with one efficiency per entry that prices the ops (each op
+    # Step 3: the overhead, jointly with one efficiency per entry that prices the ops (each op
     # by its type's entry, else its class's).
     parts = [mask & ~own if level == "class" else mask for level, _, mask in keys]
     parts = [mask for mask in parts if mask.any()]
     errors = [sum(fit(mask, overhead)[1] for mask in parts) for overhead in OVERHEADS]
     overhead = OVERHEADS[int(np.argmin(errors))]
 
-    # Step 3: every entry's efficiency at that overhead (a class's over all its ops: it prices
+    # Step 4: every entry's efficiency at that overhead (a class's over all its ops: it prices
     # the types without an entry).
     table: dict[str, dict[str, float]] = {}
     for _, key, mask in keys:
