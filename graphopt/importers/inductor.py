@@ -223,10 +223,8 @@ def zoo_inductor_groups(spec: str, *, training: bool = False) -> InductorGroups:
         work.model,
         work.inputs,
         training=training,
-        example_kwargs=work.kwargs,
-        loss_fn=work.loss_fn if training else None,
-        loss_inputs=work.loss_inputs if training else (),
         name=name,
+        **work.import_arguments(training),
     )
 
 

@@ -71,6 +71,16 @@ class Workload:
     loss_fn: Callable[..., Any] | None = None
     loss_inputs: tuple[Any, ...] = ()
 
+    def import_arguments(self, training: bool) -> dict[str, Any]:
+        """The keyword arguments an importer of the model takes beside the model and its inputs
+        (:func:`~graphopt.importers.torch.from_torch` and its kin): ``example_kwargs``, and the
+        loss only for a training graph."""
+        return {
+            "example_kwargs": self.kwargs,
+            "loss_fn": self.loss_fn if training else None,
+            "loss_inputs": self.loss_inputs if training else (),
+        }
+
 
 @dataclass(frozen=True)
 class ZooEntry:
@@ -439,10 +449,8 @@ def _build(entry: ZooEntry, args: Mapping[str, int], training: bool) -> CompGrap
         work.inputs,
         name=name,
         training=training,
-        example_kwargs=work.kwargs,
-        loss_fn=work.loss_fn if training else None,
-        loss_inputs=work.loss_inputs if training else (),
         metadata=metadata,
+        **work.import_arguments(training),
     )
 
 

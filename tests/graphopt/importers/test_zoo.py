@@ -42,9 +42,7 @@ def reference(spec: str, training: bool) -> int:
         work.model,
         work.inputs,
         training=training,
-        example_kwargs=work.kwargs,
-        loss_fn=work.loss_fn if training else None,
-        loss_inputs=work.loss_inputs if training else (),
+        **work.import_arguments(training),
     )
 
 
