@@ -1,8 +1,10 @@
 """Gymnasium environments for graphopt's placement, scheduling, fusion and joint tasks.
 
 Importing this package registers the id of every task of :data:`graphopt.tasks.TASKS`: the four
-one-shot tasks (:mod:`envs.one_shot`) and ``graphopt/PlacementEdit-v0``
-(:mod:`envs.placement_edit`: placement improved one move at a time)::
+one-shot tasks (:mod:`envs.one_shot`), ``graphopt/PlacementEdit-v0``
+(:mod:`envs.placement_edit`: placement improved one move at a time, priced by an analytic
+estimate) and the scheduling, fusion and joint edit tasks (:mod:`envs.decision_edit`: one
+simulated move per step)::
 
     import gymnasium as gym
     import envs  # noqa: F401
@@ -22,6 +24,7 @@ from typing import Any
 from gymnasium.envs.registration import register, registry
 
 from envs.base import GraphEnv, GraphSpec
+from envs.decision_edit import DecisionEditEnv, FusionEditEnv, JointEditEnv, SchedulingEditEnv
 from envs.fusion import FusionEnv
 from envs.joint import JointEnv
 from envs.one_shot import GraphOptEnv
@@ -33,7 +36,17 @@ from graphopt.tasks import TASKS, get_task
 from graphopt.typing import CostModel
 
 ENV_CLASSES: dict[str, Callable[..., GraphEnv]] = {
-    cls.task: cls for cls in (PlacementEnv, SchedulingEnv, FusionEnv, JointEnv, PlacementEditEnv)
+    cls.task: cls
+    for cls in (
+        PlacementEnv,
+        SchedulingEnv,
+        FusionEnv,
+        JointEnv,
+        PlacementEditEnv,
+        SchedulingEditEnv,
+        FusionEditEnv,
+        JointEditEnv,
+    )
 }
 """The environment class of every task."""
 
@@ -56,7 +69,7 @@ def make_env(
     Args:
         settings: the task's other arguments (``reward_mode``, ``reference``; ``max_ops``,
             ``max_edges``, ``num_priorities``, ``obs_mode``, ``hint`` for the one-shot tasks;
-            ``candidates``, ``horizon``, ``reward_scale`` for placement-edit), as
+            ``candidates``, ``horizon``, ``reward_scale`` for the edit tasks), as
             ``env.settings()`` returns them.
 
     Raises:
@@ -75,12 +88,16 @@ def make_env(
 
 __all__ = [
     "ENV_CLASSES",
+    "DecisionEditEnv",
+    "FusionEditEnv",
     "FusionEnv",
     "GraphEnv",
     "GraphOptEnv",
+    "JointEditEnv",
     "JointEnv",
     "PlacementEditEnv",
     "PlacementEnv",
+    "SchedulingEditEnv",
     "SchedulingEnv",
     "make_env",
 ]

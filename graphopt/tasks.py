@@ -14,6 +14,9 @@ scheduling         priority                    placement, scheduling            
 fusion             fusion                      placement, scheduling, fusion          one step
 joint              placement, priority, fusion placement, scheduling, fusion          one step
 placement-edit     placement                   placement                              moves
+scheduling-edit    priority                    placement, scheduling                  moves
+fusion-edit        fusion                      placement, scheduling, fusion          moves
+joint-edit         placement, priority, fusion placement, scheduling, fusion          moves
 =================  ==========================  =====================================  ==========
 """
 
@@ -82,6 +85,16 @@ TASKS: dict[str, Task] = {
             one_shot=False,
             decides_as="placement",
         ),
+        Task(
+            "scheduling-edit",
+            (),
+            "graphopt/SchedulingEdit-v0",
+            STAGES[:2],
+            one_shot=False,
+            decides_as="scheduling",
+        ),
+        Task("fusion-edit", (), "graphopt/FusionEdit-v0", STAGES, False, "fusion"),
+        Task("joint-edit", (), "graphopt/JointEdit-v0", STAGES, False, "joint"),
     )
 }
 """Every task by name."""

@@ -4,7 +4,9 @@ by search on the analytic estimate (placement).
 For the multi-step ``placement-edit`` task a decision is a whole episode of moves
 (:meth:`envs.placement_edit.PlacementEditEnv.rollout`, no cost-model call inside); greedy takes the
 most likely choice at every step, ``sample:K`` keeps the best of the greedy episode and ``K - 1``
-sampled ones.
+sampled ones. For the scheduling, fusion and joint edit tasks (:mod:`envs.decision_edit`) every
+step is one simulator call: greedy is one episode of the environment's horizon, ``search:K`` one
+greedy episode of ``K`` calls.
 
 Used by validation during training and by ``graphopt eval``. The environment supplies the graph's
 encoding, the decoding of actions and the reference; the policy must have been trained for the
@@ -26,13 +28,15 @@ from stable_baselines3 import PPO
 from stable_baselines3.common.policies import ActorCriticPolicy
 from stable_baselines3.common.vec_env import DummyVecEnv
 
-from envs import make_env
+from envs import ENV_CLASSES, make_env
 from envs.base import GraphEnv
+from envs.decision_edit import DecisionEditEnv
 from envs.one_shot import GraphOptEnv
 from envs.rewards import INVALID
 from graphopt.baselines.estimate_search import estimate_search, weighted_moves
 from graphopt.graph import CompGraph
 from graphopt.hardware import Cluster
+from graphopt.tasks import get_task
 from graphopt.typing import Decision, Measurement
 from policies.distributions import BatchedCategorical
 
@@ -64,8 +68,9 @@ def parse_mode(mode: str, task: str | None = None) -> tuple[str, int]:
     samples, the best kept; ``"finetune:STEPS"`` -> (finetune, STEPS); ``"plan:K"`` -> (plan, K):
     the greedy placement refined by K analytic estimates (:func:`plan_placement`), for a policy
     of the placement ``task`` only; ``"search:K"`` -> (search, K): the learned search of K
-    simulator calls (:func:`policies.learned_search.learned_search`), for a placement-edit policy
-    only (both checked when ``task`` is given)."""
+    simulator calls (:func:`policies.learned_search.learned_search`), for a placement-edit policy,
+    or one greedy episode of K calls for a scheduling, fusion or joint edit policy (both checked
+    when ``task`` is given; those three take greedy and search:K only)."""
     match = MODE_PATTERN.fullmatch(mode)
     if not match:
         raise ValueError(
@@ -80,10 +85,17 @@ def parse_mode(mode: str, task: str | None = None) -> tuple[str, int]:
             f"mode {mode} refines placements; the policy was trained for {task}: use greedy, "
             "sample:K or finetune:STEPS"
         )
-    if kind == "search" and task is not None and task != "placement-edit":
+    cls = ENV_CLASSES.get(task or "")
+    simulated_edit = isinstance(cls, type) and issubclass(cls, DecisionEditEnv)
+    if kind == "search" and task is not None and task != "placement-edit" and not simulated_edit:
         raise ValueError(
-            f"mode {mode} is the learned search of a placement-edit policy; the policy was "
+            f"mode {mode} is the learned search of an edit policy; the policy was "
             f"trained for {task}: use greedy, sample:K or finetune:STEPS"
+        )
+    if simulated_edit and kind != "search":
+        raise ValueError(
+            f"mode {mode} does not apply to a {task} policy, whose every step is a simulator "
+            "call: use greedy or search:K (K calls)"
         )
     return kind, int(mode.split(":")[1])
 
@@ -96,7 +108,7 @@ def _rank(m: Measurement) -> tuple[bool, float]:
 def check_compatible(model: PPO, env: GraphEnv) -> None:
     """Raise ValueError if ``model`` was trained for another task, device count or size."""
     trained = getattr(model, "action_space", None)
-    if env.task == "placement-edit" or isinstance(trained, spaces.Discrete):
+    if not get_task(env.task).one_shot or isinstance(trained, spaces.Discrete):
         same = (
             trained == env.action_space
             and getattr(model, "observation_space", None) == env.observation_space
@@ -106,9 +118,10 @@ def check_compatible(model: PPO, env: GraphEnv) -> None:
                 f"the policy was trained for another environment (actions {trained}) than this "
                 f"{env.task} one needs (actions {env.action_space}, observations "
                 f"{env.observation_space}; the policy's: "
-                f"{getattr(model, 'observation_space', None)}): evaluate a placement-edit run with "
-                "the task and number of candidates it was trained with; a run from before the "
-                "observation gained its gain_insert and gain_append columns must be retrained"
+                f"{getattr(model, 'observation_space', None)}): evaluate an edit run with "
+                "the task and number of candidates it was trained with; a placement-edit run from "
+                "before the observation gained its gain_insert and gain_append columns must be "
+                "retrained"
             )
         return
     assert isinstance(env, GraphOptEnv)  # every other task is one-shot
@@ -140,6 +153,16 @@ def run_policy(
     tuned = 0
     if kind == "finetune":
         model, tuned = finetune(model, env, index, amount, seed)
+    if isinstance(env, DecisionEditEnv):
+        decision, m, calls = env.rollout(
+            lambda obs: int(model.predict(obs, deterministic=True)[0]),
+            index,
+            seed,
+            calls=amount if kind == "search" else None,
+        )
+        return PolicyResult(
+            graph.name, decision, m, env.reference(index).measurement.step_time, calls
+        )
     if kind == "search":
         from policies.learned_search import learned_search
 

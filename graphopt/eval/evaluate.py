@@ -41,6 +41,7 @@ from graphopt.eval.report import (
 )
 from graphopt.hardware import get_cluster
 from graphopt.sim import Simulator
+from graphopt.tasks import get_task
 from graphopt.train.config import load_config
 from graphopt.train.trainer import load_model
 from graphopt.typing import Decision
@@ -49,6 +50,9 @@ from policies.rollout import check_compatible, parse_mode, run_policy
 POLICY_KINDS = {
     "placement": ("sample", "finetune", "plan"),
     "placement-edit": ("sample", "finetune", "search"),
+    "scheduling-edit": ("search",),
+    "fusion-edit": ("search",),
+    "joint-edit": ("search",),
 }
 """The budgeted modes of a task's policy on the anytime curves (others: sample, finetune)."""
 
@@ -71,7 +75,7 @@ def load_run_model(run: Path, path: Path | None = None, device: str | None = Non
 
 def model_sizes(model: Any, task: str) -> tuple[int, int]:
     """``(max_ops, max_edges)`` a trained ``task`` policy was built for (its environments')."""
-    if task == "placement-edit":  # its observation does not grow with the graph
+    if not get_task(task).one_shot:  # an edit policy's observation does not grow with the graph
         return 2**62, 2**62
     blocks = 3 if task == "joint" else 1
     max_ops = len(model.action_space.nvec) // blocks
@@ -100,7 +104,7 @@ def load_run(
 
     Raises:
         ValueError: not a run / no model; a cluster with another device count, for a policy
-            whose observation depends on it (all but placement-edit); a graph larger than the
+            whose observation depends on it (all but the edit tasks); a graph larger than the
             policy's ``max_ops`` (each naming the fix).
     """
     path = rundir.check_run_dir(run)
@@ -134,7 +138,7 @@ def load_run(
     except ValueError:
         if target.num_devices == trained.num_devices:
             raise
-        # A policy whose observation does not depend on the device count (placement-edit: one
+        # A policy whose observation does not depend on the device count (the edit tasks: one
         # row per candidate move) runs on any cluster; for the others this is the cause.
         raise ValueError(
             f"run {path} was trained for {trained.num_devices} devices ({trained.name}); "

@@ -64,13 +64,14 @@ total work (each kernel at its fastest time) divided by the number of devices.
 """
 
 from graphopt.sim.bounds import LowerBounds, lower_bounds
-from graphopt.sim.simulator import BatchResult, PreparedGraph, Simulator, simulate
+from graphopt.sim.simulator import BatchResult, PreparedGraph, Simulator, Timeline, simulate
 
 __all__ = [
     "BatchResult",
     "LowerBounds",
     "PreparedGraph",
     "Simulator",
+    "Timeline",
     "lower_bounds",
     "simulate",
 ]

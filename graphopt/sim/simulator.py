@@ -8,10 +8,11 @@ protocol and keeps a small cache of prepared graphs. The rules are in :mod:`grap
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -39,6 +40,30 @@ NOT_FINITE = (
     "1.8e308 s); check the graph's FLOPs, bytes and measured times"
 )
 """The reason of a decision whose simulated step time overflows: never a valid result."""
+
+
+class Timeline(NamedTuple):
+    """One simulated timeline as arrays (:meth:`PreparedGraph.evaluate_timeline`): ``K`` kernels
+    in the engine's numbering, ``T`` transfers."""
+
+    kernel_of: IntArray
+    """``(N,)`` each op's kernel."""
+    root: IntArray
+    """``(K,)`` each kernel's root op (the last of its ops; its priority orders the kernel)."""
+    device: IntArray
+    """``(K,)``."""
+    start: FloatArray
+    """``(K,)`` seconds."""
+    end: FloatArray
+    """``(K,)`` seconds."""
+    t_producer: IntArray
+    """``(T,)`` the op whose output each transfer carries."""
+    t_dst: IntArray
+    """``(T,)`` the device it goes to."""
+    t_start: FloatArray
+    """``(T,)`` seconds."""
+    t_end: FloatArray
+    """``(T,)`` seconds."""
 
 
 @dataclass(frozen=True)
@@ -216,37 +241,83 @@ class PreparedGraph:
         Raises:
             ValueError: a decision array of the wrong shape, type or range.
         """
+        m, out = self._simulate(decision)
+        if not schedule or out is None or out[0] == engine.STATUS_ILLEGAL_FUSION:
+            return m
+        _, _, _, _, _, _, _, _, mptr, members, k_dev, k_start, k_end, t_op, t_src, t_dst = out[:16]
+        t_bytes, t_start, t_end = out[16:19]
+        sched = Schedule(
+            kernels=tuple(
+                KernelRecord(
+                    ops=tuple(int(x) for x in members[mptr[k] : mptr[k + 1]]),
+                    device=int(k_dev[k]),
+                    start=float(k_start[k]),
+                    end=float(k_end[k]),
+                )
+                for k in np.argsort(k_start, kind="stable")
+            ),
+            transfers=tuple(
+                TransferRecord(
+                    producer=int(t_op[i]),
+                    src=int(t_src[i]),
+                    dst=int(t_dst[i]),
+                    nbytes=float(t_bytes[i]),
+                    start=float(t_start[i]),
+                    end=float(t_end[i]),
+                )
+                for i in np.argsort(t_start, kind="stable")
+            ),
+        )
+        return dataclasses.replace(m, schedule=sched)
+
+    def evaluate_timeline(
+        self, decision: Decision | None = None, *, describe: bool = True
+    ) -> tuple[Measurement, Timeline | None]:
+        """Simulate one decision; its measurement and its timeline as arrays (the content of
+        ``evaluate(decision, schedule=True).schedule`` without building a record per kernel and
+        transfer: many times faster on large graphs), or None for an illegal fusion.
+        ``describe=False`` skips naming the ops of a fusion cycle in the reason (a search that
+        only needs to know the decision is illegal; naming them costs more than a simulation).
+
+        Raises:
+            ValueError: a decision array of the wrong shape, type or range.
+        """
+        m, out = self._simulate(decision, describe)
+        if out is None or out[0] == engine.STATUS_ILLEGAL_FUSION:
+            return m, None
+        kernel_of, roots, k_dev, k_start, k_end = out[6], out[7], out[10], out[11], out[12]
+        t_op, t_dst, t_start, t_end = out[13], out[15], out[17], out[18]
+        timeline = Timeline(
+            kernel_of=np.array(kernel_of, dtype=np.int64),
+            root=np.array(roots, dtype=np.int64),
+            device=np.array(k_dev, dtype=np.int64),
+            start=np.array(k_start, dtype=float),
+            end=np.array(k_end, dtype=float),
+            t_producer=np.array(t_op, dtype=np.int64),
+            t_dst=np.array(t_dst, dtype=np.int64),
+            t_start=np.array(t_start, dtype=float),
+            t_end=np.array(t_end, dtype=float),
+        )
+        return m, timeline
+
+    def _simulate(
+        self, decision: Decision | None, describe: bool = True
+    ) -> tuple[Measurement, tuple[Any, ...] | None]:
+        """The measurement of one decision and the engine's raw output (views into the
+        workspace, valid until the next simulation; None where the rules refused the fusion);
+        ``describe=False``: a fusion cycle's reason does not name its ops."""
         placement, priority, fusion = self._decision_arrays(decision or Decision())
         if fusion.any():
             rule, a, b = self.rules.violation(placement, fusion)
             if rule != RULE_OK:
                 d = self.cluster.num_devices
                 reason = self.rules.describe(rule, a, b)
-                return Measurement(math.inf, np.zeros(d), np.zeros(d), 0.0, False, reason)
+                return Measurement(math.inf, np.zeros(d), np.zeros(d), 0.0, False, reason), None
         out = engine.simulate_core(
             self._engine_graph, placement, priority, fusion, tuple(self.workspace())
         )
-        (
-            status,
-            culprit,
-            step,
-            busy,
-            peak_mem,
-            moved,
-            kernel_of,
-            roots,
-            mptr,
-            members,
-            k_dev,
-            k_start,
-            k_end,
-            t_op,
-            t_src,
-            t_dst,
-            t_bytes,
-            t_start,
-            t_end,
-        ) = out
+        status, culprit, step, busy, peak_mem, moved = out[:6]
+        kernel_of, roots, mptr, members, k_start = out[6], out[7], out[8], out[9], out[11]
         reason = ""
         if status == engine.STATUS_OOM:
             dev = self.cluster.devices[culprit]
@@ -255,43 +326,23 @@ class PreparedGraph:
                 f"> capacity {dev.memory / 1e9:.3f} GB"
             )
         elif status == engine.STATUS_ILLEGAL_FUSION:
-            reason = self._describe_fusion_cycle(kernel_of, roots, mptr, members, k_start)
-        sched = None
-        if schedule and status != engine.STATUS_ILLEGAL_FUSION:
-            sched = Schedule(
-                kernels=tuple(
-                    KernelRecord(
-                        ops=tuple(int(x) for x in members[mptr[k] : mptr[k + 1]]),
-                        device=int(k_dev[k]),
-                        start=float(k_start[k]),
-                        end=float(k_end[k]),
-                    )
-                    for k in np.argsort(k_start, kind="stable")
-                ),
-                transfers=tuple(
-                    TransferRecord(
-                        producer=int(t_op[i]),
-                        src=int(t_src[i]),
-                        dst=int(t_dst[i]),
-                        nbytes=float(t_bytes[i]),
-                        start=float(t_start[i]),
-                        end=float(t_end[i]),
-                    )
-                    for i in np.argsort(t_start, kind="stable")
-                ),
+            reason = (
+                self._describe_fusion_cycle(kernel_of, roots, mptr, members, k_start)
+                if describe
+                else "illegal fusion: the fused kernels depend on each other in a cycle"
             )
         valid = status == engine.STATUS_OK
         if valid and not math.isfinite(step):  # costs so large that their sum overflows
             valid, reason = False, NOT_FINITE
-        return Measurement(
+        m = Measurement(
             step_time=float(step),
             busy_time=busy,
             peak_memory=peak_mem,
             bytes_moved=float(moved),
             valid=valid,
             reason=reason,
-            schedule=sched,
         )
+        return m, out
 
     def evaluate_batch(
         self,

@@ -43,8 +43,10 @@ class TrainConfig:
     version: int = CONFIG_VERSION
     """Config format version; a file with another version is refused."""
     task: str = "placement"
-    """placement, scheduling, fusion, joint (one-shot, GO policy) or placement-edit (one move at
-    a time from the best heuristic, envs.placement_edit, MovePolicy)."""
+    """placement, scheduling, fusion, joint (one-shot, GO policy); placement-edit (one move at
+    a time from the best heuristic, priced by the analytic estimate: envs.placement_edit) or
+    scheduling-edit, fusion-edit, joint-edit (one simulated move per step: envs.decision_edit),
+    all four edit tasks with MovePolicy."""
     graphs: str = "suite:default"
     """Training graphs: names, suite:NAME, graph files, pipedream:/torch: sources, comma-separated."""
     val_graphs: str = "suite:heldout-small"
@@ -58,7 +60,7 @@ class TrainConfig:
     name: str = "go"
     """Run name; the run directory is runs/<task>/<name>_<k>."""
     policy: str = "go"
-    """go (graphopt's: the GO policy, or MovePolicy for placement-edit) or mlp (SB3's stock
+    """go (graphopt's: the GO policy, or MovePolicy for the edit tasks) or mlp (SB3's stock
     MultiInputPolicy / MlpPolicy, a compatibility baseline)."""
     reward_mode: str = "speedup"
     """speedup, neg_sqrt_time or log_speedup (see envs.rewards)."""
@@ -94,9 +96,9 @@ class TrainConfig:
     """Where the policy trains: auto (a CUDA GPU when torch sees one, else the CPU), cpu, cuda or
     cuda:N (:mod:`graphopt.accelerator`). The environments and the simulator run on the CPU."""
     candidates: int = 16
-    """placement-edit: candidate moves offered per step."""
+    """Edit tasks: candidate moves offered per step."""
     horizon: int = 64
-    """placement-edit: steps (moves or passes) per episode."""
+    """Edit tasks: steps per episode."""
     policy_kwargs: dict[str, Any] = field(default_factory=dict)
     """Passed to the policy (e.g. hidden size, layers, segment length)."""
     cost_model: str = "simulator"
@@ -158,7 +160,8 @@ class TrainConfig:
 
     @property
     def decides(self) -> str:
-        """The decision the task produces: ``placement`` for placement-edit, else the task."""
+        """The one-shot task whose decision the task produces (``placement`` for placement-edit,
+        ``scheduling`` for scheduling-edit, ...)."""
         return get_task(self.task).decides_as
 
     def env_settings(

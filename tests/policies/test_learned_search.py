@@ -53,7 +53,7 @@ def test_search_mode_of_run_policy(setup) -> None:
     assert result.samples == 12 and result.measurement.valid
     assert result.speedup >= 1.0
     assert parse_mode("search:12", "placement-edit") == ("search", 12)
-    with pytest.raises(ValueError, match="learned search of a placement-edit policy"):
+    with pytest.raises(ValueError, match="learned search of an edit policy"):
         parse_mode("search:12", "placement")
 
 

@@ -1,0 +1,480 @@
+"""``graphopt/SchedulingEdit-v0``, ``graphopt/FusionEdit-v0``, ``graphopt/JointEdit-v0``: a
+decision improved one simulated move at a time, the policy choosing which move to try.
+
+The placement-edit environment (:mod:`envs.placement_edit`) prices its candidate moves with an
+analytic estimate; for priorities and fusion there is none, so here every step tries one move in
+the simulator (one call) and keeps it only if the step gets faster: a hill climb whose proposal
+distribution is the policy. What the policy sees of each candidate is what the schedule of the
+current decision says about its op (:mod:`graphopt.sim.critical`: whether it is on the critical
+path, its slack, how long it waited for its device, its share of the step), so it can learn
+which moves pay on graphs it never saw; an episode of ``K - 1`` steps costs exactly ``K``
+simulator calls (the start's included), the budget of annealing it is compared with.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, ClassVar, NamedTuple
+
+import numpy as np
+from gymnasium import spaces
+
+from envs.base import GraphEnv, GraphSpec
+from envs.placement_edit import CLIP, percent_gain, symlog
+from envs.rewards import reward
+from graphopt.hardware import DEFAULT_CLUSTER, Cluster
+from graphopt.sim import PreparedGraph, Simulator, Timeline
+from graphopt.sim.critical import ScheduleTimes, timeline_times
+from graphopt.sim.fusion_rules import fusion_mask
+from graphopt.typing import CostModel, Decision, IntArray, Measurement
+
+FAMILIES = ("priority", "fusion", "placement")
+"""Kinds of move:
+
+- ``priority``: promote a kernel that waited for its device ahead of the first kernel that ran
+  there while it was ready (its root op's priority is set just below that kernel's, priorities
+  kept as ranks ``0..N-1``);
+- ``fusion``: flip one op's fusion bit (among the ops the fusion mask allows; only flips that
+  keep the decision legal are offered);
+- ``placement``: move one op alone in its kernel (nothing fused to it) to another device."""
+
+FEATURES = (
+    "prior",  # symlog of the move's promise, % of the step (wait or fused time of a critical op)
+    "is_priority",  # the move's family, one-hot (all 0: an empty row)
+    "is_fusion",
+    "is_placement",
+    "critical",  # 1 when the op is on the critical path of the current schedule
+    "slack",  # symlog of its slack, % of the step
+    "duration",  # symlog of its kernel's time, % of the step
+    "wait",  # symlog of how long it waited for its device, % of the step
+    "transfer",  # symlog of the time of its output's transfers, % of the step
+    "fused",  # its fusion bit now
+    "tried",  # 1 when this move was tried (and rejected) since the decision last changed
+    "gained",  # symlog of the gain since the start of the episode, %
+    "progress",  # steps made / horizon
+)
+"""Per-row features of the observation, in column order; column 0 is the prior that an untrained
+:class:`~policies.move_policy.MovePolicy` follows (a critical-path hill climb)."""
+
+
+class Move(NamedTuple):
+    """One candidate move: ``family`` an index into :data:`FAMILIES`, ``op`` the op moved, and
+    ``value``: the op whose kernel it is promoted ahead of (priority), the new fusion bit, or
+    the new device."""
+
+    family: int
+    op: int
+    value: int
+
+
+def ranks(priority: IntArray) -> IntArray:
+    """Priorities as ranks ``0..N-1`` that order the ops as ``priority`` does (ties by
+    topological index, as in the simulator): the same schedule, and room to insert anywhere."""
+    order = np.lexsort((np.arange(len(priority)), np.asarray(priority)))
+    out = np.empty(len(priority), dtype=np.int64)
+    out[order] = np.arange(len(priority))
+    return out
+
+
+def promote(priority: IntArray, op: int, ahead_of: int) -> IntArray:
+    """Ranks with ``op`` moved to just ahead of ``ahead_of`` (both keep their relative order to
+    every other op; a new array)."""
+    key = np.asarray(priority, dtype=float).copy()
+    key[op] = key[ahead_of] - 0.5
+    return ranks(key)
+
+
+class DecisionEditEnv(GraphEnv):
+    """A decision improved one simulated move at a time (module docstring).
+
+    ## Description
+
+    An episode starts from the reference decision (the best heuristic chain of the task) and
+    makes ``horizon`` steps. At each step the environment draws ``candidates`` moves of the
+    task's families (:data:`FAMILIES`; each slot's family uniformly, slots a family cannot fill
+    going to the others) with ``self.np_random``; the agent picks one; the environment simulates the moved decision and
+    keeps it when it is valid and faster (or the current one is invalid), else keeps the current
+    one and marks the move ``tried``.
+
+    ## Action Space
+
+    ``Discrete(C)``: try candidate ``i``. An empty row (fewer legal moves than ``C``) costs a
+    step but no simulator call.
+
+    ## Observation Space
+
+    ``Box(-100, 100, (C, 13), float32)``: a row per candidate, columns :data:`FEATURES`; always
+    finite.
+
+    ## Rewards
+
+    ``reward_scale`` times the change in the task reward (:mod:`envs.rewards`) of the best
+    decision: 0 for a rejected move, so an episode's return telescopes to
+    ``reward_scale * (reward(final) - reward(start))``. ``info`` carries ``calls`` (simulator
+    calls so far, the start's included) and ``moves`` (accepted) at every step, and
+    ``step_time``, ``valid``, ``reference_time``, ``speedup``, ``episode_return`` at the last.
+
+    ## Starting State
+
+    ``reset`` draws a graph uniformly (``options={"graph": i}`` picks graph ``i``) and simulates
+    its reference decision (one call).
+
+    ## Episode End
+
+    ``terminated`` after ``horizon`` steps; ``truncated`` is always False.
+
+    ## Arguments
+
+    - ``graphs``, ``cluster``, ``reward_mode``, ``reference``, ``seed``: as for
+      ``graphopt/Placement-v0``.
+    - ``cost_model``: the simulator (default); the features need its schedules, so no other cost
+      model is accepted.
+    - ``candidates``: moves offered per step ``C`` (default 16).
+    - ``horizon``: steps per episode (default 64).
+    - ``reward_scale``: multiplies the reward (default 100: percent).
+
+    ## Version History
+
+    - v0: initial version.
+    """
+
+    families: ClassVar[tuple[str, ...]] = ()
+
+    def __init__(
+        self,
+        graphs: GraphSpec = "suite:tiny",
+        cluster: str | Path | Cluster = DEFAULT_CLUSTER,
+        cost_model: CostModel | None = None,
+        reward_mode: str = "speedup",
+        reference: str = "best",
+        candidates: int = 16,
+        horizon: int = 64,
+        reward_scale: float = 100.0,
+        seed: int | None = None,
+    ) -> None:
+        super().__init__(graphs, cluster, cost_model, reward_mode, reference)
+        if not isinstance(self.cost_model, Simulator):
+            raise ValueError(
+                f"the {self.task} environment reads the simulator's schedules; it takes no other "
+                f"cost model (got {type(self.cost_model).__name__}): use cost_model: simulator"
+            )
+        self.sim: Simulator = self.cost_model
+        if candidates < 1 or horizon < 1:
+            raise ValueError(f"candidates and horizon must be >= 1, got {candidates} and {horizon}")
+        self.candidates = int(candidates)
+        self.horizon = int(horizon)
+        self.reward_scale = float(reward_scale)
+        self.action_space = spaces.Discrete(self.candidates)
+        self.observation_space = spaces.Box(
+            -CLIP, CLIP, (self.candidates, len(FEATURES)), np.float32
+        )
+        self._fusible: dict[int, IntArray] = {}
+        self._cand: list[Move] = []
+        if seed is not None:
+            self.reset(seed=seed)
+
+    def settings(self) -> dict[str, Any]:
+        """Keyword arguments of :func:`envs.make_env` that recreate this environment."""
+        return {
+            **super().settings(),
+            "candidates": self.candidates,
+            "horizon": self.horizon,
+            "reward_scale": self.reward_scale,
+        }
+
+    # ------------------------------------------------------------------ state
+    def _prepared(self) -> PreparedGraph:
+        return self.sim.prepare(self.graphs[self._current], self.cluster)
+
+    def _start(self, index: int, horizon: int | None = None) -> None:
+        self._current = index
+        graph = self.graphs[index]
+        n = graph.num_ops
+        if index not in self._fusible:
+            self._fusible[index] = np.flatnonzero(fusion_mask(graph))
+        ref = self.reference(index)
+        d = ref.decision
+        self.placement: IntArray = np.asarray(
+            d.placement if d.placement is not None else np.zeros(n), dtype=np.int64
+        ).copy()
+        self.priority: IntArray = ranks(
+            np.asarray(d.priority if d.priority is not None else np.zeros(n), dtype=np.int64)
+        )
+        self.fusion: IntArray = np.asarray(
+            d.fusion if d.fusion is not None else np.zeros(n), dtype=np.int64
+        ).copy()
+        self._episode_horizon = self.horizon if horizon is None else int(horizon)
+        self._steps = 0
+        self.calls = 1
+        """Simulator calls in this episode, the start's included."""
+        self.moves = 0
+        """Moves kept in this episode."""
+        self._set(*self._prepared().evaluate_timeline(self._decision()))
+        self._start_time = self._m.step_time
+        self._ref_time = ref.measurement.step_time
+        self._reward = reward(self.reward_mode, self._m.step_time, self._m.valid, self._ref_time)
+        self._return = 0.0
+
+    def _decision(
+        self,
+        placement: IntArray | None = None,
+        priority: IntArray | None = None,
+        fusion: IntArray | None = None,
+    ) -> Decision:
+        return Decision(
+            placement=self.placement if placement is None else placement,
+            priority=self.priority if priority is None else priority,
+            fusion=self.fusion if fusion is None else fusion,
+        )
+
+    def _set(self, m: Measurement, timeline: Timeline | None) -> None:
+        """Make ``m`` and ``timeline`` (of the current arrays) the current ones; forget the
+        tried moves."""
+        self._m = m
+        self._times: ScheduleTimes | None = None
+        if timeline is not None:
+            self._times = timeline_times(self.graphs[self._current], self.placement, timeline)
+        self._tried: set[Move] = set()
+
+    def decision(self) -> Decision:
+        """The current (best) decision, copied."""
+        return Decision(
+            placement=self.placement.copy(),
+            priority=self.priority.copy(),
+            fusion=self.fusion.copy(),
+        )
+
+    @property
+    def measurement(self) -> Measurement:
+        """The simulator's measurement of the current decision."""
+        return self._m
+
+    # ------------------------------------------------------------------ moves
+    def _moves_of(self, family: str, count: int) -> list[Move]:
+        """Up to ``count`` distinct moves of ``family`` drawn for the current decision."""
+        rng = self.np_random
+        graph = self.graphs[self._current]
+        times = self._times
+        f = FAMILIES.index(family)
+        out: list[Move] = []
+        if count < 1:
+            return out
+        if family == "priority":
+            if times is None:
+                return out
+            roots = np.flatnonzero((times.root == np.arange(graph.num_ops)) & (times.wait > 0))
+            for op in rng.permutation(roots)[: 4 * count].tolist():
+                ahead = self._overtaker(op)
+                if ahead >= 0:
+                    out.append(Move(f, op, ahead))
+                    if len(out) == count:
+                        break
+            return out
+        if family == "fusion":
+            rules = self._prepared().rules
+            fusible = self._fusible[self._current]
+            for op in rng.permutation(fusible)[: 2 * count].tolist():
+                fusion = self.fusion.copy()
+                fusion[op] ^= 1
+                if rules.violation(self.placement, fusion)[0] == 0:
+                    out.append(Move(f, op, int(fusion[op])))
+                    if len(out) == count:
+                        break
+            return out
+        d = self.cluster.num_devices
+        if d < 2 or times is None:
+            return out
+        # only ops alone in their kernel move: fusion never crosses devices (rule 2c)
+        alone = np.flatnonzero(np.bincount(times.kernel)[times.kernel] == 1)
+        for op in rng.choice(alone, min(count, len(alone)), replace=False).tolist():
+            new = (self.placement[op] + 1 + rng.integers(d - 1)) % d
+            out.append(Move(f, op, int(new)))
+        return out
+
+    def _overtaker(self, op: int) -> int:
+        """The root of the first kernel that started on ``op``'s device while ``op``'s kernel
+        was ready and waiting, or -1."""
+        t = self._times
+        assert t is not None
+        dev = self.placement[op]
+        same = (self.placement == dev) & (t.root == np.arange(len(t.root)))
+        ran = np.flatnonzero(same & (t.start >= t.ready[op]) & (t.start < t.start[op]))
+        if len(ran) == 0:
+            return -1
+        return int(ran[np.argmin(t.start[ran])])
+
+    def _draw(self) -> np.ndarray:
+        """Draw the next candidates and return the observation: each of the ``C`` slots goes to
+        a family drawn uniformly, each family draws its moves, and slots a family cannot fill
+        go to the others."""
+        rng = self.np_random
+        c = self.candidates
+        slots = rng.integers(0, len(self.families), c)
+        cand: list[Move] = []
+        seen: set[Move] = set()
+        for j, name in enumerate(self.families):
+            for move in self._moves_of(name, int((slots == j).sum())):
+                if move not in seen:
+                    seen.add(move)
+                    cand.append(move)
+        for name in self.families:
+            if len(cand) >= c:
+                break
+            for move in self._moves_of(name, c - len(cand)):
+                if move not in seen and len(cand) < c:
+                    seen.add(move)
+                    cand.append(move)
+        self._cand = cand
+        return self._features(cand)
+
+    def _features(self, cand: list[Move]) -> np.ndarray:
+        out = np.zeros((self.candidates, len(FEATURES)), dtype=np.float32)
+        out[:, 0] = -CLIP  # empty rows
+        gained = float(percent_gain(self._start_time, self._m.step_time))
+        out[:, FEATURES.index("gained")] = symlog(np.clip(np.nan_to_num(gained), -CLIP, CLIP))
+        out[:, FEATURES.index("progress")] = self._steps / max(self._episode_horizon, 1)
+        t = self._times
+        if not cand or t is None or t.step <= 0:
+            for i, move in enumerate(cand):
+                out[i, 0] = 0.0
+                out[i, 1 + move.family] = 1.0
+            return out
+        scale = 100.0 / t.step
+        ops = np.array([m.op for m in cand])
+        fam = np.array([m.family for m in cand])
+        crit = t.critical(1e-6)[ops].astype(float)
+        wait = t.wait[ops] * scale
+        duration = (t.end - t.start)[ops] * scale
+        rows = np.arange(len(cand))
+        fuse = (fam == FAMILIES.index("fusion")) & (np.array([m.value for m in cand]) == 1)
+        promise = np.where(fam == FAMILIES.index("priority"), wait, 0.0) + np.where(
+            fuse, duration, 0.0
+        )
+
+        def clip(x: np.ndarray) -> np.ndarray:
+            return np.clip(np.nan_to_num(x, nan=0.0, posinf=CLIP, neginf=-CLIP), -CLIP, CLIP)
+
+        out[rows, 0] = symlog(clip(crit * promise))
+        out[rows, 1 + fam] = 1.0
+        out[rows, 4] = crit
+        out[rows, 5] = symlog(clip(t.slack[ops] * scale))
+        out[rows, 6] = symlog(clip(duration))
+        out[rows, 7] = symlog(clip(wait))
+        out[rows, 8] = symlog(clip(t.transfer[ops] * scale))
+        out[rows, 9] = self.fusion[ops]
+        out[rows, 10] = [float(m in self._tried) for m in cand]
+        return out
+
+    def _moved(self, move: Move) -> tuple[IntArray, IntArray, IntArray]:
+        placement, priority, fusion = self.placement, self.priority, self.fusion
+        family = FAMILIES[move.family]
+        if family == "priority":
+            priority = promote(priority, move.op, move.value)
+        elif family == "fusion":
+            fusion = fusion.copy()
+            fusion[move.op] = move.value
+        else:
+            placement = placement.copy()
+            placement[move.op] = move.value
+        return placement, priority, fusion
+
+    def _try(self, action: int) -> bool:
+        """Try candidate ``action``: simulate it and keep it when faster; True if kept."""
+        if not 0 <= action < self.candidates:
+            raise ValueError(f"action {action} is outside 0..{self.candidates - 1}")
+        self._steps += 1
+        if action >= len(self._cand):
+            return False  # an empty row: nothing to try
+        move = self._cand[action]
+        placement, priority, fusion = self._moved(move)
+        m, timeline = self._prepared().evaluate_timeline(
+            self._decision(placement, priority, fusion), describe=False
+        )
+        self.calls += 1
+        better = m.valid and (not self._m.valid or m.step_time < self._m.step_time)
+        if not better:
+            self._tried.add(move)
+            return False
+        self.placement, self.priority, self.fusion = placement, priority, fusion
+        self._set(m, timeline)
+        self.moves += 1
+        return True
+
+    # ------------------------------------------------------------------ gymnasium API
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[np.ndarray, dict[str, Any]]:
+        """Start from the reference decision of a drawn graph (or ``options["graph"]``)."""
+        super().reset(seed=seed)
+        index = self._pick(options)
+        self._start(index)
+        graph = self.graphs[index]
+        return self._draw(), {"graph": graph.name, "num_ops": graph.num_ops}
+
+    def step(self, action: Any) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
+        """Try the chosen move, keep it if faster, draw the next candidates."""
+        self._check_reset()
+        graph = self.graphs[self._current]
+        r = 0.0
+        if self._try(int(action)):
+            new = reward(self.reward_mode, self._m.step_time, self._m.valid, self._ref_time)
+            r = self.reward_scale * (new - self._reward)
+            self._reward = new
+        self._return += r
+        done = self._steps >= self._episode_horizon
+        info: dict[str, Any] = {"graph": graph.name, "moves": self.moves, "calls": self.calls}
+        if done:
+            m = self._m
+            info.update(
+                step_time=m.step_time,
+                valid=m.valid,
+                reference_time=self._ref_time,
+                speedup=self._ref_time / m.step_time if m.valid and m.step_time > 0 else 0.0,
+                episode_return=self._return,
+            )
+        return self._draw(), r, done, False, info
+
+    # ------------------------------------------------------------------ acting
+    def rollout(
+        self, act: Any, index: int, seed: int = 0, calls: int | None = None
+    ) -> tuple[Decision, Measurement, int]:
+        """The best decision a policy reaches on graph ``index`` in one episode of ``calls``
+        simulator calls (default: ``horizon + 1``; the progress column counts against it), with
+        its measurement and the calls spent: ``act(obs) -> action``. Deterministic for a
+        deterministic ``act`` and ``seed``.
+
+        Raises:
+            ValueError: ``calls`` below 1.
+        """
+        if calls is not None and calls < 1:
+            raise ValueError(f"calls must be >= 1, got {calls}")
+        steps = self.horizon if calls is None else calls - 1
+        super().reset(seed=seed)
+        self._pick({"graph": index})
+        self._start(index, horizon=steps)
+        obs = self._draw()
+        for _ in range(steps):
+            self._try(int(act(obs)))
+            obs = self._draw()
+        return self.decision(), self._m, self.calls
+
+
+class SchedulingEditEnv(DecisionEditEnv):
+    """``graphopt/SchedulingEdit-v0``: priority moves only (:class:`DecisionEditEnv`)."""
+
+    task = "scheduling-edit"
+    families = ("priority",)
+
+
+class FusionEditEnv(DecisionEditEnv):
+    """``graphopt/FusionEdit-v0``: fusion flips only (:class:`DecisionEditEnv`)."""
+
+    task = "fusion-edit"
+    families = ("fusion",)
+
+
+class JointEditEnv(DecisionEditEnv):
+    """``graphopt/JointEdit-v0``: priority, fusion and placement moves (:class:`DecisionEditEnv`)."""
+
+    task = "joint-edit"
+    families = FAMILIES
