@@ -14,6 +14,11 @@
 4. Trains the placement-edit policy (``graphopt/configs/edit.yaml``, about a minute: placement
    improved one move at a time from the best heuristic, each candidate move seen in the analytic
    estimate; ``runs/placement-edit/demo-edit_<k>/``) and evaluates it greedily on the same graphs.
+5. For scheduling, fusion and joint: trains the edit policy of ``graphopt/configs/TASK-edit.yaml``
+   for ``--edit-timesteps`` steps (under a minute each: one simulated move per step, the policy
+   choosing which to try) and evaluates it on the same graphs at ``--edit-calls`` simulator
+   calls, beside the task's heuristics, random search and annealing at the same calls: one table
+   per task.
 
 Run it as ``python -m graphopt.demo [--config FILE] [--eval-graphs SPEC] [--total-timesteps N]``.
 
@@ -103,6 +108,20 @@ def _main(argv: list[str] | None) -> int:
         default=str(CONFIG_DIR / "edit.yaml"),
         help="configuration of the placement-edit stage ('' to skip it)",
     )
+    parser.add_argument(
+        "--edit-tasks",
+        default="scheduling,fusion,joint",
+        help="tasks of stage 5, comma-separated ('' to skip it)",
+    )
+    parser.add_argument(
+        "--edit-timesteps", type=int, default=4096, help="training steps of each stage-5 policy"
+    )
+    parser.add_argument(
+        "--edit-calls",
+        type=int,
+        default=256,
+        help="simulator calls of each method in the stage-5 tables",
+    )
     args = parser.parse_args(argv)
 
     console = make_console()
@@ -141,6 +160,28 @@ def _main(argv: list[str] | None) -> int:
         edit_run = train(edit, runs_root=args.runs_dir)
         console.print(f"run directory: {edit_run}")
         evaluate_run(edit_run, eval_graphs, mode="greedy", budget=args.budget, console=console)
+
+    for number, task in enumerate(t for t in args.edit_tasks.split(",") if t):
+        edit = load_config(
+            CONFIG_DIR / f"{task}-edit.yaml",
+            name=f"demo-{task}-edit",
+            total_timesteps=args.edit_timesteps,
+        )
+        section(
+            console,
+            f"5{'abc'[number] if number < 3 else number}. {task}: {edit.task} on {edit.graphs}, "
+            f"{edit.total_timesteps:,} steps, then every method at {args.edit_calls} simulator "
+            "calls on graphs never trained on",
+        )
+        edit_run = train(edit, runs_root=args.runs_dir)
+        console.print(f"run directory: {edit_run}")
+        evaluate_run(
+            edit_run,
+            eval_graphs,
+            mode=f"search:{args.edit_calls}",
+            budget=args.edit_calls,
+            console=console,
+        )
     return 0
 
 

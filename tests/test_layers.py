@@ -5,7 +5,7 @@ The order, lowest first (``docs/architecture.md`` draws it):
 1. ``graphopt.graph``, ``graphopt.op_classes``, ``graphopt.hardware``, ``graphopt.typing``, ``graphopt.tasks``,
    ``graphopt.configs``
 2. ``graphopt.sim`` (engine, simulator, bounds, estimate), ``graphopt.workloads``,
-   ``graphopt.importers``, ``graphopt.decision_io``
+   ``graphopt.importers``, ``graphopt.decision_io``, ``graphopt.distributed``
 3. ``graphopt.baselines``
 4. ``graphopt.encoding``, ``graphopt.nn``, ``graphopt.rundir``
 5. ``envs``, ``graphopt.costmodel``
@@ -39,6 +39,7 @@ LAYERS: dict[str, int] = {
     "graphopt.workloads": 2,
     "graphopt.importers": 2,
     "graphopt.decision_io": 2,
+    "graphopt.distributed": 2,
     "graphopt.baselines": 3,
     "graphopt.encoding": 4,
     "graphopt.nn": 4,

@@ -25,10 +25,11 @@ from graphopt.cli import (
     graphs,
     profile,
     simulate,
+    sweep,
     train,
 )
 
-COMMANDS = (graphs, simulate, profile, calibrate, baselines, train, evaluate, costmodel)
+COMMANDS = (graphs, simulate, profile, calibrate, baselines, train, sweep, evaluate, costmodel)
 """The command modules in the order ``graphopt --help`` lists them; each has ``NAME``, ``HELP``
 (its one-line help) and ``register(sub)`` (adds its full sub-parser)."""
 

@@ -67,6 +67,14 @@ def register(sub: Any) -> None:
     )
     add_budget_options(p)
     p.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        help="graphs compared at once, one Ray task per graph (above 1 needs pip install "
+        "'graphopt[ray]'); the same table as one at a time",
+    )
+    p.add_argument("--ray-address", metavar="ADDR", help="run the tasks on this Ray cluster")
+    p.add_argument(
         "--plot",
         metavar="PNG",
         help="write a grouped bar chart (.png, .pdf, .svg, ...: the suffix says the type)",
@@ -140,6 +148,15 @@ def check_outputs(args: argparse.Namespace) -> None:
             raise ValueError(f"--plot {args.plot!r} would overwrite what --json writes")
 
 
+def compare_job(job: dict[str, Any]) -> Any:
+    """``compare_on_graph`` of one graph (a Ray task of ``--workers``): ``job`` holds its
+    arguments."""
+    from graphopt.eval.compare import compare_on_graph
+
+    job = dict(job)
+    return compare_on_graph(job.pop("graph"), job.pop("cluster"), job.pop("task"), **job)
+
+
 def cmd_baselines(args: argparse.Namespace) -> int:
     check_outputs(args)  # bad paths fail before the (slow) comparison and torch's import
     for flag, value in (("--budget", args.budget), ("--estimate-budget", args.estimate_budget)):
@@ -150,28 +167,29 @@ def cmd_baselines(args: argparse.Namespace) -> int:
     if args.curve:
         return curves(args)
 
+    from graphopt.distributed import check_workers, map_jobs, uses_ray
     from graphopt.eval.compare import compare_on_graph
     from graphopt.eval.report import plot_comparisons, print_comparisons
     from graphopt.hardware import get_cluster
     from graphopt.sim import Simulator
     from graphopt.workloads import resolve_graphs
 
+    check_workers(args.workers)
     cluster = get_cluster(args.cluster)
-    sim = Simulator()
-    comparisons = [
-        compare_on_graph(
-            g,
-            cluster,
-            args.task,
-            budget=args.budget,
-            estimate_budget=args.estimate_budget,
-            seed=args.seed,
-            num_priorities=args.num_priorities,
-            exact_time_limit=args.exact_time_limit,
-            sim=sim,
-        )
-        for g in resolve_graphs(args.graphs)
-    ]
+    options = dict(
+        budget=args.budget,
+        estimate_budget=args.estimate_budget,
+        seed=args.seed,
+        num_priorities=args.num_priorities,
+        exact_time_limit=args.exact_time_limit,
+    )
+    graphs = resolve_graphs(args.graphs)
+    if uses_ray(args.workers, args.ray_address):  # one Ray task per graph, results in order
+        jobs = [{"graph": g, "cluster": cluster, "task": args.task, **options} for g in graphs]
+        comparisons = map_jobs(compare_job, jobs, workers=args.workers, address=args.ray_address)
+    else:
+        sim = Simulator()
+        comparisons = [compare_on_graph(g, cluster, args.task, sim=sim, **options) for g in graphs]
     title = f"{args.task} on {cluster.name}"
     print_comparisons(comparisons, title)
     if args.json:

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import argparse
 import math
+import sys
 from pathlib import Path
 from typing import Any
 
 NAME = "train"
+BACKENDS = ("auto", "dummy", "subproc", "ray")
+"""The choices of --vec-env (graphopt.train.vec_env.BACKENDS, which the CLI does not import)."""
 HELP = "train a policy with PPO (writes runs/<task>/<name>_<k>/)"
 RUN_FLAGS = {
     "task": "--task",
@@ -84,6 +87,28 @@ def register(sub: Any) -> None:
         help="where the policy trains: auto (a CUDA GPU if there is one), cpu, cuda or cuda:N "
         "(default: the config's, auto); with --resume, from now on",
     )
+    p.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        help="Ray workers that host the training environments and their simulators (above 1: "
+        "rollouts on Ray, started on this machine unless --ray-address; needs "
+        "pip install 'graphopt[ray]'); at most n_envs",
+    )
+    p.add_argument(
+        "--ray-address",
+        metavar="ADDR",
+        help="run the workers on the Ray cluster at ADDR (HOST:PORT printed by 'ray start --head', "
+        "ray://HOST:10001 or auto); the learner stays here",
+    )
+    p.add_argument(
+        "--vec-env",
+        choices=BACKENDS,
+        default="auto",
+        help="how the training environments run: dummy (this process), subproc (a process each), "
+        "ray (Ray workers); auto: ray with --workers above 1 or --ray-address, else subproc with "
+        "several environments on more than 2 cores, else dummy",
+    )
     p.add_argument("--no-progress", action="store_true", help="no progress bar (e.g. in CI logs)")
     p.set_defaults(func=cmd_train)
 
@@ -115,6 +140,14 @@ def check_args(args: argparse.Namespace) -> None:
 
     if args.device is not None:
         check_device_name(args.device)
+    if args.workers < 1:
+        raise ValueError(f"--workers must be >= 1, got {args.workers}")
+    if args.ray_address is not None or args.workers > 1:
+        from graphopt.distributed import check_address, import_ray
+
+        import_ray()  # Ray missing: the install hint, before any work
+        if args.ray_address is not None:
+            check_address(args.ray_address)
     if args.resume:
         given = [flag for key, flag in RUN_FLAGS.items() if getattr(args, key) is not None]
         if given:
@@ -137,13 +170,21 @@ def cmd_train(args: argparse.Namespace) -> int:
     check_args(args)  # before torch is imported
 
     from graphopt import rundir
+    from graphopt.distributed import WorkerDied
     from graphopt.train.config import load_config
     from graphopt.train.trainer import RunAlreadyFinished, TrainingInterrupted, resume, train
 
+    where: dict[str, Any] = {
+        "workers": args.workers,
+        "ray_address": args.ray_address,
+        "backend": args.vec_env,
+    }
+    started: list[Path] = []  # the run directory, once it exists
     try:
         if args.resume:
 
             def resuming(run: Path) -> None:
+                started.append(run)
                 done = int(rundir.read_state(run).get("timesteps", 0))
                 total = load_config(run / rundir.CONFIG_FILE).total_timesteps
                 print(f"resuming {run} at {done:,} of {total:,} timesteps", flush=True)
@@ -154,8 +195,14 @@ def cmd_train(args: argparse.Namespace) -> int:
                 show_progress=not args.no_progress,
                 on_start=resuming,
                 device=args.device,
+                **where,
             )
         else:
+
+            def starting(run: Path) -> None:
+                started.append(run)
+                print(f"run: {run} (training {config.total_timesteps:,} timesteps)", flush=True)
+
             config = load_config(
                 args.config,
                 task=args.task,
@@ -174,9 +221,8 @@ def cmd_train(args: argparse.Namespace) -> int:
                 config,
                 runs_root=args.runs_dir or "runs",
                 show_progress=not args.no_progress,
-                on_start=lambda path: print(
-                    f"run: {path} (training {config.total_timesteps:,} timesteps)", flush=True
-                ),
+                on_start=starting,
+                **where,
             )
     except RunAlreadyFinished as e:
         print(f"graphopt: {e}")
@@ -186,6 +232,15 @@ def cmd_train(args: argparse.Namespace) -> int:
         print(f"graphopt: {e}")
         print(summary(e.run))
         return 130
+    except WorkerDied as e:
+        if not started:
+            raise ValueError(f"{e}; run the command again") from None
+        print(
+            f"graphopt: error: {e}; run {started[0]} is checkpointed: resume with: graphopt train "
+            f"--resume {started[0]} (add --workers/--ray-address as before)",
+            file=sys.stderr,
+        )
+        return 1
     print(summary(run))
     print(f"run: {run}")
     return 0

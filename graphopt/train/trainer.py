@@ -22,20 +22,17 @@ from typing import Any
 
 import torch
 
-from envs import make_env
-from envs.base import resolve_graph_list
 from graphopt import rundir
 from graphopt.accelerator import resolve_device
-from graphopt.sim import Simulator
+from graphopt.tasks import get_task
 from graphopt.train.callbacks import RunCallback
 from graphopt.train.config import TrainConfig, load_config
-from graphopt.typing import CostModel
+from graphopt.train.vec_env import (  # make_envs, _constant: also imported from here
+    _constant,  # noqa: F401
+    make_envs,  # noqa: F401
+    make_vec_env,
+)
 from policies import GOPolicy, MovePolicy, checkpoint
-
-
-def _constant(env: Any) -> Callable[[], Any]:
-    """An environment factory for ``DummyVecEnv`` that returns an existing environment."""
-    return lambda: env
 
 
 class RunAlreadyFinished(Exception):
@@ -58,47 +55,9 @@ class TrainingInterrupted(Exception):
         self.run = run
 
 
-def make_envs(config: TrainConfig, sim: Simulator | None = None) -> tuple[list[Any], Any | None]:
-    """``n_envs`` training environments and one validation environment, sharing one simulator
-    (and so its cache of prepared graphs and reference decisions) and one ``max_ops``.
-
-    With ``config.cost_model`` other than ``"simulator"`` the training environments price
-    decisions (and their references) with that
-    :class:`~graphopt.costmodel.learned.LearnedCostModel`; validation always uses the simulator.
-    """
-    sim = sim or Simulator()
-    train_cost: CostModel = sim
-    if config.cost_model != "simulator":
-        from graphopt.costmodel.learned import LearnedCostModel  # torch_geometric: import lazily
-
-        train_cost = LearnedCostModel.load(config.cost_model)
-    train_graphs = resolve_graph_list(config.graphs)
-    val_graphs = resolve_graph_list(config.val_graphs) if config.val_graphs else []
-    max_ops = config.max_ops or max(g.num_ops for g in train_graphs + val_graphs)
-    max_edges = max(4 * max_ops, *(g.num_edges for g in train_graphs + val_graphs))
-    settings = config.env_settings(max_ops, max_edges)
-    envs = [
-        make_env(
-            config.task,
-            train_graphs,
-            config.cluster,
-            cost_model=train_cost,
-            seed=config.seed + i,
-            **settings,
-        )
-        for i in range(config.n_envs)
-    ]
-    val = None
-    if val_graphs:
-        val = make_env(
-            config.task, val_graphs, config.cluster, cost_model=sim, seed=config.seed, **settings
-        )
-    return envs, val
-
-
 def _policy(config: TrainConfig) -> tuple[Any, dict[str, Any]]:
     kwargs = dict(config.policy_kwargs)
-    edit = config.task == "placement-edit"
+    edit = not get_task(config.task).one_shot
     if config.policy == "mlp":
         return ("MlpPolicy" if edit else "MultiInputPolicy"), kwargs
     if edit:
@@ -267,17 +226,22 @@ def train(
     runs_root: str | Path = "runs",
     show_progress: bool = True,
     on_start: Callable[[Path], None] | None = None,
+    *,
+    workers: int = 1,
+    ray_address: str | None = None,
+    backend: str = "auto",
 ) -> Path:
     """Train a new run; returns its directory (``runs_root/<task>/<name>_<k>``). ``on_start`` is
-    called with the directory once it exists, before training begins.
+    called with the directory once it exists, before training begins. ``backend``, ``workers``
+    and ``ray_address`` say where the training environments run
+    (:func:`graphopt.train.vec_env.make_vec_env`); they are not part of the run, which may resume
+    on any backend.
 
     Raises:
         ValueError: a bad configuration, a run name that is not a plain directory name or a
             ``runs_root`` that cannot be created (both before any work), graphs that cannot be
             resolved; no run directory is created then.
     """
-    from stable_baselines3.common.vec_env import DummyVecEnv
-
     config.validate()
     rundir.check_run_name(config.name)
     rundir.check_output_path(runs_root, "runs directory", directory=True)
@@ -285,9 +249,28 @@ def train(
         config = dataclasses.replace(config, cost_model=str(Path(config.cost_model).resolve()))
     resolve_device(config.device)  # no such device: refused before any work
     torch.set_num_threads(config.threads)
-    envs, val_env = make_envs(config)  # resolve everything before creating the run directory
-    model = build_model(config, DummyVecEnv([_constant(e) for e in envs]))
-    run = rundir.new_run_dir(runs_root, config.task, config.name)  # only once all of that worked
+    # resolve everything before creating the run directory
+    vec_env, val_env = make_vec_env(
+        config, backend=backend, workers=workers, ray_address=ray_address
+    )
+    try:
+        model = build_model(config, vec_env)
+        run = rundir.new_run_dir(runs_root, config.task, config.name)  # once all of that worked
+        _train_new(model, run, config, val_env, show_progress, on_start)
+    finally:
+        vec_env.close()  # ends the processes or actors of the subproc and ray backends
+    return run
+
+
+def _train_new(
+    model: Any,
+    run: Path,
+    config: TrainConfig,
+    val_env: Any | None,
+    show_progress: bool,
+    on_start: Callable[[Path], None] | None,
+) -> None:
+    """:func:`train`'s run directory ``run``: written and trained under its lock."""
     with rundir.locked(run):
         config.save(run / rundir.CONFIG_FILE)
         checkpoint.write_model_info(run, model, config.task)
@@ -297,7 +280,6 @@ def train(
         if on_start is not None:
             on_start(run)
         _learn(model, run, config, val_env, config.total_timesteps, show_progress, reset=True)
-    return run
 
 
 def resume(
@@ -306,6 +288,10 @@ def resume(
     show_progress: bool = True,
     on_start: Callable[[Path], None] | None = None,
     device: str | None = None,
+    *,
+    workers: int = 1,
+    ray_address: str | None = None,
+    backend: str = "auto",
 ) -> Path:
     """Continue a run from ``checkpoints/last.pt`` up to its ``total_timesteps``, with the
     configuration it was started with (the model is rebuilt from it and given the checkpoint's
@@ -323,6 +309,8 @@ def resume(
         on_start: called with the run directory before training goes on.
         device: where to train from now on (default: the run's ``device`` setting); not
             recorded in the run.
+        workers, ray_address, backend: where the training environments run from now on
+            (:func:`graphopt.train.vec_env.make_vec_env`); not recorded in the run.
 
     Raises:
         ValueError: not a run directory, no checkpoint to resume from (a run of an older version
@@ -335,7 +323,8 @@ def resume(
     """
     path = rundir.check_run_dir(run, need_model=False)
     with rundir.locked(path):
-        return _resume(path, total_timesteps, show_progress, on_start, device)
+        where = {"workers": workers, "ray_address": ray_address, "backend": backend}
+        return _resume(path, total_timesteps, show_progress, on_start, device, where)
 
 
 def _resume(
@@ -344,10 +333,10 @@ def _resume(
     show_progress: bool,
     on_start: Callable[[Path], None] | None,
     device: str | None = None,
+    where: dict[str, Any] | None = None,
 ) -> Path:
-    """:func:`resume` of the run directory ``path``, whose lock this process holds."""
-    from stable_baselines3.common.vec_env import DummyVecEnv
-
+    """:func:`resume` of the run directory ``path``, whose lock this process holds; ``where``:
+    the keyword arguments of :func:`graphopt.train.vec_env.make_vec_env`."""
     config = load_config(path / rundir.CONFIG_FILE)
     state = rundir.read_state(path)
     if not (path / rundir.LAST).exists():
@@ -372,8 +361,28 @@ def _resume(
         raise RunAlreadyFinished(path, done)
     resolve_device(device or config.device)  # no such device: refused before any work
     torch.set_num_threads(config.threads)
-    envs, val_env = make_envs(config)
-    vec_env = DummyVecEnv([_constant(e) for e in envs])
+    vec_env, val_env = make_vec_env(config, **(where or {}))
+    try:
+        _resume_model(
+            path, config, vec_env, val_env, weights, done, show_progress, on_start, device
+        )
+    finally:
+        vec_env.close()  # ends the processes or actors of the subproc and ray backends
+    return path
+
+
+def _resume_model(
+    path: Path,
+    config: TrainConfig,
+    vec_env: Any,
+    val_env: Any | None,
+    weights: dict[str, Any],
+    done: int,
+    show_progress: bool,
+    on_start: Callable[[Path], None] | None,
+    device: str | None,
+) -> None:
+    """:func:`_resume`'s training on ``vec_env`` from the checkpoint's ``weights``."""
     model = load_model(path, path / rundir.LAST, vec_env, weights, device=device)
     resumed = int(model.num_timesteps)  # the checkpoint's, whatever state.json says
     rundir.truncate_metrics(path, resumed)  # those steps are trained again
@@ -387,4 +396,3 @@ def _resume(
     else:
         checkpoint.save_weights(model, path / rundir.FINAL)
         rundir.write_state(path, status="finished", drop=("error", "traceback"))
-    return path

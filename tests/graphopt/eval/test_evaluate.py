@@ -114,3 +114,31 @@ def test_an_edit_policy_runs_on_any_device_count(tmp_path: Path):
     rows = {r.method: r for r in comparisons[0].results}
     policy = rows["policy (greedy)"]
     assert policy.valid and policy.step_time <= comparisons[0].best_heuristic.step_time
+
+
+@pytest.mark.parametrize("task", ["scheduling-edit", "fusion-edit", "joint-edit"])
+def test_a_simulated_edit_run_trains_and_is_compared_at_its_calls(tmp_path: Path, task: str):
+    # A run of each simulated edit task trains (MovePolicy), is evaluated at K simulator calls
+    # beside the task's baselines at the same budget, on another device count, never worse than
+    # its start (the best heuristic), and refuses a mode that is not greedy or search:K.
+    run = train(
+        tiny_config(task=task, candidates=4, horizon=4, policy_kwargs={"hidden": 8}),
+        runs_root=tmp_path / "runs",
+        show_progress=False,
+    )
+    comparisons = evaluate_run(
+        run,
+        "txl-tiny",
+        mode="search:12",
+        budget=12,
+        cluster="v100-nvlink-4",
+        out_dir=tmp_path / "out",
+        console=quiet(),
+    )
+    rows = {r.method: r for r in comparisons[0].results}
+    policy = rows["policy (search:12)"]
+    assert policy.valid and policy.step_time <= comparisons[0].best_heuristic.step_time
+    assert policy.evaluations <= 12
+    assert {"annealing", "random-search"} <= {m.split("@")[0] for m in rows}
+    with pytest.raises(ValueError, match="use greedy or search:K"):
+        evaluate_run(run, "txl-tiny", mode="sample:4", console=quiet())

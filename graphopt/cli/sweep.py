@@ -1,0 +1,112 @@
+"""``graphopt sweep``: train runs over settings and seeds, with a summary table and plot."""
+
+from __future__ import annotations
+
+import argparse
+import math
+from pathlib import Path
+from typing import Any
+
+NAME = "sweep"
+HELP = "train runs over settings x seeds (Ray Tune with --workers); summary table and plot"
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser(
+        NAME,
+        help=HELP,
+        description="Train one run per setting and seed: the values of every --set crossed, each "
+        "with --seeds seeds (the config's seed, +1, ...). Each trial is a normal run directory "
+        "under runs/<task>/; the sweep's summary.csv, summary.png and sweep.json go to "
+        "runs/sweep/<name>_<k>/. A failed trial is recorded and the others go on; --resume "
+        "continues the trials that did not finish.",
+    )
+    p.add_argument("config", nargs="?", metavar="CONFIG", help="configuration file (YAML)")
+    p.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=V1,V2",
+        help="a config key and its values (repeatable; e.g. learning_rate=1e-4,3e-4)",
+    )
+    p.add_argument("--seeds", type=int, default=3, help="seeds per setting")
+    p.add_argument("--name", help="sweep name (default: the config's name)")
+    p.add_argument("--runs-dir", default="runs", help="where runs and the sweep are written")
+    p.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        help="trials at once, as Ray Tune trials (above 1 needs pip install 'graphopt[ray]')",
+    )
+    p.add_argument("--ray-address", metavar="ADDR", help="run the trials on this Ray cluster")
+    p.add_argument("--resume", metavar="SWEEP", help="continue a sweep directory")
+    p.set_defaults(func=cmd_sweep)
+
+
+def format_rows(rows: list[dict[str, Any]]) -> list[str]:
+    """The summary table as text lines."""
+
+    def num(x: float) -> str:
+        return "-" if math.isnan(x) else f"{x:.3f}"
+
+    width = max([len("setting"), *(len(r["setting"]) for r in rows)])
+    lines = [f"{'setting':<{width}}  finished  mean    std     min     max"]
+    for r in rows:
+        lines.append(
+            f"{r['setting']:<{width}}  {r['finished']:>8}  {num(r['mean']):<7} {num(r['std']):<7} "
+            f"{num(r['min']):<7} {num(r['max'])}"
+        )
+    return lines
+
+
+def cmd_sweep(args: argparse.Namespace) -> int:
+    from graphopt.distributed import check_address, check_workers, import_ray
+
+    check_workers(args.workers)
+    if args.workers > 1 or args.ray_address is not None:
+        import_ray()
+        if args.ray_address is not None:
+            check_address(args.ray_address)
+    from graphopt.train.sweep import parse_sets, sweep
+
+    def starting(path: Path, n: int) -> None:
+        print(f"sweep: {path} ({n} trials)", flush=True)
+
+    if args.resume:
+        if args.config or args.set or args.name:
+            raise ValueError("--resume continues a sweep as planned; drop CONFIG, --set and --name")
+        sweep_dir, trials, rows = sweep(
+            resume=args.resume,
+            workers=args.workers,
+            address=args.ray_address,
+            on_start=starting,
+        )
+    else:
+        from graphopt.train.config import load_config
+
+        sets = parse_sets(args.set)  # a bad key: one line, before any work
+        config = load_config(args.config, name=args.name)
+        sweep_dir, trials, rows = sweep(
+            config,
+            sets,
+            args.seeds,
+            runs_root=args.runs_dir,
+            workers=args.workers,
+            address=args.ray_address,
+            on_start=starting,
+        )
+    print("\n".join(format_rows(rows)))
+    print(f"summary: {sweep_dir / 'summary.csv'}, {sweep_dir / 'summary.png'}")
+    failed = [t for t in trials if t.get("status") != "finished"]
+    if failed:
+        first = failed[0]
+        import sys
+
+        print(
+            f"graphopt: error: {len(failed)} of {len(trials)} trials did not finish (first: "
+            f"{first['name']}: {first.get('error') or first.get('status')}); finished trials are "
+            f"kept: continue with: graphopt sweep --resume {sweep_dir}",
+            file=sys.stderr,
+        )
+        return 1
+    return 0

@@ -1,0 +1,225 @@
+"""Where independent work runs: on this process, or on Ray workers (local by default).
+
+Ray is the optional extra ``graphopt[ray]`` and is imported only here, and only when work is
+sent to it (``--workers`` above 1 or a ``--ray-address``), so every command starts without it.
+
+- :func:`connect` joins the Ray cluster at an address (``HOST:PORT`` of ``ray start --head``,
+  ``ray://HOST:10001``, or ``auto``), or starts Ray on this machine with its local CPUs. An
+  address that answers nothing fails at once with a one-line error, before Ray waits on it.
+- :func:`map_jobs` runs ``fn(job)`` for every job, serially or as one Ray task per job, and
+  returns the results in the order of the jobs, the same either way (``fn`` and the jobs must be
+  picklable plain data: functions of a module and dicts, strings, numbers).
+
+Errors are one line that names the fix: :class:`~graphopt.importers.zoo.DependencyNotInstalled`
+(Ray missing), ``ValueError`` (an unreachable address, more workers than the cluster has CPUs),
+:class:`WorkerDied` (a Ray worker process died while it held work).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import signal
+import socket
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, TypeVar
+
+from graphopt.importers.zoo import DependencyNotInstalled
+
+INSTALL_HINT = "pip install 'graphopt[ray]'"
+"""How to install Ray for graphopt."""
+
+J = TypeVar("J")
+R = TypeVar("R")
+
+
+class WorkerDied(RuntimeError):
+    """A Ray worker process died (killed, out of memory, its node lost) while it held work."""
+
+
+def uses_ray(workers: int, address: str | None) -> bool:
+    """Whether work of ``workers`` workers at ``address`` goes to Ray: more than one worker, or
+    any address."""
+    return workers > 1 or address is not None
+
+
+def import_ray() -> Any:
+    """The ``ray`` module, or :class:`DependencyNotInstalled` saying how to install it."""
+    try:
+        import ray
+    except ImportError as e:
+        raise DependencyNotInstalled(
+            f"--workers above 1 and --ray-address run on Ray, which is not installed: {INSTALL_HINT}"
+        ) from e
+    return ray
+
+
+def check_workers(workers: int) -> int:
+    """``workers`` if it is at least 1, else a one-line ``ValueError``."""
+    if workers < 1:
+        raise ValueError(f"--workers must be >= 1, got {workers}")
+    return workers
+
+
+def check_address(address: str, timeout: float = 3.0) -> None:
+    """Refuse at once an address where nothing listens (Ray itself would wait a minute).
+
+    ``auto`` (the cluster that ``ray start`` left on this machine) is left to Ray.
+
+    Raises:
+        ValueError: the address is malformed, or its host does not accept a connection on its
+            port within ``timeout`` seconds.
+    """
+    if address in ("auto", "local"):
+        return
+    hostport = address.split("://", 1)[-1]
+    host, _, port = hostport.rpartition(":")
+    if not host or not port.isdigit():
+        raise ValueError(
+            f"--ray-address {address!r} is not HOST:PORT; give the address 'ray start --head' "
+            "printed (e.g. 10.0.0.5:6379, or ray://10.0.0.5:10001)"
+        )
+    try:
+        with socket.create_connection((host, int(port)), timeout=timeout):
+            pass
+    except OSError as e:
+        reason = e.strerror or type(e).__name__
+        raise ValueError(
+            f"no Ray cluster answers at {address} ({reason}); start one there with "
+            f"'ray start --head --port {port}' or check --ray-address"
+        ) from None
+
+
+@contextlib.contextmanager
+def keep_sigterm() -> Iterator[None]:
+    """Leave this process's SIGTERM handler as it was, whatever the block installs.
+
+    ``ray.init`` installs a SIGTERM handler of its own in the driver (and ``ray.shutdown`` leaves
+    it there); training turns SIGTERM into a checkpoint and a clean stop only where SIGTERM has
+    its default action (:func:`graphopt.rundir.graceful_stop`), so without this a run on Ray
+    workers would end unsaved when killed. Outside the main thread nothing is done."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    before = signal.getsignal(signal.SIGTERM)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, before)
+
+
+def connect(address: str | None = None, *, num_cpus: int | None = None) -> bool:
+    """Join the Ray cluster at ``address``, or start Ray on this machine (``address`` None) with
+    ``num_cpus`` CPUs (default: all of them). Nothing happens when Ray is already initialised in
+    this process (a test's cluster, an earlier call).
+
+    Returns:
+        Whether this call started Ray (so its caller shuts it down when done).
+
+    Raises:
+        DependencyNotInstalled: Ray is not installed.
+        ValueError: nothing answers at ``address``.
+    """
+    ray = import_ray()
+    if ray.is_initialized():
+        return False
+    if address is not None:
+        check_address(address)
+    kwargs: dict[str, Any] = dict(
+        include_dashboard=False, logging_level=logging.WARNING, log_to_driver=False
+    )  # the workers' logs stay in Ray's session directory; errors come back as exceptions
+    if address is None:
+        kwargs.update(address="local", num_cpus=num_cpus or os.cpu_count() or 1)
+    else:
+        kwargs.update(address=address)
+    try:
+        with keep_sigterm():
+            ray.init(**kwargs)
+    except ConnectionError as e:
+        raise ValueError(
+            f"cannot join the Ray cluster at {address}: {str(e).splitlines()[0]}; check "
+            "--ray-address (the address 'ray start --head' printed)"
+        ) from None
+    return True
+
+
+def cluster_cpus() -> int:
+    """CPUs of the Ray cluster this process is connected to."""
+    return int(import_ray().cluster_resources().get("CPU", 0))
+
+
+def check_capacity(workers: int, address: str | None) -> None:
+    """Refuse more workers than a Ray cluster given by ``address`` has CPUs (their actors would
+    wait forever); Ray started on this machine is sized to the workers instead.
+
+    Raises:
+        ValueError: one line with the CPU count and the fix.
+    """
+    if address is None:
+        return
+    cpus = cluster_cpus()
+    if workers > cpus:
+        raise ValueError(
+            f"--workers {workers} needs {workers} CPUs, but the Ray cluster at {address} has "
+            f"{cpus}; lower --workers or add nodes (ray start --address {address})"
+        )
+
+
+def died(e: BaseException, what: str) -> WorkerDied:
+    """The :class:`WorkerDied` of Ray's exception ``e`` for ``what`` (e.g. ``"worker 2"``)."""
+    first = (str(e).strip().splitlines() or [type(e).__name__])[0]
+    return WorkerDied(f"Ray {what} died ({type(e).__name__}: {first[:200]})")
+
+
+def _run_one(fn: Callable[[Any], Any], job: Any) -> Any:
+    return fn(job)
+
+
+def map_jobs(
+    fn: Callable[[J], R],
+    jobs: Sequence[J],
+    *,
+    workers: int = 1,
+    address: str | None = None,
+) -> list[R]:
+    """``[fn(job) for job in jobs]``: in this process when :func:`uses_ray` is false, else one Ray
+    task per job with at most ``workers`` running at once (on this machine by default, or on the
+    cluster at ``address``). The results come back in the order of ``jobs`` either way.
+
+    Raises:
+        the first exception a job raised (the job's own, not Ray's wrapper);
+        WorkerDied: a worker died while it ran a job;
+        DependencyNotInstalled, ValueError: see :func:`connect`.
+    """
+    check_workers(workers)
+    if not uses_ray(workers, address) or not jobs:
+        return [fn(job) for job in jobs]
+    ray = import_ray()
+    started = connect(address, num_cpus=None if address else max(workers, os.cpu_count() or 1))
+    try:
+        check_capacity(workers, address)
+        task = ray.remote(num_cpus=1, max_retries=0)(_run_one)
+        fn_ref = ray.put(fn)
+        pending: dict[Any, int] = {}
+        results: list[Any] = [None] * len(jobs)
+        queue = list(enumerate(jobs))
+        queue.reverse()
+        while queue or pending:
+            while queue and len(pending) < workers:
+                index, job = queue.pop()
+                pending[task.remote(fn_ref, job)] = index
+            done, _ = ray.wait(list(pending), num_returns=1)
+            index = pending.pop(done[0])
+            try:
+                results[index] = ray.get(done[0])
+            except ray.exceptions.RayTaskError as e:
+                cause = getattr(e, "cause", None)
+                raise (cause if isinstance(cause, Exception) else e) from None
+            except (ray.exceptions.WorkerCrashedError, ray.exceptions.RayActorError) as e:
+                raise died(e, f"worker of job {index}") from None
+        return results
+    finally:
+        if started:
+            ray.shutdown()

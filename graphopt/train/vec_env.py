@@ -1,0 +1,235 @@
+"""Where the training environments run: the one place that builds them and vectorises them.
+
+Three backends step the ``n_envs`` training environments for stable-baselines3's PPO
+(:func:`make_vec_env`; :func:`choose_backend` picks one):
+
+==========  ===================================================================================
+backend     where the environments (and their simulators) run
+==========  ===================================================================================
+dummy       in the learner's process, one after another (SB3 ``DummyVecEnv``)
+subproc     one process per environment on this machine (SB3 ``SubprocVecEnv``)
+ray         ``workers`` Ray actors, each hosting a contiguous share of the environments
+            (:class:`graphopt.train.ray_vec_env.RayVecEnv`), on this machine or a Ray cluster
+==========  ===================================================================================
+
+Every backend builds environment ``i`` with the same graphs, cluster, settings and seed
+``config.seed + i``, so they step through the same episodes: with the same seed a run's
+metrics and weights do not depend on the backend (tests/graphopt/train/test_ray_vec_env.py
+checks Ray against in-process). Environments in other processes are rebuilt there from an
+:class:`EnvSpec`, plain data (graph and cluster dicts, settings): nothing is unpickled from disk.
+
+The validation environment always runs in the learner's process.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from envs import make_env
+from envs.base import resolve_graph_list
+from graphopt.distributed import check_workers, uses_ray
+from graphopt.graph import CompGraph
+from graphopt.hardware import Cluster, get_cluster
+from graphopt.sim import Simulator
+from graphopt.train.config import TrainConfig
+from graphopt.typing import CostModel
+
+BACKENDS = ("auto", "dummy", "subproc", "ray")
+"""The choices of :func:`choose_backend`."""
+
+
+def choose_backend(
+    n_envs: int,
+    *,
+    backend: str = "auto",
+    workers: int = 1,
+    ray_address: str | None = None,
+    cpus: int | None = None,
+) -> str:
+    """The backend that runs ``n_envs`` training environments.
+
+    ``auto``: ``ray`` with more than one worker or a Ray address; else ``subproc`` when there are
+    several environments and this machine has more than 2 cores (``cpus``, default
+    ``os.cpu_count()``; on 2 cores the learner and the environments share them, and a process per
+    environment only adds transfers); else ``dummy``.
+
+    Raises:
+        ValueError: an unknown backend, workers below 1, or workers / an address given with
+            ``dummy`` or ``subproc``.
+    """
+    if backend not in BACKENDS:
+        raise ValueError(f"unknown environment backend {backend!r}; choose one of: {BACKENDS}")
+    check_workers(workers)
+    ray = uses_ray(workers, ray_address)
+    if backend == "auto":
+        if ray:
+            return "ray"
+        cpus = (os.cpu_count() or 1) if cpus is None else cpus
+        return "subproc" if n_envs > 1 and cpus > 2 else "dummy"
+    if ray and backend != "ray":
+        raise ValueError(
+            f"--workers {workers} / --ray-address run the environments on Ray, not {backend}; "
+            "drop them or choose the ray backend"
+        )
+    return backend
+
+
+@dataclass(frozen=True)
+class EnvSpec:
+    """Plain data that rebuilds the training environments in another process."""
+
+    task: str
+    graphs: tuple[dict[str, Any], ...]
+    """The training graphs as :meth:`CompGraph.to_json_dict` dicts."""
+    cluster: dict[str, Any]
+    """:meth:`Cluster.to_dict`."""
+    settings: dict[str, Any]
+    """The keyword arguments of :func:`envs.make_env` (:meth:`TrainConfig.env_settings`)."""
+    seeds: tuple[int, ...]
+    """The seed of every environment (``config.seed + i``)."""
+    cost_model: str = "simulator"
+    """``simulator`` or the path of a learned cost model (loaded where the environments run)."""
+
+    @property
+    def n_envs(self) -> int:
+        return len(self.seeds)
+
+
+def build_envs(spec: EnvSpec, indices: list[int] | range | None = None) -> list[Any]:
+    """Environments ``indices`` (default: all) of ``spec``, sharing one simulator."""
+    graphs = [CompGraph.from_json_dict(g) for g in spec.graphs]
+    cluster = Cluster.from_dict(spec.cluster)
+    cost: CostModel = Simulator()
+    if spec.cost_model != "simulator":
+        from graphopt.costmodel.learned import LearnedCostModel  # torch_geometric: lazily
+
+        cost = LearnedCostModel.load(spec.cost_model)
+    indices = range(spec.n_envs) if indices is None else indices
+    return [
+        make_env(spec.task, graphs, cluster, cost_model=cost, seed=spec.seeds[i], **spec.settings)
+        for i in indices
+    ]
+
+
+def _build_one(spec: EnvSpec, index: int) -> Any:
+    """Environment ``index`` of ``spec`` (the factory ``SubprocVecEnv`` runs in its process)."""
+    return build_envs(spec, [index])[0]
+
+
+def _inputs(config: TrainConfig) -> tuple[list[CompGraph], list[CompGraph], dict[str, Any]]:
+    """The training graphs, the validation graphs and the environment settings of ``config``
+    (one ``max_ops`` and ``max_edges`` for both sets of graphs)."""
+    train_graphs = resolve_graph_list(config.graphs)
+    val_graphs = resolve_graph_list(config.val_graphs) if config.val_graphs else []
+    max_ops = config.max_ops or max(g.num_ops for g in train_graphs + val_graphs)
+    max_edges = max(4 * max_ops, *(g.num_edges for g in train_graphs + val_graphs))
+    return train_graphs, val_graphs, config.env_settings(max_ops, max_edges)
+
+
+def _val_env(
+    config: TrainConfig, graphs: list[CompGraph], settings: dict[str, Any], sim: Simulator
+) -> Any | None:
+    if not graphs:
+        return None
+    return make_env(
+        config.task, graphs, config.cluster, cost_model=sim, seed=config.seed, **settings
+    )
+
+
+def make_envs(config: TrainConfig, sim: Simulator | None = None) -> tuple[list[Any], Any | None]:
+    """``n_envs`` training environments and one validation environment, in this process, sharing
+    one simulator (and so its cache of prepared graphs and reference decisions) and one
+    ``max_ops``.
+
+    With ``config.cost_model`` other than ``"simulator"`` the training environments price
+    decisions (and their references) with that
+    :class:`~graphopt.costmodel.learned.LearnedCostModel`; validation always uses the simulator.
+    """
+    sim = sim or Simulator()
+    train_cost: CostModel = sim
+    if config.cost_model != "simulator":
+        from graphopt.costmodel.learned import LearnedCostModel  # torch_geometric: import lazily
+
+        train_cost = LearnedCostModel.load(config.cost_model)
+    train_graphs, val_graphs, settings = _inputs(config)
+    envs = [
+        make_env(
+            config.task,
+            train_graphs,
+            config.cluster,
+            cost_model=train_cost,
+            seed=config.seed + i,
+            **settings,
+        )
+        for i in range(config.n_envs)
+    ]
+    return envs, _val_env(config, val_graphs, settings, sim)
+
+
+def env_spec(config: TrainConfig) -> tuple[EnvSpec, Any | None]:
+    """The :class:`EnvSpec` of ``config``'s training environments, and its validation
+    environment (in this process)."""
+    train_graphs, val_graphs, settings = _inputs(config)
+    spec = EnvSpec(
+        task=config.task,
+        graphs=tuple(g.to_json_dict() for g in train_graphs),
+        cluster=get_cluster(config.cluster).to_dict(),
+        settings=settings,
+        seeds=tuple(config.seed + i for i in range(config.n_envs)),
+        cost_model=config.cost_model,
+    )
+    return spec, _val_env(config, val_graphs, settings, Simulator())
+
+
+def _constant(env: Any) -> Callable[[], Any]:
+    """An environment factory for ``DummyVecEnv`` that returns an existing environment."""
+    return lambda: env
+
+
+def make_vec_env(
+    config: TrainConfig,
+    *,
+    backend: str = "auto",
+    workers: int = 1,
+    ray_address: str | None = None,
+) -> tuple[Any, Any | None]:
+    """The vectorised training environments of ``config`` on the backend :func:`choose_backend`
+    picks, and the validation environment (None without ``val_graphs``). Close the first when
+    done (it ends the processes or actors of the ``subproc`` and ``ray`` backends).
+
+    Args:
+        backend: ``auto``, ``dummy``, ``subproc`` or ``ray``.
+        workers: Ray actors that host the environments (``ray``; at most ``n_envs``).
+        ray_address: the Ray cluster to run them on (default: Ray started on this machine).
+
+    Raises:
+        ValueError: see :func:`choose_backend`; more workers than environments; for ``ray``, an
+            address where no cluster answers or a cluster with fewer CPUs than workers.
+        graphopt.importers.zoo.DependencyNotInstalled: ``ray`` without Ray installed.
+    """
+    chosen = choose_backend(
+        config.n_envs, backend=backend, workers=workers, ray_address=ray_address
+    )
+    if chosen == "dummy":
+        from stable_baselines3.common.vec_env import DummyVecEnv
+
+        envs, val_env = make_envs(config)
+        return DummyVecEnv([_constant(e) for e in envs]), val_env
+    if workers > config.n_envs:
+        raise ValueError(
+            f"--workers {workers} is more than the {config.n_envs} environments (n_envs) they "
+            f"would host; give at most {config.n_envs} workers or raise n_envs"
+        )
+    spec, val_env = env_spec(config)
+    if chosen == "subproc":
+        from functools import partial
+
+        from stable_baselines3.common.vec_env import SubprocVecEnv
+
+        return SubprocVecEnv([partial(_build_one, spec, i) for i in range(spec.n_envs)]), val_env
+    from graphopt.train.ray_vec_env import RayVecEnv
+
+    return RayVecEnv(spec, workers=workers, address=ray_address), val_env

@@ -1,0 +1,127 @@
+"""Sweeps: settings x seeds as normal runs, a summary per setting, failures kept, resume."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from tiny_runs import tiny_config
+
+from graphopt import rundir
+from graphopt.train.sweep import SUMMARY_CSV, SUMMARY_PNG, parse_sets, plan_trials, summarize, sweep
+from graphopt.train.trainer import train
+
+torch.set_num_threads(1)
+
+
+def test_parse_sets_reads_yaml_values_and_names_valid_keys():
+    assert parse_sets(["learning_rate=1e-4,3e-4", "n_epochs=1"]) == {
+        "learning_rate": [1e-4, 3e-4],
+        "n_epochs": [1],
+    }
+    with pytest.raises(
+        ValueError, match=r"--set 'lr' is not a config key; valid keys: .*learning_rate"
+    ):
+        parse_sets(["lr=1e-4"])
+    with pytest.raises(ValueError, match="use --seeds for seeds"):
+        parse_sets(["seed=1,2"])
+    with pytest.raises(ValueError, match="config key 'n_epochs' must be an integer"):
+        parse_sets(["n_epochs=1.5"])
+    with pytest.raises(ValueError, match="is not KEY=VALUE"):
+        parse_sets(["learning_rate"])
+
+
+def test_plan_crosses_settings_with_seeds():
+    plan = plan_trials({"a": [1, 2], "b": ["x"]}, seeds=2, base_seed=5)
+    assert [(t["setting"], t["seed"]) for t in plan] == [
+        ({"a": 1, "b": "x"}, 5),
+        ({"a": 1, "b": "x"}, 6),
+        ({"a": 2, "b": "x"}, 5),
+        ({"a": 2, "b": "x"}, 6),
+    ]
+
+
+def test_summary_mean_and_spread_over_finished_seeds():
+    trials = [
+        {"setting": {"a": 1}, "status": "finished", "val_speedup": 1.0},
+        {"setting": {"a": 1}, "status": "finished", "val_speedup": 3.0},
+        {"setting": {"a": 1}, "status": "failed", "val_speedup": None},
+    ]
+    (row,) = summarize(trials)
+    assert row == {
+        "setting": "a=1",
+        "finished": "2/3",
+        "mean": 2.0,
+        "std": 2**0.5,
+        "min": 1.0,
+        "max": 3.0,
+    }
+
+
+def test_sweep_trials_are_the_serial_runs(tmp_path: Path):
+    """2 settings x 2 seeds of the tiny run: each trial has the figures of the run ``graphopt
+    train`` makes alone with the same setting and seed."""
+    config = tiny_config(total_timesteps=16, eval_every=16, checkpoint_every=16)
+    sweep_dir, trials, rows = sweep(
+        config, {"learning_rate": [1e-4, 3e-4]}, seeds=2, runs_root=tmp_path / "runs"
+    )
+    assert [t["status"] for t in trials] == ["finished"] * 4
+    assert (sweep_dir / SUMMARY_CSV).is_file() and (sweep_dir / SUMMARY_PNG).is_file()
+    assert [r["finished"] for r in rows] == ["2/2", "2/2"]
+    # a trial is the run `graphopt train` makes with its setting and seed
+    t = trials[3]
+    alone = train(
+        tiny_config(
+            total_timesteps=16, eval_every=16, checkpoint_every=16, learning_rate=3e-4, seed=1
+        ),
+        runs_root=tmp_path / "alone",
+        show_progress=False,
+    )
+    assert t["setting"] == {"learning_rate": 3e-4} and t["seed"] == 1
+    a = torch.load(alone / rundir.FINAL, weights_only=True)["policy"]
+    b = torch.load(Path(t["run"]) / rundir.FINAL, weights_only=True)["policy"]
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    assert t["val_speedup"] == rundir.read_state(alone)["last_val_speedup"]
+
+
+def test_a_failed_trial_is_kept_and_resume_reruns_only_it(tmp_path: Path):
+    config = tiny_config(total_timesteps=16, eval_every=16, checkpoint_every=16)
+    sweep_dir, trials, rows = sweep(
+        config, {"graphs": ["txl-tiny", "no-such-graph"]}, seeds=1, runs_root=tmp_path
+    )
+    assert [t["status"] for t in trials] == ["finished", "failed"]
+    assert "no-such-graph" in trials[1]["error"] and [r["finished"] for r in rows] == ["1/1", "0/1"]
+    finished_run = trials[0]["run"]
+    plan = json.loads((sweep_dir / "sweep.json").read_text())
+    plan["trials"][1]["setting"]["graphs"] = "txl-tiny"  # fixed by hand
+    plan["base"]["graphs"] = "txl-tiny"
+    (sweep_dir / "sweep.json").write_text(json.dumps(plan))
+    _, trials, rows = sweep(resume=sweep_dir)
+    assert [t["status"] for t in trials] == ["finished", "finished"]
+    assert trials[0]["run"] == finished_run  # kept, not trained again
+    assert [r["finished"] for r in rows] == ["2/2"]  # both trials now have the same setting
+
+
+def test_on_ray_tune_the_trials_have_the_serial_figures(tmp_path: Path):
+    from ray_testing import need_ray
+
+    ray = need_ray()
+    config = tiny_config(total_timesteps=16, eval_every=16, checkpoint_every=16)
+    sets = {"learning_rate": [1e-4, 3e-4]}
+    _, serial, _ = sweep(config, sets, seeds=1, runs_root=tmp_path / "serial")
+    from graphopt.distributed import keep_sigterm
+
+    with keep_sigterm():  # later tests in this process expect SIGTERM's default action
+        ray.init(num_cpus=2, include_dashboard=False, logging_level="WARNING", address="local")
+    try:
+        sweep_dir, tuned, rows = sweep(
+            config, sets, seeds=1, runs_root=tmp_path / "tune", workers=2
+        )
+    finally:
+        ray.shutdown()
+    assert [t["status"] for t in tuned] == ["finished"] * 2
+    assert [t["val_speedup"] for t in tuned] == [t["val_speedup"] for t in serial]
+    assert all(Path(t["run"]).is_relative_to(tmp_path / "tune") for t in tuned)
+    assert (sweep_dir / SUMMARY_PNG).is_file()
