@@ -22,13 +22,14 @@ from gymnasium import spaces
 from envs.base import GraphEnv, GraphSpec
 from envs.placement_edit import CLIP, percent_gain, symlog
 from envs.rewards import reward
+from graphopt.baselines.search import placement_groups
 from graphopt.hardware import DEFAULT_CLUSTER, Cluster
 from graphopt.sim import PreparedGraph, Simulator, Timeline
 from graphopt.sim.critical import ScheduleTimes, timeline_times
 from graphopt.sim.fusion_rules import fusion_mask
 from graphopt.typing import CostModel, Decision, IntArray, Measurement
 
-FAMILIES = ("priority", "fusion", "placement")
+FAMILIES = ("priority", "fusion", "placement", "group")
 """Kinds of move:
 
 - ``priority``: promote a kernel that waited for its device ahead of the first kernel that ran
@@ -36,16 +37,21 @@ FAMILIES = ("priority", "fusion", "placement")
   kept as ranks ``0..N-1``);
 - ``fusion``: flip one op's fusion bit (among the ops the fusion mask allows; only flips that
   keep the decision legal are offered);
-- ``placement``: move one op alone in its kernel (nothing fused to it) to another device."""
+- ``placement``: move one op alone in its kernel (nothing fused to it) to another device;
+- ``group``: move several ops to one other device, as annealing does: half of the time a
+  colocation group, else a layer (:func:`graphopt.baselines.search.placement_groups`), else a
+  run of ``2 .. max(2, N // D)`` ops in topological order (only moves that keep the fusion legal
+  are offered)."""
 
 FEATURES = (
     "prior",  # symlog of the move's promise, % of the step (wait or fused time of a critical op)
     "is_priority",  # the move's family, one-hot (all 0: an empty row)
     "is_fusion",
     "is_placement",
-    "critical",  # 1 when the op is on the critical path of the current schedule
-    "slack",  # symlog of its slack, % of the step
-    "duration",  # symlog of its kernel's time, % of the step
+    "is_group",
+    "critical",  # 1 when the op (a group: any of its ops) is on the critical path
+    "slack",  # symlog of its slack (a group: the least of its ops'), % of the step
+    "duration",  # symlog of its kernel's time (a group: its ops' total), % of the step
     "wait",  # symlog of how long it waited for its device, % of the step
     "transfer",  # symlog of the time of its output's transfers, % of the step
     "fused",  # its fusion bit now
@@ -58,13 +64,15 @@ FEATURES = (
 
 
 class Move(NamedTuple):
-    """One candidate move: ``family`` an index into :data:`FAMILIES`, ``op`` the op moved, and
-    ``value``: the op whose kernel it is promoted ahead of (priority), the new fusion bit, or
-    the new device."""
+    """One candidate move: ``family`` an index into :data:`FAMILIES`, ``op`` the op moved (a
+    group's first op), ``value``: the op whose kernel it is promoted ahead of (priority), the new
+    fusion bit, or the new device; ``run``: for a group move, 0 for ``op``'s colocation group or
+    layer, else the length of the run of ops ``op .. op + run - 1`` (topological order) moved."""
 
     family: int
     op: int
     value: int
+    run: int = 0
 
 
 def ranks(priority: IntArray) -> IntArray:
@@ -103,7 +111,7 @@ class DecisionEditEnv(GraphEnv):
 
     ## Observation Space
 
-    ``Box(-100, 100, (C, 13), float32)``: a row per candidate, columns :data:`FEATURES`; always
+    ``Box(-100, 100, (C, 14), float32)``: a row per candidate, columns :data:`FEATURES`; always
     finite.
 
     ## Rewards
@@ -169,6 +177,7 @@ class DecisionEditEnv(GraphEnv):
             -CLIP, CLIP, (self.candidates, len(FEATURES)), np.float32
         )
         self._fusible: dict[int, IntArray] = {}
+        self._groups: dict[int, IntArray] = {}
         self._cand: list[Move] = []
         if seed is not None:
             self.reset(seed=seed)
@@ -192,6 +201,7 @@ class DecisionEditEnv(GraphEnv):
         n = graph.num_ops
         if index not in self._fusible:
             self._fusible[index] = np.flatnonzero(fusion_mask(graph))
+            self._groups[index] = placement_groups(graph, by_layer=True)
         ref = self.reference(index)
         d = ref.decision
         self.placement: IntArray = np.asarray(
@@ -284,6 +294,30 @@ class DecisionEditEnv(GraphEnv):
         d = self.cluster.num_devices
         if d < 2 or times is None:
             return out
+        if family == "group":
+            n = graph.num_ops
+            groups = self._groups[self._current]
+            sizes = np.bincount(groups)
+            firsts = np.flatnonzero(sizes[groups] > 1)
+            firsts = rng.permutation(firsts[np.unique(groups[firsts], return_index=True)[1]])
+            longest = max(2, n // d)
+            rules = self._prepared().rules
+            for k in range(2 * count):
+                shift = int(rng.integers(d - 1) + 1)
+                if k % 2 == 0 and k // 2 < len(firsts):
+                    op = int(firsts[k // 2])
+                    move = Move(f, op, int((self.placement[op] + shift) % d))
+                else:
+                    length = int(rng.integers(2, longest + 1))
+                    op = int(rng.integers(max(n - length + 1, 1)))
+                    move = Move(f, op, int((self.placement[op] + shift) % d), min(length, n - op))
+                placement = self._moved(move)[0]
+                if self.fusion.any() and rules.violation(placement, self.fusion)[0] != 0:
+                    continue
+                out.append(move)
+                if len(out) == count:
+                    break
+            return out
         # only ops alone in their kernel move: fusion never crosses devices (rule 2c)
         alone = np.flatnonzero(np.bincount(times.kernel)[times.kernel] == 1)
         for op in rng.choice(alone, min(count, len(alone)), replace=False).tolist():
@@ -328,23 +362,31 @@ class DecisionEditEnv(GraphEnv):
         return self._features(cand)
 
     def _features(self, cand: list[Move]) -> np.ndarray:
+        col = {name: j for j, name in enumerate(FEATURES)}
         out = np.zeros((self.candidates, len(FEATURES)), dtype=np.float32)
-        out[:, 0] = -CLIP  # empty rows
+        out[:, col["prior"]] = -CLIP  # empty rows
         gained = float(percent_gain(self._start_time, self._m.step_time))
-        out[:, FEATURES.index("gained")] = symlog(np.clip(np.nan_to_num(gained), -CLIP, CLIP))
-        out[:, FEATURES.index("progress")] = self._steps / max(self._episode_horizon, 1)
+        out[:, col["gained"]] = symlog(np.clip(np.nan_to_num(gained), -CLIP, CLIP))
+        out[:, col["progress"]] = self._steps / max(self._episode_horizon, 1)
         t = self._times
         if not cand or t is None or t.step <= 0:
             for i, move in enumerate(cand):
-                out[i, 0] = 0.0
-                out[i, 1 + move.family] = 1.0
+                out[i, col["prior"]] = 0.0
+                out[i, col["is_priority"] + move.family] = 1.0
             return out
         scale = 100.0 / t.step
         ops = np.array([m.op for m in cand])
         fam = np.array([m.family for m in cand])
-        crit = t.critical(1e-6)[ops].astype(float)
+        crit_op = t.critical(1e-6)
+        crit = crit_op[ops].astype(float)
+        slack = t.slack[ops] * scale
         wait = t.wait[ops] * scale
         duration = (t.end - t.start)[ops] * scale
+        for i in np.flatnonzero(fam == FAMILIES.index("group")).tolist():
+            members = self._members(cand[i])
+            crit[i] = float(crit_op[members].any())
+            slack[i] = t.slack[members].min() * scale
+            duration[i] = (t.end - t.start)[members].sum() * scale
         rows = np.arange(len(cand))
         fuse = (fam == FAMILIES.index("fusion")) & (np.array([m.value for m in cand]) == 1)
         promise = np.where(fam == FAMILIES.index("priority"), wait, 0.0) + np.where(
@@ -354,15 +396,15 @@ class DecisionEditEnv(GraphEnv):
         def clip(x: np.ndarray) -> np.ndarray:
             return np.clip(np.nan_to_num(x, nan=0.0, posinf=CLIP, neginf=-CLIP), -CLIP, CLIP)
 
-        out[rows, 0] = symlog(clip(crit * promise))
-        out[rows, 1 + fam] = 1.0
-        out[rows, 4] = crit
-        out[rows, 5] = symlog(clip(t.slack[ops] * scale))
-        out[rows, 6] = symlog(clip(duration))
-        out[rows, 7] = symlog(clip(wait))
-        out[rows, 8] = symlog(clip(t.transfer[ops] * scale))
-        out[rows, 9] = self.fusion[ops]
-        out[rows, 10] = [float(m in self._tried) for m in cand]
+        out[rows, col["prior"]] = symlog(clip(crit * promise))
+        out[rows, col["is_priority"] + fam] = 1.0
+        out[rows, col["critical"]] = crit
+        out[rows, col["slack"]] = symlog(clip(slack))
+        out[rows, col["duration"]] = symlog(clip(duration))
+        out[rows, col["wait"]] = symlog(clip(wait))
+        out[rows, col["transfer"]] = symlog(clip(t.transfer[ops] * scale))
+        out[rows, col["fused"]] = self.fusion[ops]
+        out[rows, col["tried"]] = [float(m in self._tried) for m in cand]
         return out
 
     def _moved(self, move: Move) -> tuple[IntArray, IntArray, IntArray]:
@@ -373,10 +415,22 @@ class DecisionEditEnv(GraphEnv):
         elif family == "fusion":
             fusion = fusion.copy()
             fusion[move.op] = move.value
-        else:
+        elif family == "placement":
             placement = placement.copy()
             placement[move.op] = move.value
+        else:
+            placement = placement.copy()
+            placement[self._members(move)] = move.value
         return placement, priority, fusion
+
+    def _members(self, move: Move) -> np.ndarray:
+        """``(N,)`` bool: the ops a group move moves."""
+        if move.run:
+            members = np.zeros(self.graphs[self._current].num_ops, dtype=bool)
+            members[move.op : move.op + move.run] = True
+            return members
+        groups = self._groups[self._current]
+        return groups == groups[move.op]
 
     def _try(self, action: int) -> bool:
         """Try candidate ``action``: simulate it and keep it when faster; True if kept."""
@@ -474,7 +528,8 @@ class FusionEditEnv(DecisionEditEnv):
 
 
 class JointEditEnv(DecisionEditEnv):
-    """``graphopt/JointEdit-v0``: priority, fusion and placement moves (:class:`DecisionEditEnv`)."""
+    """``graphopt/JointEdit-v0``: priority, fusion, placement and group moves
+    (:class:`DecisionEditEnv`)."""
 
     task = "joint-edit"
     families = FAMILIES

@@ -63,6 +63,39 @@ def check_workers(workers: int) -> int:
     return workers
 
 
+def check_options(workers: int, address: str | None) -> bool:
+    """Refuse bad ``--workers`` / ``--ray-address`` of a command before it does any work: workers
+    below 1, Ray missing when work would go to it, an address where nothing answers.
+
+    Returns:
+        :func:`uses_ray` of the two.
+
+    Raises:
+        ValueError, DependencyNotInstalled: one line naming the fix.
+    """
+    check_workers(workers)
+    if not uses_ray(workers, address):
+        return False
+    import_ray()
+    if address is not None:
+        check_address(address)
+    return True
+
+
+def check_ray_device(device: str | None, workers: int, address: str | None) -> None:
+    """Refuse a CUDA torch ``device`` for work that goes to Ray: :func:`map_jobs`'s tasks hold one
+    CPU each and no GPU.
+
+    Raises:
+        ValueError: one line naming the fix.
+    """
+    if uses_ray(workers, address) and device is not None and device.startswith("cuda"):
+        raise ValueError(
+            f"--device {device} with --workers/--ray-address: the Ray tasks hold one CPU each and "
+            "no GPU; use --device cpu, or run on the GPU without --workers"
+        )
+
+
 def check_address(address: str, timeout: float = 3.0) -> None:
     """Refuse at once an address where nothing listens (Ray itself would wait a minute).
 

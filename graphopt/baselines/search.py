@@ -173,7 +173,7 @@ def _searched(task: str, budget: int, graph: CompGraph, search_fusion: bool) -> 
     return frozenset({"scheduling": "priority"}.get(task, task).split())
 
 
-def _groups(graph: CompGraph, by_layer: bool) -> IntArray:
+def placement_groups(graph: CompGraph, by_layer: bool) -> IntArray:
     """Group id per op: its colocation group, else (``by_layer``) its layer, else the op alone."""
     index: dict[str, int] = {}
     keys = [
@@ -250,7 +250,7 @@ def random_search(
     elif start is not None:
         tracker.evaluate(*(a[None, :] for a in _filled(start, n)))
     base = _filled(start or Decision(), n)
-    groups = _groups(graph, by_layer=False)
+    groups = placement_groups(graph, by_layer=False)
     allowed = fusion_mask(graph) == 1  # never a bit that breaks the fusion rules on its own
     while tracker.left:
         b = min(batch_size, tracker.left)
@@ -332,7 +332,7 @@ def simulated_annealing(
     levels = max(num_priorities or n, int(state[1].max()) + 1)
     if cost is None and tracker.left:
         cost = float(tracker.evaluate(*(a[None, :] for a in state))[0][0])
-    groups = _groups(graph, by_layer=True)
+    groups = placement_groups(graph, by_layer=True)
     run = max(2, max_run or n // num_dev)
     fusible = np.flatnonzero(fusion_mask(graph))
     families = [f for f in ("placement", "priority", "fusion") if f in searched]

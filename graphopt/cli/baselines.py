@@ -71,7 +71,7 @@ def register(sub: Any) -> None:
         type=int,
         default=1,
         help="graphs compared at once, one Ray task per graph (above 1 needs pip install "
-        "'graphopt[ray]'); the same table as one at a time",
+        "'graphopt[ray]'); the same table and curves as one at a time",
     )
     p.add_argument("--ray-address", metavar="ADDR", help="run the tasks on this Ray cluster")
     p.add_argument(
@@ -157,6 +157,15 @@ def compare_job(job: dict[str, Any]) -> Any:
     return compare_on_graph(job.pop("graph"), job.pop("cluster"), job.pop("task"), **job)
 
 
+def curve_job(job: dict[str, Any]) -> Any:
+    """``graph_curves`` of one graph (a Ray task of ``--curve --workers``): ``job`` holds its
+    arguments."""
+    from graphopt.eval.curves import graph_curves
+
+    job = dict(job)
+    return graph_curves(job.pop("graph"), job.pop("cluster"), job.pop("task"), **job)
+
+
 def cmd_baselines(args: argparse.Namespace) -> int:
     check_outputs(args)  # bad paths fail before the (slow) comparison and torch's import
     for flag, value in (("--budget", args.budget), ("--estimate-budget", args.estimate_budget)):
@@ -164,17 +173,19 @@ def cmd_baselines(args: argparse.Namespace) -> int:
             raise ValueError(f"{flag} must be >= 0, got {value}")
     if args.estimate_budget and args.task != "placement":
         raise ValueError(f"--estimate-budget searches placements; --task is {args.task}")
+    from graphopt.distributed import check_options
+
+    check_options(args.workers, args.ray_address)
     if args.curve:
         return curves(args)
 
-    from graphopt.distributed import check_workers, map_jobs, uses_ray
+    from graphopt.distributed import map_jobs, uses_ray
     from graphopt.eval.compare import compare_on_graph
     from graphopt.eval.report import plot_comparisons, print_comparisons
     from graphopt.hardware import get_cluster
     from graphopt.sim import Simulator
     from graphopt.workloads import resolve_graphs
 
-    check_workers(args.workers)
     cluster = get_cluster(args.cluster)
     options = dict(
         budget=args.budget,
@@ -207,25 +218,35 @@ def curves(args: argparse.Namespace) -> int:
     calls, seconds = budgets(args)
     out = rundir.check_output_path(args.curve, "--curve", directory=True)
 
+    from graphopt.distributed import map_jobs, uses_ray
     from graphopt.eval.curves import graph_curves, print_curves, write_curves
     from graphopt.hardware import get_cluster
     from graphopt.sim import Simulator
     from graphopt.workloads import resolve_graphs
 
     cluster = get_cluster(args.cluster)
-    sim = Simulator()
+    graphs = resolve_graphs(args.graphs)
     points = []
-    for graph in resolve_graphs(args.graphs):
-        points += graph_curves(
-            graph,
-            cluster,
-            args.task,
-            calls=calls,
-            seconds=seconds,
-            seed=args.seed,
-            num_priorities=args.num_priorities,
-            sim=sim,
+    if uses_ray(args.workers, args.ray_address):  # one Ray task per graph, points in order
+        options = dict(
+            calls=calls, seconds=seconds, seed=args.seed, num_priorities=args.num_priorities
         )
+        jobs = [{"graph": g, "cluster": cluster, "task": args.task, **options} for g in graphs]
+        for found in map_jobs(curve_job, jobs, workers=args.workers, address=args.ray_address):
+            points += found
+    else:
+        sim = Simulator()
+        for graph in graphs:
+            points += graph_curves(
+                graph,
+                cluster,
+                args.task,
+                calls=calls,
+                seconds=seconds,
+                seed=args.seed,
+                num_priorities=args.num_priorities,
+                sim=sim,
+            )
     title = f"{args.task} on {cluster.name}"
     print_curves(points, title)
     print(f"wrote {', '.join(str(f) for f in write_curves(points, out, title))}")

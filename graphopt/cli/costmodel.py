@@ -51,6 +51,14 @@ def register(sub: Any) -> None:
     ds.add_argument("--seed", type=int, default=0, help="seed of the sampled decisions")
     ds.add_argument("--out", required=True, help="dataset directory to write")
     ds.add_argument("--no-progress", action="store_true", help="no progress bar")
+    ds.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        help="graphs measured at once, one Ray task per graph (above 1 needs pip install "
+        "'graphopt[ray]'); the same dataset as one at a time",
+    )
+    ds.add_argument("--ray-address", metavar="ADDR", help="run the tasks on this Ray cluster")
     ds.set_defaults(func=cmd_dataset)
 
     tr = csub.add_parser(
@@ -136,14 +144,18 @@ def check_data(source: str | None, flag: str) -> None:
 
 # ---------------------------------------------------------------------- dataset
 def cmd_dataset(args: argparse.Namespace) -> int:
+    from graphopt.distributed import check_options
+
+    check_options(args.workers, args.ray_address)  # before any work
+    if args.samples < 1:
+        raise ValueError(f"--samples must be >= 1, got {args.samples}")
+
     import numpy as np
 
     from graphopt.costmodel.data import generate
     from graphopt.hardware import get_cluster
     from graphopt.workloads import resolve_graphs
 
-    if args.samples < 1:
-        raise ValueError(f"--samples must be >= 1, got {args.samples}")
     out = Path(args.out)
     if out.is_dir() and any(out.glob("*.npz")):
         raise ValueError(
@@ -160,6 +172,8 @@ def cmd_dataset(args: argparse.Namespace) -> int:
         seed=args.seed,
         task=args.task,
         progress=not args.no_progress,
+        workers=args.workers,
+        address=args.ray_address,
     )
     seconds = time.perf_counter() - start
     status = np.concatenate([np.load(p)["status"] for p in paths])

@@ -62,6 +62,18 @@ def register(sub: Any) -> None:
         default=256,
         help="--curve: the largest call budget fine-tuning runs at (it is the slow mode)",
     )
+    p.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        help="graphs evaluated at once, one Ray task per graph that loads the run's model itself "
+        "(above 1 needs pip install 'graphopt[ray]'); the same table and curves as one at a time",
+    )
+    p.add_argument(
+        "--ray-address",
+        metavar="ADDR",
+        help="run the tasks on this Ray cluster (the run directory must exist on its nodes)",
+    )
     p.set_defaults(func=cmd_eval)
 
 
@@ -85,8 +97,11 @@ def describe_model(run: Path) -> str:
 
 def cmd_eval(args: argparse.Namespace) -> int:
     from graphopt import rundir
+    from graphopt.distributed import check_options, check_ray_device
 
     # what is wrong with the arguments fails before torch is imported or anything evaluated
+    check_options(args.workers, args.ray_address)
+    check_ray_device(args.device, args.workers, args.ray_address)
     if args.budget < 0:
         raise ValueError(f"--budget must be >= 0, got {args.budget}")
     if args.device is not None:
@@ -119,6 +134,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
             out_dir=out,
             console=console,
             device=args.device,
+            workers=args.workers,
+            address=args.ray_address,
         )
         return 0
 
@@ -139,5 +156,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         out_dir=out,
         console=console,
         device=args.device,
+        workers=args.workers,
+        address=args.ray_address,
     )
     return 0

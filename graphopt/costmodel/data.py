@@ -13,7 +13,9 @@ graph's *configurable* nodes (``config_node_ids``):
 
 On disk (:func:`save_samples` / :func:`load_samples`) a simulator dataset is a directory of one
 ``.npz`` per graph, self-contained: the graph and cluster as JSON, the decisions, the step times
-and the simulator's status per decision. :func:`generate` writes one (seeded, with a progress bar).
+and the simulator's status per decision. :func:`generate` writes one (seeded, with a progress bar),
+measuring the graphs one at a time or as one Ray task each (:func:`measure_job`), with the same
+files either way.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -31,6 +33,7 @@ from graphopt.baselines.placement import PLACERS
 from graphopt.baselines.scheduling import SCHEDULERS
 from graphopt.costmodel.features import SUMMARY_FEATURES, DecisionFeaturizer, static_features
 from graphopt.costmodel.tpugraphs import LayoutGraph, load_tpugraphs
+from graphopt.distributed import check_workers, map_jobs, uses_ray
 from graphopt.graph import CompGraph
 from graphopt.hardware import Cluster
 from graphopt.sim import PreparedGraph
@@ -276,6 +279,30 @@ def sample_decisions(
     return place, prio, fuse
 
 
+Measured = tuple[IntArray, IntArray, IntArray, np.ndarray, IntArray]
+"""One graph's ``(K, N)`` placement, priority and fusion, ``(K,)`` step times and statuses."""
+
+
+def measure_graph(
+    graph: CompGraph, cluster: Cluster, index: int, samples: int, seed: int, task: str
+) -> Measured:
+    """:func:`sample_decisions` of graph ``index`` of a dataset (its generator seeded from
+    ``seed`` and ``index``), measured by the simulator."""
+    rng = np.random.default_rng([seed, index])
+    place, prio, fuse = sample_decisions(graph, cluster, samples, rng, task)
+    result = PreparedGraph(graph, cluster).evaluate_batch(place, prio, fuse)
+    return place, prio, fuse, result.step_time, result.status
+
+
+def measure_job(job: dict[str, Any]) -> Measured:
+    """:func:`measure_graph` as a Ray task of plain data: ``graph``
+    (:meth:`CompGraph.to_json_dict`), ``cluster`` (:meth:`Cluster.to_dict`), ``index``,
+    ``samples``, ``seed`` and ``task``."""
+    graph = CompGraph.from_json_dict(job["graph"])
+    cluster = Cluster.from_dict(job["cluster"])
+    return measure_graph(graph, cluster, job["index"], job["samples"], job["seed"], job["task"])
+
+
 def generate(
     graphs: list[CompGraph],
     cluster: Cluster,
@@ -284,6 +311,8 @@ def generate(
     seed: int = 0,
     task: str = "placement",
     progress: bool = True,
+    workers: int = 1,
+    address: str | None = None,
 ) -> list[Path]:
     """Sample ``samples`` decisions per graph, measure them with the simulator, write the dataset.
 
@@ -292,11 +321,23 @@ def generate(
     run (illegal fusion) are stored with runtime ``inf`` and status 2; out-of-memory ones with
     their step time and status 1 (see :func:`load_samples` for what is kept).
 
+    Args:
+        workers, address: with ``workers`` above 1 or a Ray ``address``, every graph is measured
+            by one Ray task (:func:`graphopt.distributed.map_jobs`), at most ``workers`` at once,
+            and the files are written here when all are done; the files are those of the serial
+            run, byte for byte in their arrays.
+
     Returns:
         the ``.npz`` files written, one per graph, in ``out_dir``.
+
+    Raises:
+        ValueError: ``workers`` below 1, a Ray ``address`` where nothing answers;
+            DependencyNotInstalled: Ray missing where work would go to it
+            (:mod:`graphopt.distributed`).
     """
     from rich.progress import Progress
 
+    check_workers(workers)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     meta = {
@@ -309,25 +350,20 @@ def generate(
         "graphs": [g.name for g in graphs],
     }
     (out / "meta.json").write_text(json.dumps(meta, indent=2))
+
+    def write(i: int, graph: CompGraph, measured: Measured) -> Path:
+        return save_samples(out / f"{i:04d}-{_safe(graph.name)}.npz", graph, cluster, *measured)
+
+    if uses_ray(workers, address):
+        settings = {"cluster": cluster.to_dict(), "samples": samples, "seed": seed, "task": task}
+        jobs = [{**settings, "graph": g.to_json_dict(), "index": i} for i, g in enumerate(graphs)]
+        measured = map_jobs(measure_job, jobs, workers=workers, address=address)
+        return [write(i, g, m) for i, (g, m) in enumerate(zip(graphs, measured, strict=True))]
     paths = []
     with Progress(disable=not progress, transient=True) as bar:
         job = bar.add_task("measuring decisions", total=len(graphs) * samples)
         for i, graph in enumerate(graphs):
-            rng = np.random.default_rng([seed, i])
-            place, prio, fuse = sample_decisions(graph, cluster, samples, rng, task)
-            result = PreparedGraph(graph, cluster).evaluate_batch(place, prio, fuse)
-            paths.append(
-                save_samples(
-                    out / f"{i:04d}-{_safe(graph.name)}.npz",
-                    graph,
-                    cluster,
-                    place,
-                    prio,
-                    fuse,
-                    result.step_time,
-                    result.status,
-                )
-            )
+            paths.append(write(i, graph, measure_graph(graph, cluster, i, samples, seed, task)))
             bar.advance(job, samples)
     return paths
 

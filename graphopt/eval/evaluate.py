@@ -10,6 +10,14 @@ policy adds to the search is visible). Results go to ``RUN/eval/<mode>/``:
 
 :func:`curve_run` (``graphopt eval RUN --curve``) instead draws the anytime curves of the policy's
 modes and the baselines (:mod:`graphopt.eval.curves`) into ``RUN/eval/curves/``.
+
+Graphs are evaluated one at a time, each on its own: the policy's sampling is seeded with ``seed``
+at every policy run (:func:`policy_result`), so a graph's rows depend neither on the graphs before
+it nor on the process that computes them. With ``workers`` above 1 or an ``address`` each graph is
+one Ray task (:func:`graphopt.distributed.map_jobs`; :func:`compare_graph_job`,
+:func:`curve_graph_job`) that loads the run's model itself from the run directory (weights only),
+so the run directory must exist on every node, and runs it on CPU with one torch thread; the
+tables are those of the serial evaluation on CPU, wall-clock columns excepted.
 """
 
 from __future__ import annotations
@@ -17,12 +25,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, NamedTuple
 
+import torch
 from rich.console import Console
 
 from envs import make_env
-from envs.base import resolve_graph_list
+from envs.base import GraphSpec, resolve_graph_list
 from graphopt import rundir
 from graphopt.accelerator import resolve_device
+from graphopt.distributed import check_ray_device, check_workers, map_jobs, uses_ray
 from graphopt.eval.compare import GraphComparison, compare_on_graph
 from graphopt.eval.curves import (
     CALLS,
@@ -39,13 +49,14 @@ from graphopt.eval.report import (
     print_comparisons,
     write_comparisons,
 )
-from graphopt.hardware import get_cluster
+from graphopt.graph import CompGraph
+from graphopt.hardware import Cluster, get_cluster
 from graphopt.sim import Simulator
 from graphopt.tasks import get_task
 from graphopt.train.config import load_config
 from graphopt.train.trainer import load_model
 from graphopt.typing import Decision
-from policies.rollout import check_compatible, parse_mode, run_policy
+from policies.rollout import PolicyResult, check_compatible, parse_mode, run_policy
 
 POLICY_KINDS = {
     "placement": ("sample", "finetune", "plan"),
@@ -98,7 +109,11 @@ class LoadedRun(NamedTuple):
 
 
 def load_run(
-    run: str | Path, graphs: str, cluster: str | None, seed: int, device: str | None = None
+    run: str | Path,
+    graphs: GraphSpec,
+    cluster: str | Cluster | None,
+    seed: int,
+    device: str | None = None,
 ) -> LoadedRun:
     """The run of directory ``run`` with an environment of its task on ``graphs``.
 
@@ -148,6 +163,115 @@ def load_run(
     return LoadedRun(path, config, model, env, sim)
 
 
+def policy_result(model: Any, env: Any, index: int, mode: str, seed: int) -> PolicyResult:
+    """:func:`policies.rollout.run_policy` with torch's generator seeded with ``seed`` first: the
+    policy samples from it (``sample:K``), so a run draws the same whatever ran before it in this
+    process."""
+    torch.manual_seed(seed)
+    return run_policy(model, env, index, mode, seed)
+
+
+def compare_graph(
+    loaded: LoadedRun, index: int, *, mode: str, budget: int, seed: int
+) -> GraphComparison:
+    """Graph ``index`` of ``loaded.env``: the policy in ``mode`` next to every baseline
+    (:func:`graphopt.eval.compare.compare_on_graph`)."""
+    config, model, env = loaded.config, loaded.model, loaded.env
+    kind, amount = parse_mode(mode, config.task)
+
+    def policy() -> tuple[str, Decision, int]:
+        result = policy_result(model, env, index, mode, seed)
+        return f"policy ({mode})", result.decision, result.samples
+
+    return compare_on_graph(
+        env.graphs[index],
+        env.cluster,
+        config.decides,
+        budget=budget,
+        seed=seed,
+        num_priorities=config.num_priorities,
+        policy=policy,
+        sim=loaded.sim,
+        estimate_budget=amount if kind == "plan" else 0,
+    )
+
+
+def curve_graph(
+    loaded: LoadedRun,
+    index: int,
+    *,
+    calls: tuple[int, ...],
+    seconds: tuple[float, ...],
+    seed: int,
+    finetune_max: int,
+) -> list[CurvePoint]:
+    """The anytime curves (:func:`graphopt.eval.curves.graph_curves`) of the policy's modes and
+    the baselines on graph ``index`` of ``loaded.env``."""
+    config, model, env = loaded.config, loaded.model, loaded.env
+
+    def policy(i: int, mode: str) -> tuple[Decision, int]:
+        result = policy_result(model, env, i, mode, seed)
+        return result.decision, result.samples
+
+    return graph_curves(
+        env.graphs[index],
+        env.cluster,
+        config.decides,
+        calls=calls,
+        seconds=seconds,
+        seed=seed,
+        num_priorities=config.num_priorities,
+        policy=policy,
+        index=index,
+        finetune_max=finetune_max,
+        policy_kinds=POLICY_KINDS.get(config.task, ("sample", "finetune")),
+        sim=loaded.sim,
+    )
+
+
+def graph_jobs(loaded: LoadedRun, **settings: Any) -> list[dict[str, Any]]:
+    """One Ray job per graph of ``loaded.env``, plain data: ``run`` (the run directory, absolute),
+    ``graph`` (:meth:`CompGraph.to_json_dict`), ``cluster`` (:meth:`Cluster.to_dict`),
+    ``device`` (``cpu``: :func:`graphopt.distributed.check_ray_device`) and ``settings`` (``seed``
+    and those of :func:`compare_graph` or :func:`curve_graph`)."""
+    common = {
+        "run": str(loaded.path.resolve()),
+        "cluster": loaded.env.cluster.to_dict(),
+        "device": "cpu",
+        **settings,
+    }
+    return [{**common, "graph": g.to_json_dict()} for g in loaded.env.graphs]
+
+
+def _load_job(job: dict[str, Any]) -> LoadedRun:
+    """The run of a job of :func:`graph_jobs` on its one graph, loaded in the worker."""
+    torch.set_num_threads(1)  # one task per CPU: more torch threads would oversubscribe it
+    graph = CompGraph.from_json_dict(job["graph"])
+    cluster = Cluster.from_dict(job["cluster"])
+    return load_run(job["run"], graph, cluster, job["seed"], job["device"])
+
+
+def compare_graph_job(job: dict[str, Any]) -> GraphComparison:
+    """:func:`compare_graph` as a Ray task; ``job``: :func:`graph_jobs` with ``seed``, ``mode``
+    and ``budget``."""
+    return compare_graph(
+        _load_job(job), 0, mode=job["mode"], budget=job["budget"], seed=job["seed"]
+    )
+
+
+def curve_graph_job(job: dict[str, Any]) -> list[CurvePoint]:
+    """:func:`curve_graph` as a Ray task; ``job``: :func:`graph_jobs` with ``seed``, ``calls``,
+    ``seconds`` and ``finetune_max``."""
+    return curve_graph(
+        _load_job(job),
+        0,
+        calls=tuple(job["calls"]),
+        seconds=tuple(job["seconds"]),
+        seed=job["seed"],
+        finetune_max=job["finetune_max"],
+    )
+
+
 def curve_run(
     run: str | Path,
     graphs: str,
@@ -160,40 +284,37 @@ def curve_run(
     out_dir: Path | None = None,
     console: Console | None = None,
     device: str | None = None,
+    workers: int = 1,
+    address: str | None = None,
 ) -> list[CurvePoint]:
     """Anytime curves (:mod:`graphopt.eval.curves`) of the run's policy and the baselines on
-    ``graphs``; printed, and written to ``out_dir`` (default ``RUN/eval/curves``).
+    ``graphs``; printed, and written to ``out_dir`` (default ``RUN/eval/curves``). With
+    ``workers`` above 1 or an ``address``, one Ray task per graph (module docstring).
 
     Raises:
-        ValueError: as :func:`load_run`, and an output directory that cannot be created.
+        ValueError: as :func:`load_run`, and an output directory that cannot be created (before
+            any work); bad ``workers`` or ``address`` (:mod:`graphopt.distributed`); a CUDA
+            ``device`` with Ray (:func:`graphopt.distributed.check_ray_device`).
     """
+    check_workers(workers)
+    check_ray_device(device, workers, address)
     path = rundir.check_run_dir(run)
     out = out_dir or path / "eval" / "curves"
     rundir.check_output_path(out, "output directory", directory=True)  # before any work
-    path, config, model, env, sim = load_run(path, graphs, cluster, seed, device)
-    target = env.cluster
-
-    def policy(index: int, mode: str) -> tuple[Decision, int]:
-        result = run_policy(model, env, index, mode, seed)
-        return result.decision, result.samples
-
+    loaded = load_run(path, graphs, cluster, seed, device)
     points: list[CurvePoint] = []
-    for i, graph in enumerate(env.graphs):
-        points += graph_curves(
-            graph,
-            target,
-            config.decides,
-            calls=calls,
-            seconds=seconds,
-            seed=seed,
-            num_priorities=config.num_priorities,
-            policy=policy,
-            index=i,
-            finetune_max=finetune_max,
-            policy_kinds=POLICY_KINDS.get(config.task, ("sample", "finetune")),
-            sim=sim,
+    if uses_ray(workers, address):
+        jobs = graph_jobs(
+            loaded, calls=calls, seconds=seconds, seed=seed, finetune_max=finetune_max
         )
-    title = f"{config.task} on {target.name}, run {path.name}"
+        for found in map_jobs(curve_graph_job, jobs, workers=workers, address=address):
+            points += found
+    else:
+        for i in range(len(loaded.env.graphs)):
+            points += curve_graph(
+                loaded, i, calls=calls, seconds=seconds, seed=seed, finetune_max=finetune_max
+            )
+    title = f"{loaded.config.task} on {loaded.env.cluster.name}, run {path.name}"
     print_curves(points, title, console)
     files = write_curves(points, out, title)
     (console or make_console()).print(f"wrote {', '.join(str(f) for f in files)}")
@@ -211,43 +332,37 @@ def evaluate_run(
     out_dir: Path | None = None,
     console: Console | None = None,
     device: str | None = None,
+    workers: int = 1,
+    address: str | None = None,
 ) -> list[GraphComparison]:
-    """Compare the run's policy with the baselines on ``graphs``; print, write and plot.
+    """Compare the run's policy with the baselines on ``graphs``; print, write and plot. With
+    ``workers`` above 1 or an ``address``, one Ray task per graph (module docstring).
 
     Raises:
         ValueError: not a run / no model; an output directory that cannot be created; a cluster
             with another device count; a graph larger than the policy's ``max_ops``; an unknown
-            mode (all before any evaluation).
+            mode (all before any evaluation); bad ``workers`` or ``address``
+            (:mod:`graphopt.distributed`); a CUDA ``device`` with Ray
+            (:func:`graphopt.distributed.check_ray_device`).
     """
     parse_mode(mode)  # an unknown mode fails before anything is read
+    check_workers(workers)
+    check_ray_device(device, workers, address)
     path = rundir.check_run_dir(run)
     out = out_dir or path / "eval" / mode.replace(":", "-")
     rundir.check_output_path(out, "output directory", directory=True)  # before any work
     config = load_config(path / rundir.CONFIG_FILE)
-    kind, amount = parse_mode(mode, config.task)
-    path, config, model, env, sim = load_run(path, graphs, cluster, seed, device)
-    target = env.cluster
-    comparisons = []
-    for i, graph in enumerate(env.graphs):
-
-        def policy(i: int = i) -> tuple[str, Decision, int]:
-            result = run_policy(model, env, i, mode, seed)
-            return f"policy ({mode})", result.decision, result.samples
-
-        comparisons.append(
-            compare_on_graph(
-                graph,
-                target,
-                config.decides,
-                budget=budget,
-                seed=seed,
-                num_priorities=config.num_priorities,
-                policy=policy,
-                sim=sim,
-                estimate_budget=amount if kind == "plan" else 0,
-            )
-        )
-    title = f"{config.task} on {target.name}, run {path.name}"
+    parse_mode(mode, config.task)
+    loaded = load_run(path, graphs, cluster, seed, device)
+    if uses_ray(workers, address):
+        jobs = graph_jobs(loaded, mode=mode, budget=budget, seed=seed)
+        comparisons = map_jobs(compare_graph_job, jobs, workers=workers, address=address)
+    else:
+        comparisons = [
+            compare_graph(loaded, i, mode=mode, budget=budget, seed=seed)
+            for i in range(len(loaded.env.graphs))
+        ]
+    title = f"{config.task} on {loaded.env.cluster.name}, run {path.name}"
     print_comparisons(comparisons, title, console)
     json_path, csv_path = write_comparisons(comparisons, out)
     bars = plot_comparisons(comparisons, out / "comparison.png", title)
