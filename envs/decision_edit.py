@@ -23,6 +23,7 @@ from envs.base import GraphEnv, GraphSpec
 from envs.placement_edit import CLIP, percent_gain, symlog
 from envs.rewards import reward
 from graphopt.baselines.search import placement_groups
+from graphopt.encoding import encode, observation_space
 from graphopt.hardware import DEFAULT_CLUSTER, Cluster
 from graphopt.sim import PreparedGraph, Simulator, Timeline
 from graphopt.sim.critical import ScheduleTimes, timeline_times
@@ -61,6 +62,23 @@ FEATURES = (
 )
 """Per-row features of the observation, in column order; column 0 is the prior that an untrained
 :class:`~policies.move_policy.MovePolicy` follows (a critical-path hill climb)."""
+
+
+OP_STATE = (
+    "critical",  # 1 on the critical path of the current schedule
+    "slack",  # symlog of its slack, % of the step
+    "wait",  # symlog of how long it waited for its device, % of the step
+    "duration",  # symlog of its kernel's time, % of the step
+    "transfer",  # symlog of the time of its output's transfers, % of the step
+    "fused",  # its fusion bit
+    "device_load",  # busy time of its device / step
+)
+"""Per-op state of the current decision, for ``obs_mode="graph"``: what the schedule says of
+every op (padding slots 0), beside the graph's static encoding (:mod:`graphopt.encoding`)."""
+OBS_MODES = ("rows", "graph")
+"""``rows``: the candidates' rows only (:data:`FEATURES`), for :class:`~policies.MovePolicy`;
+``graph``: also the encoded graph and :data:`OP_STATE`, for a graph network that scores each
+candidate by its op's embedding (:class:`~policies.go_move_policy.GOMovePolicy`)."""
 
 
 class Move(NamedTuple):
@@ -112,7 +130,10 @@ class DecisionEditEnv(GraphEnv):
     ## Observation Space
 
     ``Box(-100, 100, (C, 14), float32)``: a row per candidate, columns :data:`FEATURES`; always
-    finite.
+    finite. With ``obs_mode="graph"`` a ``Dict``: the encoded graph of
+    :func:`graphopt.encoding.observation_space` (padded to ``max_ops`` / ``max_edges``),
+    ``op_state`` ``(max_ops, 7)`` (:data:`OP_STATE`), ``rows`` (the box above) and ``row_op``
+    ``(C,)``, each row's op (a group's first op; 0 for an empty row).
 
     ## Rewards
 
@@ -140,6 +161,9 @@ class DecisionEditEnv(GraphEnv):
     - ``candidates``: moves offered per step ``C`` (default 16).
     - ``horizon``: steps per episode (default 64).
     - ``reward_scale``: multiplies the reward (default 100: percent).
+    - ``obs_mode``: ``"rows"`` (default) or ``"graph"`` (:data:`OBS_MODES`).
+    - ``max_ops``, ``max_edges``: the padding of ``obs_mode="graph"`` (default: the graphs'
+      largest; a larger graph is refused).
 
     ## Version History
 
@@ -158,6 +182,9 @@ class DecisionEditEnv(GraphEnv):
         candidates: int = 16,
         horizon: int = 64,
         reward_scale: float = 100.0,
+        obs_mode: str = "rows",
+        max_ops: int | None = None,
+        max_edges: int | None = None,
         seed: int | None = None,
     ) -> None:
         super().__init__(graphs, cluster, cost_model, reward_mode, reference)
@@ -173,9 +200,36 @@ class DecisionEditEnv(GraphEnv):
         self.horizon = int(horizon)
         self.reward_scale = float(reward_scale)
         self.action_space = spaces.Discrete(self.candidates)
-        self.observation_space = spaces.Box(
-            -CLIP, CLIP, (self.candidates, len(FEATURES)), np.float32
+        rows = spaces.Box(-CLIP, CLIP, (self.candidates, len(FEATURES)), np.float32)
+        if obs_mode not in OBS_MODES:
+            raise ValueError(
+                f"unknown obs_mode {obs_mode!r}; choose one of: {', '.join(OBS_MODES)}"
+            )
+        self.obs_mode = obs_mode
+        self.max_ops = int(max_ops or max(g.num_ops for g in self.graphs))
+        self.max_edges = int(
+            max_edges or max(4 * self.max_ops, *(g.num_edges for g in self.graphs))
         )
+        self.observation_space: spaces.Space = rows
+        if obs_mode == "graph":
+            too_big = [
+                g for g in self.graphs if g.num_ops > self.max_ops or g.num_edges > self.max_edges
+            ]
+            if too_big:
+                g = too_big[0]
+                raise ValueError(
+                    f"graph {g.name!r} has {g.num_ops:,} ops and {g.num_edges:,} edges, more than "
+                    f"max_ops {self.max_ops:,} / max_edges {self.max_edges:,}: raise max_ops"
+                )
+            self.observation_space = spaces.Dict(
+                {
+                    **observation_space(self.max_ops, self.max_edges).spaces,
+                    "op_state": spaces.Box(-CLIP, CLIP, (self.max_ops, len(OP_STATE)), np.float32),
+                    "rows": rows,
+                    "row_op": spaces.Box(0, self.max_ops - 1, (self.candidates,), np.int64),
+                }
+            )
+        self._encoded: dict[int, dict[str, np.ndarray]] = {}
         self._fusible: dict[int, IntArray] = {}
         self._groups: dict[int, IntArray] = {}
         self._cand: list[Move] = []
@@ -189,6 +243,9 @@ class DecisionEditEnv(GraphEnv):
             "candidates": self.candidates,
             "horizon": self.horizon,
             "reward_scale": self.reward_scale,
+            "obs_mode": self.obs_mode,
+            "max_ops": self.max_ops,
+            "max_edges": self.max_edges,
         }
 
     # ------------------------------------------------------------------ state
@@ -359,7 +416,50 @@ class DecisionEditEnv(GraphEnv):
                     seen.add(move)
                     cand.append(move)
         self._cand = cand
-        return self._features(cand)
+        return self._observe(self._features(cand))
+
+    def _observe(self, rows: np.ndarray) -> Any:
+        """The observation: ``rows``, or with ``obs_mode="graph"`` the encoded graph, each op's
+        state in the current schedule (:data:`OP_STATE`), the rows and each row's op."""
+        if self.obs_mode == "rows":
+            return rows
+        index = self._current
+        if index not in self._encoded:
+            g = self.graphs[index]
+            self._encoded[index] = encode(g, self.cluster, self.max_ops, self.max_edges).observation
+        row_op = np.zeros(self.candidates, dtype=np.int64)
+        row_op[: len(self._cand)] = [m.op for m in self._cand]
+        return {
+            **self._encoded[index],
+            "op_state": self._op_state(),
+            "rows": rows,
+            "row_op": row_op,
+        }
+
+    def _op_state(self) -> np.ndarray:
+        """``(max_ops, len(OP_STATE))`` float32 (module docstring of :data:`OP_STATE`)."""
+        out = np.zeros((self.max_ops, len(OP_STATE)), dtype=np.float32)
+        t = self._times
+        n = self.graphs[self._current].num_ops
+        if t is None or t.step <= 0:
+            return out
+        scale = 100.0 / t.step
+
+        def clip(x: np.ndarray) -> np.ndarray:
+            return np.clip(np.nan_to_num(x, nan=0.0, posinf=CLIP, neginf=-CLIP), -CLIP, CLIP)
+
+        load = np.asarray(self._m.busy_time, dtype=float)[self.placement] * scale
+        columns = (
+            t.critical(1e-6).astype(float),
+            symlog(clip(t.slack * scale)),
+            symlog(clip(t.wait * scale)),
+            symlog(clip((t.end - t.start) * scale)),
+            symlog(clip(t.transfer * scale)),
+            self.fusion.astype(float),
+            clip(load / 100.0),
+        )
+        out[:n] = np.stack(columns, axis=1)
+        return out
 
     def _features(self, cand: list[Move]) -> np.ndarray:
         col = {name: j for j, name in enumerate(FEATURES)}

@@ -2,11 +2,14 @@
 
 - :class:`GONetwork`: GraphSAGE + segment attention + FiLM + per-task heads + value head.
 - :class:`GOPolicy`: the network as an SB3 ``ActorCriticPolicy`` (``PPO(GOPolicy, env)``).
-- :class:`MovePolicy`: scores candidate moves of ``graphopt/PlacementEdit-v0`` (any graph size).
+- :class:`MovePolicy`: scores candidate moves of the edit environments from their rows (any graph
+  size); :class:`GOMovePolicy`: the same with the GO graph network reading the graph and its
+  current schedule (``obs_mode="graph"``).
 - :class:`BatchedCategorical` / :class:`GOActionDistribution`: one categorical over all op slots.
 """
 
 from policies.distributions import BatchedCategorical, GOActionDistribution
+from policies.go_move_policy import GOMovePolicy
 from policies.go_network import GONetwork
 from policies.move_policy import MovePolicy
 from policies.sb3_policy import GOPolicy
@@ -14,6 +17,7 @@ from policies.sb3_policy import GOPolicy
 __all__ = [
     "BatchedCategorical",
     "GOActionDistribution",
+    "GOMovePolicy",
     "GONetwork",
     "GOPolicy",
     "MovePolicy",

@@ -77,7 +77,38 @@ class MoveScorer(nn.Module):
         return logits, self.value(pooled).squeeze(-1)
 
 
-class MovePolicy(ActorCriticPolicy):
+class CandidatePolicy(ActorCriticPolicy):
+    """The SB3 side of a policy that picks one of the rows of an edit environment's observation
+    (a categorical over the rows): subclasses build their network and define :meth:`_run`."""
+
+    def _run(self, obs: PyTorchObs) -> tuple[CategoricalDistribution, Tensor]:
+        """The action distribution and the values ``(B, 1)`` of a batch of observations."""
+        raise NotImplementedError
+
+    def forward(
+        self, obs: PyTorchObs, deterministic: bool = False
+    ) -> tuple[Tensor, Tensor, Tensor]:
+        """Actions ``(B,)``, values ``(B, 1)`` and log-probabilities ``(B,)``."""
+        dist, value = self._run(obs)
+        actions = dist.get_actions(deterministic=deterministic)
+        return actions, value, dist.log_prob(actions)
+
+    def evaluate_actions(self, obs: PyTorchObs, actions: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """Values ``(B, 1)``, log-probabilities and entropies ``(B,)`` of ``actions``."""
+        dist, value = self._run(obs)
+        return value, dist.log_prob(actions), dist.entropy()
+
+    def get_distribution(self, obs: PyTorchObs) -> CategoricalDistribution:
+        return self._run(obs)[0]
+
+    def predict_values(self, obs: PyTorchObs) -> Tensor:
+        return self._run(obs)[1]
+
+    def _predict(self, observation: PyTorchObs, deterministic: bool = False) -> Tensor:
+        return self.get_distribution(observation).get_actions(deterministic=deterministic)
+
+
+class MovePolicy(CandidatePolicy):
     """Actor-critic policy around :class:`MoveScorer` for stock SB3 algorithms.
 
     Args:
@@ -147,26 +178,3 @@ class MovePolicy(ActorCriticPolicy):
         logits, value = self.scorer(x)
         dist = CategoricalDistribution(logits.shape[-1]).proba_distribution(logits)
         return dist, value.unsqueeze(-1)
-
-    # ------------------------------------------------------------------ SB3 API
-    def forward(
-        self, obs: PyTorchObs, deterministic: bool = False
-    ) -> tuple[Tensor, Tensor, Tensor]:
-        """Actions ``(B,)``, values ``(B, 1)`` and log-probabilities ``(B,)``."""
-        dist, value = self._run(obs)
-        actions = dist.get_actions(deterministic=deterministic)
-        return actions, value, dist.log_prob(actions)
-
-    def evaluate_actions(self, obs: PyTorchObs, actions: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-        """Values ``(B, 1)``, log-probabilities and entropies ``(B,)`` of ``actions``."""
-        dist, value = self._run(obs)
-        return value, dist.log_prob(actions), dist.entropy()
-
-    def get_distribution(self, obs: PyTorchObs) -> CategoricalDistribution:
-        return self._run(obs)[0]
-
-    def predict_values(self, obs: PyTorchObs) -> Tensor:
-        return self._run(obs)[1]
-
-    def _predict(self, observation: PyTorchObs, deterministic: bool = False) -> Tensor:
-        return self.get_distribution(observation).get_actions(deterministic=deterministic)

@@ -86,11 +86,13 @@ def load_run_model(run: Path, path: Path | None = None, device: str | None = Non
 
 def model_sizes(model: Any, task: str) -> tuple[int, int]:
     """``(max_ops, max_edges)`` a trained ``task`` policy was built for (its environments')."""
-    if not get_task(task).one_shot:  # an edit policy's observation does not grow with the graph
-        return 2**62, 2**62
+    obs_space = model.observation_space
+    if not get_task(task).one_shot:
+        if "op_features" in getattr(obs_space, "spaces", {}):  # a graph network's padding
+            return obs_space["op_features"].shape[0], obs_space["edge_index"].shape[1]
+        return 2**62, 2**62  # an edit policy's rows do not grow with the graph
     blocks = 3 if task == "joint" else 1
     max_ops = len(model.action_space.nvec) // blocks
-    obs_space = model.observation_space
     max_edges = (
         obs_space["edge_index"].shape[1] if "edge_index" in obs_space.spaces else 4 * max_ops
     )

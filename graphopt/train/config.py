@@ -21,7 +21,9 @@ from graphopt.configs import CONFIG_DIR
 from graphopt.tasks import get_task
 
 CONFIG_VERSION = 1
-POLICIES = ("go", "mlp")
+POLICIES = ("go", "mlp", "graph")
+GRAPH_POLICY_TASKS = ("scheduling-edit", "fusion-edit", "joint-edit")
+"""The tasks whose policy may be ``graph`` (the GO graph network scoring candidate moves)."""
 
 
 FLOAT_RANGES: dict[str, tuple[float, float, bool]] = {
@@ -60,7 +62,8 @@ class TrainConfig:
     name: str = "go"
     """Run name; the run directory is runs/<task>/<name>_<k>."""
     policy: str = "go"
-    """go (graphopt's: the GO policy, or MovePolicy for the edit tasks) or mlp (SB3's stock
+    """go (graphopt's: the GO policy, or MovePolicy for the edit tasks), graph (scheduling-,
+    fusion-, joint-edit: GOMovePolicy, the GO graph network scoring the candidates) or mlp (SB3's stock
     MultiInputPolicy / MlpPolicy, a compatibility baseline)."""
     reward_mode: str = "speedup"
     """speedup, neg_sqrt_time or log_speedup (see envs.rewards)."""
@@ -123,6 +126,11 @@ class TrainConfig:
             raise ValueError(
                 f"policy {self.policy!r} is unknown; choose one of: {', '.join(POLICIES)}"
             )
+        if self.policy == "graph" and self.task not in GRAPH_POLICY_TASKS:
+            raise ValueError(
+                f"policy 'graph' scores the candidate moves of {', '.join(GRAPH_POLICY_TASKS)}; "
+                f"task {self.task} takes policy go or mlp"
+            )
         for key in (
             "total_timesteps",
             "n_envs",
@@ -177,11 +185,14 @@ class TrainConfig:
                 "max_edges": max_edges,
                 "num_priorities": self.num_priorities,
             }
-        return {
+        settings: dict[str, Any] = {
             "reward_mode": self.reward_mode,
             "candidates": self.candidates,
             "horizon": self.horizon,
         }
+        if self.policy == "graph":
+            settings.update(obs_mode="graph", max_ops=max_ops, max_edges=max_edges)
+        return settings
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

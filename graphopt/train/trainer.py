@@ -32,7 +32,7 @@ from graphopt.train.vec_env import (  # make_envs, _constant: also imported from
     make_envs,  # noqa: F401
     make_vec_env,
 )
-from policies import GOPolicy, MovePolicy, checkpoint
+from policies import GOMovePolicy, GOPolicy, MovePolicy, checkpoint
 
 
 class RunAlreadyFinished(Exception):
@@ -61,7 +61,7 @@ def _policy(config: TrainConfig) -> tuple[Any, dict[str, Any]]:
     if config.policy == "mlp":
         return ("MlpPolicy" if edit else "MultiInputPolicy"), kwargs
     if edit:
-        return MovePolicy, kwargs
+        return (GOMovePolicy if config.policy == "graph" else MovePolicy), kwargs
 
     kwargs.setdefault("task", config.task)
     return GOPolicy, kwargs

@@ -41,6 +41,7 @@ def test_file_and_overrides(tmp_path):
         ("max_ops: 0\n", "max_ops must be >= 1"),
         ("task: 3\n", "config key 'task' must be a string, got 3"),
         ("policy_kwargs: [1]\n", "config key 'policy_kwargs' must be a mapping"),
+        ("policy: graph\n", "task placement takes policy go or mlp"),
     ],
 )
 def test_bad_configs_name_the_problem(tmp_path, text, match):
