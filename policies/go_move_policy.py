@@ -36,7 +36,7 @@ from graphopt.encoding import OP_FEATURES
 from graphopt.nn.batching import graph_batch, pack, to_padded
 from graphopt.nn.graph_encoder import GraphEncoder
 from policies.move_policy import CandidatePolicy
-from policies.sb3_policy import _IGNORED_SB3_KWARGS, _NoFeatures, own_parameters
+from policies.sb3_policy import _NoFeatures, check_kwargs, own_parameters
 
 
 class GraphMoveScorer(nn.Module):
@@ -124,14 +124,7 @@ class GOMovePolicy(CandidatePolicy):
         **kwargs: Any,
     ) -> None:
         kwargs.pop("use_sde", None)
-        for key in _IGNORED_SB3_KWARGS:
-            kwargs.pop(key, None)
-        unknown = set(kwargs) - {"optimizer_class", "optimizer_kwargs"}
-        if unknown:
-            raise ValueError(
-                f"unknown GOMovePolicy argument(s) {sorted(unknown)}; allowed: hidden, layers, "
-                "prior_weight, optimizer_class, optimizer_kwargs"
-            )
+        check_kwargs("GOMovePolicy", kwargs, "hidden, layers, prior_weight")
         needed = {"rows", "row_op", "op_state", "op_features"}
         if not isinstance(observation_space, spaces.Dict) or not needed <= set(
             observation_space.spaces

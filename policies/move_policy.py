@@ -40,7 +40,7 @@ from stable_baselines3.common.type_aliases import PyTorchObs, Schedule
 from torch import Tensor, nn
 
 from envs.placement_edit import CLIP, FEATURES
-from policies.sb3_policy import _IGNORED_SB3_KWARGS, own_parameters
+from policies.sb3_policy import check_kwargs, own_parameters
 
 
 class MoveScorer(nn.Module):
@@ -131,14 +131,7 @@ class MovePolicy(CandidatePolicy):
         **kwargs: Any,
     ) -> None:
         kwargs.pop("use_sde", None)
-        for key in _IGNORED_SB3_KWARGS:
-            kwargs.pop(key, None)
-        unknown = set(kwargs) - {"optimizer_class", "optimizer_kwargs"}
-        if unknown:
-            raise ValueError(
-                f"unknown MovePolicy argument(s) {sorted(unknown)}; allowed: hidden, gain_prior, "
-                "optimizer_class, optimizer_kwargs"
-            )
+        check_kwargs("MovePolicy", kwargs, "hidden, gain_prior")
         shape = observation_space.shape
         if not isinstance(observation_space, spaces.Box) or shape is None or len(shape) != 2:
             raise ValueError(

@@ -70,6 +70,21 @@ NETWORK_DEFAULTS: dict[str, Any] = dict(
 """Keyword arguments of :class:`~policies.go_network.GONetwork`, documented there."""
 
 
+def check_kwargs(policy: str, kwargs: dict[str, Any], allowed: str) -> dict[str, Any]:
+    """``kwargs`` of a policy's constructor without SB3's MLP arguments, which graphopt's
+    policies ignore (:data:`_IGNORED_SB3_KWARGS`); ``ValueError`` naming ``policy``, the unknown
+    ones and the ``allowed`` ones when anything but the optimizer's arguments is left."""
+    for key in _IGNORED_SB3_KWARGS:
+        kwargs.pop(key, None)
+    unknown = set(kwargs) - {"optimizer_class", "optimizer_kwargs"}
+    if unknown:
+        raise ValueError(
+            f"unknown {policy} argument(s) {sorted(unknown)}; allowed: {allowed}, "
+            "optimizer_class, optimizer_kwargs"
+        )
+    return kwargs
+
+
 def own_parameters(data: dict[str, Any], **extra: Any) -> dict[str, Any]:
     """SB3's saved constructor parameters ``data`` without the MLP arguments graphopt's policies
     ignore, plus their own ``extra`` ones (for ``_get_constructor_parameters``)."""
@@ -144,14 +159,7 @@ class GOPolicy(ActorCriticPolicy):
         if kwargs.pop("use_sde", False):
             raise ValueError("GOPolicy has discrete actions: use_sde must be False")
         net_kwargs = {k: kwargs.pop(k, v) for k, v in NETWORK_DEFAULTS.items()}
-        for key in _IGNORED_SB3_KWARGS:
-            kwargs.pop(key, None)
-        unknown = set(kwargs) - {"optimizer_class", "optimizer_kwargs"}
-        if unknown:
-            raise ValueError(
-                f"unknown GOPolicy argument(s) {sorted(unknown)}; allowed: task, graphs, dedup, "
-                f"{', '.join(NETWORK_DEFAULTS)}, optimizer_class, optimizer_kwargs"
-            )
+        check_kwargs("GOPolicy", kwargs, f"task, graphs, dedup, {', '.join(NETWORK_DEFAULTS)}")
         if not isinstance(observation_space, spaces.Dict):
             raise ValueError(
                 f"GOPolicy needs the Dict observation of envs, got {observation_space}"
