@@ -38,7 +38,7 @@ from envs.base import resolve_graph_list
 from envs.decision_edit import FEATURES, DecisionEditEnv
 from graphopt.baselines.search import simulated_annealing
 from graphopt.eval.compare import geomean_speedup
-from graphopt.eval.evaluate import load_run_model
+from graphopt.eval.evaluate import load_run
 from graphopt.hardware import get_cluster
 from graphopt.sim import Simulator
 from graphopt.sim.bounds import any_fusion_lower_bounds, lower_bounds
@@ -77,17 +77,25 @@ def bench_task(
 ) -> None:
     """Print the table of one task (module docstring)."""
     k = args.calls
-    env = make_env(
-        f"{task}-edit", graphs, cluster, cost_model=sim, seed=0, candidates=args.candidates
-    )
+    model: Any = None
+    if run:  # the environment of the run's settings (its observation: rows, or rows and graph)
+        loaded = load_run(run, graphs, cluster.name, seed=0)
+        env, model = loaded.env, loaded.model
+    else:
+        env = make_env(
+            f"{task}-edit", graphs, cluster, cost_model=sim, seed=0, candidates=args.candidates
+        )
     assert isinstance(env, DecisionEditEnv)
-    model: Any = load_run_model(run) if run else None
     methods = ["anneal", "random", "prior"] + (["learned"] if model is not None else [])
     col = FEATURES.index("prior")
     rng = np.random.default_rng(0)
+
+    def rows(obs: Any) -> np.ndarray:
+        return obs["rows"] if isinstance(obs, dict) else obs
+
     acts: dict[str, tuple[Any, int]] = {
-        "random": (lambda obs: int(rng.integers(len(obs))), args.seeds),
-        "prior": (lambda obs: int(np.argmax(obs[:, col])), 1),
+        "random": (lambda obs: int(rng.integers(len(rows(obs)))), args.seeds),
+        "prior": (lambda obs: int(np.argmax(rows(obs)[:, col])), 1),
     }
     if model is not None:
         acts["learned"] = (lambda obs: int(model.predict(obs, deterministic=True)[0]), 1)
