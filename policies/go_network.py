@@ -25,6 +25,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from graphopt.encoding import DEVICE_FEATURES
 from graphopt.nn.batching import GraphBatch, graph_batch, pack, to_padded
 from graphopt.nn.graph_encoder import GraphEncoder
 from policies.film import FiLM, context_dim, graph_context
@@ -51,6 +52,11 @@ class GONetwork(nn.Module):
         dropout: dropout everywhere (default 0).
         film: modulate every attention layer with FiLM from the graph context (default True).
         hint_weight: initial weight ``w_j`` of the hint bias (default 4.0; see below).
+        device_agnostic: the placement block's weights do not depend on the device count
+            (default False): each device is a row embedded from its features
+            (:data:`graphopt.encoding.DEVICE_FEATURES`), ops are scored against the rows
+            (:class:`~policies.heads.TaskHeads`), and the hinted device enters as its row's
+            embedding; so a policy trained on one cluster runs on another of any size.
 
     The hint (observation key ``hint``: the reference decision, e.g. the best heuristic's
     placement) enters twice when present: an embedding of each op's hinted value per block is added
@@ -79,6 +85,7 @@ class GONetwork(nn.Module):
         dropout: float = 0.0,
         film: bool = True,
         hint_weight: float = 4.0,
+        device_agnostic: bool = False,
     ) -> None:
         super().__init__()
         if not num_classes:
@@ -96,13 +103,29 @@ class GONetwork(nn.Module):
         self.num_classes = dict(num_classes)
         self.encoder = GraphEncoder(hidden, sage_layers, dropout=dropout)
         self.trunk = SegmentAttention(attn_layers, **attn)  # type: ignore[arg-type]
-        self.heads = TaskHeads(num_classes, head_layers=head_layers, **attn)  # type: ignore[arg-type]
+        self.heads = TaskHeads(
+            num_classes,
+            head_layers=head_layers,
+            device_agnostic=device_agnostic,
+            **attn,  # type: ignore[arg-type]
+        )
+        self.device_agnostic = self.heads.device_agnostic
+        self.device_embed = (
+            nn.Sequential(
+                nn.Linear(len(DEVICE_FEATURES), hidden), nn.ReLU(), nn.Linear(hidden, hidden)
+            )
+            if self.device_agnostic
+            else None
+        )
         self.attn_layers = attn_layers
         num_film = attn_layers + self.heads.num_film_layers
         self.film = FiLM(context_dim(hidden), hidden, num_film) if film else None
         self.value_head = ValueHead(context_dim(hidden), hidden)
+        # a device-agnostic placement block's hint is its device's row (a table of D + 1 would
+        # tie the weights to D): the first row of its table stands for "no hint"
         self.hint_embed = nn.ModuleList(
-            nn.Embedding(k + 1, hidden) for k in self.num_classes.values()
+            nn.Embedding(1 if self._by_device(name) else k + 1, hidden)
+            for name, k in self.num_classes.items()
         )
         for emb in self.hint_embed:
             assert isinstance(emb, nn.Embedding)
@@ -118,8 +141,19 @@ class GONetwork(nn.Module):
         h = to_padded(self.encoder(packed), packed)  # (B, L, d)
         mask = packed.node_mask
         hints = self._hint_blocks(batch, h.shape[1])
-        for emb, hint in zip(self.hint_embed, hints, strict=False):  # no hints: no-op
-            h = h + emb(hint + 1) * mask.unsqueeze(-1)
+        keys = None
+        if self.device_embed is not None:
+            keys = self.device_embed(batch.device_features)  # (B, D_max, d)
+        for name, emb, hint in zip(self.num_classes, self.hint_embed, hints, strict=False):
+            if keys is not None and self._by_device(name):  # the hinted device's row
+                rows = torch.gather(
+                    keys, 1, hint.clamp(min=0).unsqueeze(-1).expand(-1, -1, keys.shape[-1])
+                )
+                assert isinstance(emb, nn.Embedding)
+                hinted = torch.where((hint >= 0).unsqueeze(-1), rows, emb.weight[0])
+                h = h + hinted * mask.unsqueeze(-1)
+            else:  # no hints: no-op
+                h = h + emb(hint + 1) * mask.unsqueeze(-1)
         films = None
         if self.film is not None:
             c0 = graph_context(
@@ -136,7 +170,7 @@ class GONetwork(nn.Module):
         logits: dict[str, Tensor] = {}
         if with_logits:
             head_films = None if films is None else films[self.attn_layers :]
-            for j, (name, x) in enumerate(self.heads(h, mask, head_films).items()):
+            for j, (name, x) in enumerate(self.heads(h, mask, head_films, keys).items()):
                 if hints:
                     bias = F.one_hot(hints[j].clamp(min=0), x.shape[-1]).to(x.dtype)
                     x = x + self.hint_weight[j] * bias * (hints[j] >= 0).unsqueeze(-1)
@@ -144,6 +178,9 @@ class GONetwork(nn.Module):
                     x = mask_fusion(x, batch.fusion_mask[:, : x.shape[1]])
                 logits[name] = F.pad(x, (0, 0, 0, pad))
         return logits, value, full_mask
+
+    def _by_device(self, name: str) -> bool:
+        return self.device_agnostic and name == "placement"
 
     def _hint_blocks(self, batch: GraphBatch, length: int) -> list[Tensor]:
         """Per block, the hint of the first ``length`` op slots, ``(B, L)`` in ``[-1, K)``; empty

@@ -13,8 +13,10 @@ The value head reads the pooled graph context of the trunk (:func:`policies.film
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 
+import torch
 from torch import Tensor, nn
 
 from graphopt.tasks import ONE_SHOT_TASKS, get_task
@@ -38,9 +40,14 @@ class TaskHeads(nn.Module):
         heads, segment_len, mem_len, ffn_mult, dropout: of those layers, see
             :class:`~policies.segment_attention.SegmentAttentionLayer`.
 
+        device_agnostic: the placement block scores each op against each device's embedding
+            (``logit[i, k] = q_i . e_k / sqrt(d) + b``, ``q_i`` a linear map of the op's state,
+            ``e_k`` the ``device_keys`` of device ``k``) instead of a linear map to ``K`` classes:
+            its weights do not depend on the device count.
+
     Shapes:
         - h: ``(B, L, d)``; mask: ``(B, L)``; films: ``len(num_classes) * head_layers`` pairs, or
-          None.
+          None; device_keys: ``(B, D_max, d)`` (device-agnostic placement only).
         - output: dict block -> ``(B, L, K_block)`` logits.
     """
 
@@ -54,9 +61,12 @@ class TaskHeads(nn.Module):
         mem_len: int = 128,
         ffn_mult: int = 2,
         dropout: float = 0.0,
+        device_agnostic: bool = False,
     ) -> None:
         super().__init__()
         self.names = tuple(num_classes)
+        self.num_classes = dict(num_classes)
+        self.device_agnostic = device_agnostic and "placement" in num_classes
         self.head_layers = head_layers
         self.attention = nn.ModuleDict(
             {
@@ -72,7 +82,12 @@ class TaskHeads(nn.Module):
                 for name in self.names
             }
         )
-        self.logits = nn.ModuleDict({name: nn.Linear(hidden, k) for name, k in num_classes.items()})
+        self.logits = nn.ModuleDict(
+            {
+                name: nn.Linear(hidden, hidden if self._by_device(name) else k)
+                for name, k in num_classes.items()
+            }
+        )
         for layer in self.logits.values():  # near-uniform initial policy (SB3: gain 0.01)
             assert isinstance(layer, nn.Linear)
             nn.init.orthogonal_(layer.weight, gain=0.01)
@@ -82,15 +97,28 @@ class TaskHeads(nn.Module):
     def num_film_layers(self) -> int:
         return len(self.names) * self.head_layers
 
+    def _by_device(self, name: str) -> bool:
+        return self.device_agnostic and name == "placement"
+
     def forward(
-        self, h: Tensor, mask: Tensor, films: Sequence[FilmParams] | None = None
+        self,
+        h: Tensor,
+        mask: Tensor,
+        films: Sequence[FilmParams] | None = None,
+        device_keys: Tensor | None = None,
     ) -> dict[str, Tensor]:
         out = {}
         for i, name in enumerate(self.names):
             part = None
             if films is not None:
                 part = films[i * self.head_layers : (i + 1) * self.head_layers]
-            out[name] = self.logits[name](self.attention[name](h, mask, part))
+            x = self.logits[name](self.attention[name](h, mask, part))
+            if self._by_device(name):
+                if device_keys is None:
+                    raise ValueError("a device-agnostic placement head needs device_keys")
+                keys = device_keys[:, : self.num_classes[name]]  # the cluster's devices
+                x = torch.einsum("bld,bkd->blk", x, keys) / math.sqrt(x.shape[-1])
+            out[name] = x
         return out
 
 

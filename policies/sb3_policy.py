@@ -66,6 +66,7 @@ NETWORK_DEFAULTS: dict[str, Any] = dict(
     dropout=0.0,
     film=True,
     hint_weight=4.0,
+    device_agnostic=False,
 )
 """Keyword arguments of :class:`~policies.go_network.GONetwork`, documented there."""
 

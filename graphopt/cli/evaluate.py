@@ -36,8 +36,8 @@ def register(sub: Any) -> None:
     )
     p.add_argument(
         "--cluster",
-        help="cluster (default: the run's); with the run's device count, except for a "
-        "placement-edit run (any count)",
+        help="cluster (default: the run's); with the run's device count, except for an edit "
+        "run or a GO run trained with policy_kwargs device_agnostic: true (any count)",
     )
     p.add_argument(
         "--budget", type=int, default=0, help="evaluations for random search / annealing (0: skip)"

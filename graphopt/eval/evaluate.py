@@ -155,12 +155,18 @@ def load_run(
     except ValueError:
         if target.num_devices == trained.num_devices:
             raise
+        if config.policy_kwargs.get("device_agnostic"):
+            # its weights do not depend on the device count: the same weights in a model of
+            # this cluster's action space
+            model = load_model(path, rundir.best_model_path(path), device=device, spaces=env)
+            check_compatible(model, env)
+            return LoadedRun(path, config, model, env, sim)
         # A policy whose observation does not depend on the device count (the edit tasks: one
         # row per candidate move) runs on any cluster; for the others this is the cause.
         raise ValueError(
             f"run {path} was trained for {trained.num_devices} devices ({trained.name}); "
             f"cluster {target.name} has {target.num_devices}: evaluate on a cluster with the "
-            "same device count"
+            "same device count, or train with policy_kwargs: {device_agnostic: true}"
         ) from None
     return LoadedRun(path, config, model, env, sim)
 

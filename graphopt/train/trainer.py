@@ -121,12 +121,16 @@ def load_model(
     env: Any | None = None,
     weights: dict[str, Any] | None = None,
     device: str | None = None,
+    spaces: Any | None = None,
 ) -> Any:
     """The PPO model of run directory ``run`` with the weights of its model file ``path``: rebuilt
     from the run's ``config.yaml`` and ``model.json`` (or on ``env``, a vectorised environment
     that must have the spaces of ``model.json``), then filled with the weights (``weights``: those
     :func:`policies.checkpoint.read_weights` already read from ``path``). Nothing is unpickled:
-    the weights are read with ``torch.load(weights_only=True)``.
+    the weights are read with ``torch.load(weights_only=True)``. ``spaces``: an environment
+    whose observation and action spaces replace ``model.json``'s (a device-agnostic policy,
+    ``policy_kwargs: {device_agnostic: true}``, on a cluster of another device count: its
+    weights fit any).
 
     Raises:
         ValueError: an SB3 ``.zip`` or any file that is not a plain weights file (refused before
@@ -137,6 +141,8 @@ def load_model(
         weights = checkpoint.read_weights(path)  # refuse a bad file before building anything
     config = load_config(run / rundir.CONFIG_FILE)
     observation_space, action_space = checkpoint.read_model_info(run)
+    if spaces is not None:  # a device-agnostic policy on another cluster
+        observation_space, action_space = spaces.observation_space, spaces.action_space
     if env is None:
         model = build_model(
             config, observation_space=observation_space, action_space=action_space, device=device

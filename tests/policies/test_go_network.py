@@ -89,3 +89,26 @@ def test_dropout_and_no_film_variants_run():
         net = GONetwork(JOINT, hidden=16, segment_len=32, mem_len=32, **kwargs).train()
         logits, value, _ = net(obs)
         assert torch.isfinite(value).all() and logits["fusion"].shape[-1] == 2
+
+
+@pytest.mark.parametrize("classes", [{"placement": 2}, JOINT], ids=str)
+def test_a_device_agnostic_network_has_the_same_weights_for_any_device_count(classes):
+    # Trained on 2 devices, its weights load into the network of 8 devices, where it scores
+    # the 8 devices of an 8-device cluster's observation; with a hint, greedy is the hint.
+    torch.manual_seed(0)
+    net2 = GONetwork(classes, hidden=16, segment_len=32, mem_len=32, device_agnostic=True)
+    net8 = GONetwork(
+        {**classes, "placement": 8}, hidden=16, segment_len=32, mem_len=32, device_agnostic=True
+    )
+    shapes = {k: v.shape for k, v in net2.state_dict().items()}
+    assert shapes == {k: v.shape for k, v in net8.state_dict().items()}
+    net8.load_state_dict(net2.state_dict())
+    obs = encoded_obs(cluster="v100-nvlink-8")
+    m = obs["op_features"].shape[1]
+    hint = torch.randint(0, 8, (1, m))
+    blocks = [hint] + [torch.zeros(1, m, dtype=torch.long)] * (len(classes) - 1)
+    logits, value, mask = net8({**obs, "hint": torch.cat(blocks, dim=1)})
+    assert logits["placement"].shape == (1, m, 8) and torch.isfinite(value).all()
+    assert torch.equal(logits["placement"][mask].argmax(-1), hint[mask])
+    plain = GONetwork(classes, hidden=16, segment_len=32, mem_len=32)
+    assert plain.heads.logits["placement"].out_features == 2  # the default: a map to D classes

@@ -142,3 +142,23 @@ def test_a_simulated_edit_run_trains_and_is_compared_at_its_calls(tmp_path: Path
     assert {"annealing", "random-search"} <= {m.split("@")[0] for m in rows}
     with pytest.raises(ValueError, match="use greedy or search:K"):
         evaluate_run(run, "txl-tiny", mode="sample:4", console=quiet())
+
+
+def test_a_device_agnostic_go_policy_runs_on_any_device_count(tmp_path: Path):
+    # policy_kwargs device_agnostic: a one-shot GO placement run trained on 2 devices is
+    # evaluated on 8 and on the heterogeneous 3-device preset, greedy = its hint there (the best
+    # heuristic of that cluster); without it the same evaluation is refused, naming the option.
+    base = tiny_config()
+    kwargs = {**base.policy_kwargs, "device_agnostic": True}
+    run = train(tiny_config(policy_kwargs=kwargs), runs_root=tmp_path / "a", show_progress=False)
+    for cluster in ("v100-nvlink-8", "hetero-cpu-2gpu"):
+        comparisons = evaluate_run(
+            run, "txl-tiny", cluster=cluster, out_dir=tmp_path / cluster, console=quiet()
+        )
+        rows = {r.method: r for r in comparisons[0].results}
+        policy = rows["policy (greedy)"]
+        assert policy.valid
+        assert policy.step_time == pytest.approx(comparisons[0].best_heuristic.step_time)
+    plain = train(base, runs_root=tmp_path / "b", show_progress=False)
+    with pytest.raises(ValueError, match="device_agnostic: true"):
+        evaluate_run(plain, "txl-tiny", cluster="v100-nvlink-8", console=quiet())
