@@ -1,7 +1,9 @@
-"""A placement-edit policy on clusters of other device counts than it was trained on, zero-shot.
+"""A placement policy on clusters of other device counts than it was trained on, zero-shot.
 
-The edit policy reads one row per candidate move (features of any graph and any cluster), so a
-run trained on one device count runs on any. For each cluster of ``--counts`` V100s (NVLink-like
+A placement-edit policy reads one row per candidate move (features of any graph and any
+cluster), and a GO placement policy trained with ``policy_kwargs: {device_agnostic: true}`` scores
+each op against each device's embedded row, so a run of either, trained on one device count,
+runs on any. For each cluster of ``--counts`` V100s (NVLink-like
 links, 25 GB/s, 5 us: a uniform stand-in for the DGX-1V presets, which exist only for 2, 4 and 8)
 and ``hetero-cpu-2gpu``, per graph: the best heuristic's step time and the speed-up over it of the
 policy's greedy episode (no simulator call but the final one) and of ``--sample`` sampled
@@ -18,13 +20,11 @@ import time
 
 import numpy as np
 
-from envs import make_env
 from envs.base import resolve_graph_list
 from graphopt import rundir
 from graphopt.eval.compare import geomean_speedup
-from graphopt.eval.evaluate import load_run_model
+from graphopt.eval.evaluate import load_run
 from graphopt.hardware import DEVICE_SPECS, Cluster, Device, get_cluster
-from graphopt.sim import Simulator
 from graphopt.train.config import load_config
 from policies.rollout import run_policy
 
@@ -46,21 +46,12 @@ def main() -> None:
     args = p.parse_args()
     path = rundir.check_run_dir(args.run)
     config = load_config(path / rundir.CONFIG_FILE)
-    model = load_run_model(path)
     graphs = resolve_graph_list(args.graphs)
     clusters = [v100s(int(c)) for c in args.counts.split(",")] + [get_cluster("hetero-cpu-2gpu")]
     print(f"run {path}: trained on {config.cluster}; speed-up over the best heuristic")
     print(f"{'cluster':<20}{'graph':<22}{'greedy':>9}{f'sample:{args.sample}':>11}{'s':>7}")
     for cluster in clusters:
-        env = make_env(
-            config.task,
-            graphs,
-            cluster,
-            cost_model=Simulator(),
-            seed=0,
-            candidates=config.candidates,
-            horizon=config.horizon,
-        )
+        _, _, model, env, _ = load_run(path, graphs, cluster, seed=0)
         greedy, sampled = [], []
         for i, graph in enumerate(graphs):
             began = time.perf_counter()
