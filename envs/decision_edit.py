@@ -163,7 +163,7 @@ class DecisionEditEnv(GraphEnv):
     - ``reward_scale``: multiplies the reward (default 100: percent).
     - ``obs_mode``: ``"rows"`` (default) or ``"graph"`` (:data:`OBS_MODES`).
     - ``max_ops``, ``max_edges``: the padding of ``obs_mode="graph"`` (default: the graphs'
-      largest; a larger graph is refused).
+      largest; a larger graph is refused by :func:`graphopt.encoding.encode`).
 
     ## Version History
 
@@ -211,16 +211,13 @@ class DecisionEditEnv(GraphEnv):
             max_edges or max(4 * self.max_ops, *(g.num_edges for g in self.graphs))
         )
         self.observation_space: spaces.Space = rows
+        self._encoded: list[dict[str, np.ndarray]] = []
         if obs_mode == "graph":
-            too_big = [
-                g for g in self.graphs if g.num_ops > self.max_ops or g.num_edges > self.max_edges
+            # every graph encoded now: a graph larger than max_ops fails here (encode says so)
+            self._encoded = [
+                encode(g, self.cluster, self.max_ops, self.max_edges).observation
+                for g in self.graphs
             ]
-            if too_big:
-                g = too_big[0]
-                raise ValueError(
-                    f"graph {g.name!r} has {g.num_ops:,} ops and {g.num_edges:,} edges, more than "
-                    f"max_ops {self.max_ops:,} / max_edges {self.max_edges:,}: raise max_ops"
-                )
             self.observation_space = spaces.Dict(
                 {
                     **observation_space(self.max_ops, self.max_edges).spaces,
@@ -229,7 +226,6 @@ class DecisionEditEnv(GraphEnv):
                     "row_op": spaces.Box(0, self.max_ops - 1, (self.candidates,), np.int64),
                 }
             )
-        self._encoded: dict[int, dict[str, np.ndarray]] = {}
         self._fusible: dict[int, IntArray] = {}
         self._groups: dict[int, IntArray] = {}
         self._cand: list[Move] = []
@@ -423,14 +419,10 @@ class DecisionEditEnv(GraphEnv):
         state in the current schedule (:data:`OP_STATE`), the rows and each row's op."""
         if self.obs_mode == "rows":
             return rows
-        index = self._current
-        if index not in self._encoded:
-            g = self.graphs[index]
-            self._encoded[index] = encode(g, self.cluster, self.max_ops, self.max_edges).observation
         row_op = np.zeros(self.candidates, dtype=np.int64)
         row_op[: len(self._cand)] = [m.op for m in self._cand]
         return {
-            **self._encoded[index],
+            **self._encoded[self._current],
             "op_state": self._op_state(),
             "rows": rows,
             "row_op": row_op,

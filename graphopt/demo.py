@@ -169,7 +169,7 @@ def _main(argv: list[str] | None) -> int:
         )
         section(
             console,
-            f"5{'abc'[number] if number < 3 else number}. {task}: {edit.task} on {edit.graphs}, "
+            f"5{chr(ord('a') + number)}. {task}: {edit.task} on {edit.graphs}, "
             f"{edit.total_timesteps:,} steps, then every method at {args.edit_calls} simulator "
             "calls on graphs never trained on",
         )

@@ -44,6 +44,8 @@ class Task:
         one_shot: one decision for every op in one step (GO's episodes), else a sequence of moves.
         decides_as: the one-shot task whose decision it produces (itself for one-shot tasks):
             the baselines and the search it is compared with are those of that task.
+        simulated_moves: a multi-step task whose every step is one simulator call (the
+            scheduling, fusion and joint edit tasks: they are run and compared at ``K`` calls).
     """
 
     name: str
@@ -52,6 +54,7 @@ class Task:
     stages: tuple[str, ...]
     one_shot: bool = True
     decides_as: str = ""
+    simulated_moves: bool = False
 
     def __post_init__(self) -> None:
         if not self.decides_as:
@@ -90,14 +93,20 @@ TASKS: dict[str, Task] = {
             (),
             "graphopt/SchedulingEdit-v0",
             STAGES[:2],
-            one_shot=False,
-            decides_as="scheduling",
+            False,
+            "scheduling",
+            True,
         ),
-        Task("fusion-edit", (), "graphopt/FusionEdit-v0", STAGES, False, "fusion"),
-        Task("joint-edit", (), "graphopt/JointEdit-v0", STAGES, False, "joint"),
+        Task("fusion-edit", (), "graphopt/FusionEdit-v0", STAGES, False, "fusion", True),
+        Task("joint-edit", (), "graphopt/JointEdit-v0", STAGES, False, "joint", True),
     )
 }
 """Every task by name."""
+
+SIMULATED_MOVE_TASKS: tuple[str, ...] = tuple(
+    name for name, t in TASKS.items() if t.simulated_moves
+)
+"""The edit tasks whose every step is a simulator call (:mod:`envs.decision_edit`)."""
 
 ONE_SHOT_TASKS: tuple[str, ...] = tuple(name for name, t in TASKS.items() if t.one_shot)
 """The tasks of one decision for every op (GO's); the baselines and searches cover these."""

@@ -28,7 +28,7 @@ from stable_baselines3 import PPO
 from stable_baselines3.common.policies import ActorCriticPolicy
 from stable_baselines3.common.vec_env import DummyVecEnv
 
-from envs import ENV_CLASSES, make_env
+from envs import make_env
 from envs.base import GraphEnv
 from envs.decision_edit import DecisionEditEnv
 from envs.one_shot import GraphOptEnv
@@ -36,7 +36,7 @@ from envs.rewards import INVALID
 from graphopt.baselines.estimate_search import estimate_search, weighted_moves
 from graphopt.graph import CompGraph
 from graphopt.hardware import Cluster
-from graphopt.tasks import get_task
+from graphopt.tasks import SIMULATED_MOVE_TASKS, get_task
 from graphopt.typing import Decision, Measurement
 from policies.distributions import BatchedCategorical
 
@@ -85,8 +85,7 @@ def parse_mode(mode: str, task: str | None = None) -> tuple[str, int]:
             f"mode {mode} refines placements; the policy was trained for {task}: use greedy, "
             "sample:K or finetune:STEPS"
         )
-    cls = ENV_CLASSES.get(task or "")
-    simulated_edit = isinstance(cls, type) and issubclass(cls, DecisionEditEnv)
+    simulated_edit = task in SIMULATED_MOVE_TASKS
     if kind == "search" and task is not None and task != "placement-edit" and not simulated_edit:
         raise ValueError(
             f"mode {mode} is the learned search of an edit policy; the policy was "

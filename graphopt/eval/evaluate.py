@@ -52,7 +52,7 @@ from graphopt.eval.report import (
 from graphopt.graph import CompGraph
 from graphopt.hardware import Cluster, get_cluster
 from graphopt.sim import Simulator
-from graphopt.tasks import get_task
+from graphopt.tasks import SIMULATED_MOVE_TASKS, get_task
 from graphopt.train.config import load_config
 from graphopt.train.trainer import load_model
 from graphopt.typing import Decision
@@ -61,9 +61,7 @@ from policies.rollout import PolicyResult, check_compatible, parse_mode, run_pol
 POLICY_KINDS = {
     "placement": ("sample", "finetune", "plan"),
     "placement-edit": ("sample", "finetune", "search"),
-    "scheduling-edit": ("search",),
-    "fusion-edit": ("search",),
-    "joint-edit": ("search",),
+    **dict.fromkeys(SIMULATED_MOVE_TASKS, ("search",)),
 }
 """The budgeted modes of a task's policy on the anytime curves (others: sample, finetune)."""
 

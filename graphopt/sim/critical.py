@@ -101,13 +101,13 @@ def timeline_times(
 ) -> ScheduleTimes:
     """The times of every op in ``timeline``, a simulation of ``graph`` with ``placement``
     (module docstring); ``compiled=False`` runs the backward pass's Python twin."""
-    n, num_d = graph.num_ops, int(placement.max(initial=0)) + 1
+    n = graph.num_ops
     kernel = np.asarray(timeline.kernel_of, dtype=np.int64)
     k_start, k_end = timeline.start, timeline.end
     num_k = len(k_start)
     placement = np.asarray(placement, dtype=np.int64)
     start, end = k_start[kernel], k_end[kernel]
-    num_d = max(num_d, int(timeline.t_dst.max(initial=0)) + 1)
+    num_d = max(int(placement.max(initial=0)), int(timeline.t_dst.max(initial=0))) + 1
 
     transfer = np.zeros(n)
     np.add.at(transfer, timeline.t_producer, timeline.t_end - timeline.t_start)

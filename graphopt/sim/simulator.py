@@ -244,8 +244,8 @@ class PreparedGraph:
         m, out = self._simulate(decision)
         if not schedule or out is None or out[0] == engine.STATUS_ILLEGAL_FUSION:
             return m
-        _, _, _, _, _, _, _, _, mptr, members, k_dev, k_start, k_end, t_op, t_src, t_dst = out[:16]
-        t_bytes, t_start, t_end = out[16:19]
+        mptr, members, k_dev, k_start, k_end = out[8:13]
+        t_op, t_src, t_dst, t_bytes, t_start, t_end = out[13:19]
         sched = Schedule(
             kernels=tuple(
                 KernelRecord(
@@ -285,8 +285,8 @@ class PreparedGraph:
         m, out = self._simulate(decision, describe)
         if out is None or out[0] == engine.STATUS_ILLEGAL_FUSION:
             return m, None
-        kernel_of, roots, k_dev, k_start, k_end = out[6], out[7], out[10], out[11], out[12]
-        t_op, t_dst, t_start, t_end = out[13], out[15], out[17], out[18]
+        kernel_of, roots, _, _, k_dev, k_start, k_end = out[6:13]
+        t_op, _, t_dst, _, t_start, t_end = out[13:19]
         timeline = Timeline(
             kernel_of=np.array(kernel_of, dtype=np.int64),
             root=np.array(roots, dtype=np.int64),

@@ -18,12 +18,10 @@ import yaml
 
 from graphopt.accelerator import check_device_name
 from graphopt.configs import CONFIG_DIR
-from graphopt.tasks import get_task
+from graphopt.tasks import SIMULATED_MOVE_TASKS, get_task
 
 CONFIG_VERSION = 1
 POLICIES = ("go", "mlp", "graph")
-GRAPH_POLICY_TASKS = ("scheduling-edit", "fusion-edit", "joint-edit")
-"""The tasks whose policy may be ``graph`` (the GO graph network scoring candidate moves)."""
 
 
 FLOAT_RANGES: dict[str, tuple[float, float, bool]] = {
@@ -126,9 +124,9 @@ class TrainConfig:
             raise ValueError(
                 f"policy {self.policy!r} is unknown; choose one of: {', '.join(POLICIES)}"
             )
-        if self.policy == "graph" and self.task not in GRAPH_POLICY_TASKS:
+        if self.policy == "graph" and self.task not in SIMULATED_MOVE_TASKS:
             raise ValueError(
-                f"policy 'graph' scores the candidate moves of {', '.join(GRAPH_POLICY_TASKS)}; "
+                f"policy 'graph' scores the candidate moves of {', '.join(SIMULATED_MOVE_TASKS)}; "
                 f"task {self.task} takes policy go or mlp"
             )
         for key in (

@@ -36,7 +36,7 @@ def test_the_graph_observation(env):
     assert not obs["op_state"][n:].any()  # padding slots
     assert obs["op_state"][:n, OP_STATE.index("critical")].any()
     assert [m.op for m in env._cand] == obs["row_op"][: len(env._cand)].tolist()
-    with pytest.raises(ValueError, match="raise max_ops"):
+    with pytest.raises(ValueError, match="has 226 ops but max_ops is 10; pass max_ops >= 226"):
         make_env("fusion-edit", "wavenet-tiny", "v100-nvlink-4", obs_mode="graph", max_ops=10)
     with pytest.raises(ValueError, match="unknown obs_mode"):
         make_env("fusion-edit", "wavenet-tiny", "v100-nvlink-4", obs_mode="pixels")
