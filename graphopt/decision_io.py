@@ -2,12 +2,15 @@
 
 Accepted JSON forms:
 
-- a list of device indices, one per op in topological order: ``[0, 1, 1, 0]``;
+- a list of device indices, one per op in the graph file's op order (the order of its
+  ``ops.name``, which ``graphopt graphs export`` writes): ``[0, 1, 1, 0]``;
 - a mapping from op name to device index: ``{"encoder/matmul_0": 1, ...}`` (every op named);
 - a decision object ``{"placement": [...], "priority": [...], "fusion": [...]}``, any array
   may be ``null`` or left out (see :meth:`graphopt.typing.Decision.to_dict`); extra descriptive keys
   ``graph``, ``cluster``, ``seed`` and ``step_time`` are allowed and checked against the graph when
-  present (``graph`` must name it).
+  present (``graph`` must name it). Its arrays are in graphopt's op order (topological), the order
+  graphopt writes them in (``save_episode``); for a graph file that lists its ops in another order,
+  give a placement as a plain list or a name-keyed map instead.
 
 Every error names the file and the key or op at fault.
 """
@@ -87,7 +90,12 @@ def load_decision(path: str | Path, graph: CompGraph, num_devices: int | None = 
     except OSError as e:
         raise ValueError(f"{path}: cannot read: {e.strerror or e}") from None
     if isinstance(data, list):
-        decision = Decision(placement=_int_array(path, "placement", data))
+        if len(data) != graph.num_ops:
+            raise ValueError(
+                f"{path}: placement has {len(data)} entries but graph {graph.name!r} has "
+                f"{graph.num_ops} ops; give one device per op, in the graph file's op order"
+            )
+        decision = Decision(placement=graph.from_file_order(_int_array(path, "placement", data)))
     elif isinstance(data, dict) and set(data) & set(_ARRAYS):
         unknown = [k for k in data if k not in _ARRAYS and k not in _DESCRIPTIVE]
         if unknown:
@@ -135,8 +143,11 @@ def load_decision(path: str | Path, graph: CompGraph, num_devices: int | None = 
     if num_devices is not None and placement is not None and len(placement):
         i = int(placement.argmax())
         if placement[i] >= num_devices:
+            entry = i  # the op's position in the file: its index, or its place in the file's order
+            if isinstance(data, list) and graph.file_order is not None:
+                entry = int(np.flatnonzero(graph.file_order == i)[0])
             raise ValueError(
-                f"{path}: placement of op {graph.op_names[i]!r} (entry {i}) is device "
+                f"{path}: placement of op {graph.op_names[i]!r} (entry {entry}) is device "
                 f"{int(placement[i])}, but the cluster has {num_devices} devices (0..{num_devices - 1})"
             )
     return decision

@@ -40,7 +40,9 @@ in ``.gz``; columnar so that large graphs load quickly::
 
 ``class``, ``layer``, ``colocation``, ``measured`` and ``metadata`` may be omitted (a missing class
 is derived from the op type). Version 1 files (no ``class`` column) still load. Ops may be listed in any
-order (they are sorted topologically on load; files written by graphopt are already sorted).
+order (they are sorted topologically on load; files written by graphopt are already sorted); a
+loaded graph keeps the file's order in ``file_order``, so that per-op lists written in that order
+(a placement) are read right (:meth:`CompGraph.from_file_order`).
 Floats are written with Python's shortest round-tripping repr, so save/load is lossless.
 """
 
@@ -112,6 +114,10 @@ class CompGraph:
     layer: tuple[str, ...] = ()
     metadata: Mapping[str, Any] = field(default_factory=dict)
     op_classes: tuple[str, ...] = ()
+    file_order: IntArray | None = None
+    """The index of each op in the order its graph file lists them (``file_order[j]`` is the op
+    listed ``j``-th); ``None`` when the graph was not read from a file (:meth:`from_json_dict`) or
+    the file lists its ops in this order already. Not part of the content (:attr:`fingerprint`)."""
 
     # ------------------------------------------------------------------ construction
     @classmethod
@@ -330,6 +336,28 @@ class CompGraph:
             },
         }
 
+    def from_file_order(self, values: ArrayLike) -> np.ndarray:
+        """Per-op ``values`` listed in the graph file's op order, rearranged into the graph's
+        (topological) op order; unchanged where the two agree (:attr:`file_order`).
+
+        The file's order is what a user sees in the graph file (``graphopt graphs export`` writes
+        the topological order, so an exported graph's file order is the graph's own).
+
+        Raises:
+            ValueError: ``values`` does not hold one entry per op.
+        """
+        values = np.asarray(values)
+        if values.ndim != 1 or len(values) != self.num_ops:
+            raise ValueError(
+                f"graph {self.name!r} has {self.num_ops} ops, but {values.shape} values were "
+                "given; give one value per op, in the graph file's op order"
+            )
+        if self.file_order is None:
+            return values
+        ordered = np.empty_like(values)
+        ordered[self.file_order] = values
+        return ordered
+
     # ------------------------------------------------------------------ file format
     def to_json_dict(self) -> dict[str, Any]:
         """The file-format dict (see the module docstring)."""
@@ -384,7 +412,7 @@ class CompGraph:
                 kind: [math.nan if v is None else v for v in values]
                 for kind, values in data.get("measured", {}).items()
             }
-            return cls.from_arrays(
+            graph = cls.from_arrays(
                 name=data["name"],
                 op_names=ops["name"],
                 op_types=ops["type"],
@@ -405,6 +433,10 @@ class CompGraph:
             raise ValueError(f"{source}: graph file is missing the key {e.args[0]!r}") from e
         except (TypeError, AttributeError) as e:
             raise ValueError(f"{source}: malformed graph file: {e}") from e
+        file_order = np.array([graph.index[str(n)] for n in ops["name"]], dtype=np.int64)
+        if np.array_equal(file_order, np.arange(graph.num_ops)):
+            return graph
+        return replace(graph, file_order=_readonly(file_order))
 
     def save(self, path: str | Path) -> Path:
         """Write the graph file (gzip when ``path`` ends in ``.gz``); returns the path."""

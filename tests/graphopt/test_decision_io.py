@@ -2,10 +2,12 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 
 from graphopt.decision_io import load_decision
 from graphopt.graph import CompGraph, Op
+from graphopt.typing import Decision
 
 
 @pytest.fixture
@@ -92,3 +94,32 @@ def test_unreadable_decisions_name_the_file(tmp_path, graph):
         ValueError, match=r"priority\[0\] is 100000000000000000000; .* \[0, 2147483647\]"
     ):
         load_decision(huge, graph)
+
+
+def test_a_list_is_read_in_the_graph_files_op_order(tmp_path):
+    """A graph file listing its ops out of topological order: a plain list follows the file, as
+    the same placement keyed by op names does (not graphopt's internal, sorted order)."""
+    from graphopt.hardware import get_cluster
+    from graphopt.sim import simulate
+
+    ops = [("out", 1e12), ("src", 1e9), ("mid", 4e12)]  # file order; the graph is src -> mid -> out
+    graph = CompGraph.build(
+        "shuffled",
+        [Op(name, "MatMul", flops=flops, output_bytes=1e8) for name, flops in ops],
+        [("src", "mid", 1e8), ("mid", "out", 1e8)],
+    )
+    data = graph.to_json_dict()
+    order = [graph.index[name] for name, _ in ops]
+    data["ops"] = {key: [column[i] for i in order] for key, column in data["ops"].items()}
+    (tmp_path / "g.json").write_text(json.dumps(data))
+    graph = CompGraph.load(tmp_path / "g.json")
+    assert graph.op_names == ("src", "mid", "out")  # sorted on load
+
+    cluster = get_cluster("v100-nvlink-2")
+    by_name = load_decision(write(tmp_path, {"out": 0, "src": 0, "mid": 1}), graph)
+    by_list = load_decision(write(tmp_path, [0, 0, 1]), graph)  # out, src, mid: the file's order
+    assert by_list.placement.tolist() == by_name.placement.tolist() == [0, 1, 0]
+    step = simulate(graph, cluster, by_name).step_time
+    assert simulate(graph, cluster, by_list).step_time == step
+    misread = simulate(graph, cluster, Decision(placement=np.array([0, 0, 1]))).step_time
+    assert misread != step  # the internal order would have been a different placement

@@ -505,6 +505,18 @@ def test_file_with_ops_out_of_order_loads_sorted(tmp_path: Path) -> None:
     assert g.edge_src.tolist() == [0, 1]
     assert g.edge_dst.tolist() == [1, 2]
     assert g.edge_bytes.tolist() == [10.0, 20.0]
+    # the file's order is kept for per-op lists given in it, and is no part of the content
+    assert g.file_order is not None and g.file_order.tolist() == [2, 0, 1]  # z, x, y
+    assert g.from_file_order(["on z", "on x", "on y"]).tolist() == ["on x", "on y", "on z"]
+    assert g.fingerprint == CompGraph.load(g.save(tmp_path / "sorted.json")).fingerprint
+    with pytest.raises(ValueError, match=r"has 3 ops, but \(2,\) values .* file's op order"):
+        g.from_file_order([0, 1])
+
+
+def test_file_order_is_none_where_it_is_the_graphs_own(tmp_path: Path) -> None:
+    g = CompGraph.load(write_json(tmp_path / "g.json", minimal_file()))  # x, y, z: sorted
+    assert g.file_order is None and g.from_file_order([5, 6, 7]).tolist() == [5, 6, 7]
+    assert diamond(("d", "c", "b", "a")).file_order is None  # built, not read from a file
 
 
 @pytest.mark.parametrize("filename", ["hand.json", "hand.json.gz"])
