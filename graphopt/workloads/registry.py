@@ -1,8 +1,8 @@
 """Named workloads and suites: ``get_graph("gnmt-8")``, ``resolve_graphs("suite:train,g.json")``.
 
 Built-in graphs (GO's workloads, Zhou et al. 2020, plus reduced variants for tests and CPU-sized
-runs) are built on first use and cached (:func:`get_graph` is a ``functools.lru_cache``; graphs
-are immutable, so sharing them is safe). Random graphs are addressable by name for any size and
+runs) are built on first use and cached (:func:`get_graph` keeps them in a ``functools.lru_cache``;
+graphs are immutable, so sharing them is safe). Random graphs are addressable by name for any size and
 seed: ``random-layered-<n>-s<seed>`` and ``random-sp-<n>-s<seed>``
 (:mod:`graphopt.workloads.random_dags`).
 
@@ -211,13 +211,26 @@ def family_of(name: str) -> str:
     return name.split("-")[0]
 
 
-@lru_cache(maxsize=32)
-def get_graph(name: str) -> CompGraph:
-    """Build (once) and return the graph called ``name``.
+def get_graph(name: str | Path) -> CompGraph:
+    """The graph called ``name``: a built-in or random graph (built once and cached), an imported
+    graph (``pipedream:``, ``torch:``), or the path of a graph file (:meth:`CompGraph.load`, read
+    on every call; a ``Path``, or a name containing a path separator or ending in
+    ``.json``/``.gz``, or naming an existing file).
 
     Raises:
-        ValueError: an unknown name (the message lists the valid names and suites).
+        ValueError: an unknown name (the message lists the valid names and suites), a failed
+            import or an unreadable graph file.
     """
+    if isinstance(name, Path) or (not is_source(name) and _looks_like_path(name)):
+        return CompGraph.load(name)
+    if is_source(name):
+        return load_source(name)
+    return _named_graph(name)
+
+
+@lru_cache(maxsize=32)
+def _named_graph(name: str) -> CompGraph:
+    """Build (once) and return the built-in or random graph called ``name``."""
     if name in _BUILTIN:
         return _BUILTIN[name][1]()
     match = _RANDOM.fullmatch(name)
@@ -262,16 +275,18 @@ def resolve_graphs(spec: str | Sequence[str]) -> list[CompGraph]:
                     + ", ".join(f"suite:{s}" for s in SUITES)
                 )
             graphs.extend(resolve_graphs(list(SUITES[suite])))
-        elif is_source(item):
-            graphs.append(load_source(item))
-        elif _looks_like_path(item):
-            if isinstance(spec, str) and len(items) > 1 and not _existing_file(item):
+        else:
+            split = isinstance(spec, str) and len(items) > 1
+            if (
+                split
+                and not is_source(item)
+                and _looks_like_path(item)
+                and not _existing_file(item)
+            ):
                 raise ValueError(
                     f"graph file {item!r} does not exist (the graph spec {spec!r} is a list split "
                     "at commas; a path that holds a comma is taken whole where that file exists)"
                 )
-            graphs.append(CompGraph.load(item))
-        else:
             graphs.append(get_graph(item))
     return graphs
 

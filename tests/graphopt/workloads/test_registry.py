@@ -68,6 +68,18 @@ def test_get_graph_is_cached() -> None:
     assert get_graph("txl-tiny") is get_graph("txl-tiny")
 
 
+def test_get_graph_takes_a_graph_file_as_its_error_says(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    built = get_graph("rnnlm-tiny")
+    path = built.save(tmp_path / "lm.json")
+    for spec in (path, str(path), str(built.save(tmp_path / "lm.json.gz"))):
+        assert get_graph(spec).fingerprint == built.fingerprint
+    path.write_text("{}")  # a file is read on every call, not cached
+    with pytest.raises(ValueError, match="not a graphopt graph file"):
+        get_graph(str(path))
+    with pytest.raises(ValueError, match="graph file .*missing.json' does not exist"):
+        get_graph(str(tmp_path / "missing.json"))
+
+
 def test_tiny_suite_is_tiny() -> None:
     graphs = resolve_graphs("suite:tiny")
     assert [g.name for g in graphs] == list(SUITES["tiny"])
