@@ -4,7 +4,7 @@ Usage:
     python bench/bench_costmodel.py tpugraphs [--budget SECONDS] [--loss NAME]
     python bench/bench_costmodel.py sim [--samples K] [--budget SECONDS] [--loss NAME]
 
-``tpugraphs``: the real TpuGraphs layout sample (``../shared/data/tpugraphs``), configurations
+``tpugraphs``: the real TpuGraphs layout sample (``graphopt/data/tpugraphs``), configurations
 split at random 80/20 (seed 0), and a second split that keeps every copy of a configuration on one
 side (the file repeats many configurations: a random split puts copies of half the test set in the
 training set). For each split: the GNN (trained for ``--budget`` seconds) and gradient-boosted trees
@@ -43,9 +43,8 @@ from graphopt.costmodel.gbdt import GBDTRanker, layout_features
 from graphopt.costmodel.metrics import grouped_report, kendall_tau, ranking_report
 from graphopt.costmodel.model import CostNet, log_seconds
 from graphopt.costmodel.noise import noise_ceiling_tau, relative_noise, repeat_groups, repeat_tau
+from graphopt.data import TPUGRAPHS_SAMPLE
 
-ROOT = Path(__file__).resolve().parents[1]
-TPU_FILE = "tpugraphs/layout_xla_alexnet.npz"
 TRAIN_GRAPHS = [
     "suite:default",
     "random-layered-300-s10",
@@ -54,13 +53,6 @@ TRAIN_GRAPHS = [
     "random-sp-700-s13",
     "random-layered-1500-s14",
 ]
-
-
-def _shared(name: str) -> Path:
-    for base in (ROOT.parent / "shared" / "data", ROOT / "shared" / "data"):
-        if (base / name).exists():
-            return base / name
-    raise SystemExit(f"cannot find {name} under ../shared/data")
 
 
 def _row(name: str, report: dict[str, float], extra: str = "") -> None:
@@ -89,7 +81,7 @@ def _unique_split(groups: np.ndarray, seed: int = 0) -> tuple[np.ndarray, np.nda
 
 
 def bench_tpugraphs(budget: float, loss: str) -> None:
-    samples = data.load_dataset(_shared(TPU_FILE))[0]
+    samples = data.load_dataset(TPUGRAPHS_SAMPLE)[0]
     feat = samples.configs.features(np.arange(samples.num_configs))
     groups = repeat_groups(feat)
     print(

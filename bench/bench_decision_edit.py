@@ -2,11 +2,12 @@
 equal simulator calls (issue "learning that pays", targets for the three tasks).
 
 For each task and graph (default: the held-out graphs ``suite:heldout-small``, the PipeDream
-``resnet50``, ``inception_v3`` and ``gnmt`` training graphs where ``GRAPHOPT_PIPEDREAM_DIR``
-names their folder, and the zoo's ``torch:inception`` and ``torch:lstm``), on ``v100-nvlink-4``,
-from the graph's best heuristic of the task's chain, printed as speed-up over that heuristic at
-``K`` simulator calls (``--calls``, default 256), every method spending exactly ``K`` (the
-start's simulation included):
+``resnet50``, ``inception_v3`` and ``gnmt`` training graphs (the profiles shipped in
+``graphopt/data/pipedream``, or those of ``GRAPHOPT_PIPEDREAM_DIR``), and the zoo's
+``torch:inception`` and ``torch:lstm``), on ``v100-nvlink-4``, from the graph's best heuristic
+of the task's chain, printed as speed-up over that heuristic at ``K`` simulator calls
+(``--calls``, default 256), every method spending exactly ``K`` (the start's simulation
+included):
 
 - ``anneal``: simulated annealing (:mod:`graphopt.baselines.search`), mean over ``--seeds``;
 - ``random``: the hill climb of :mod:`envs.decision_edit` with uniformly chosen candidates
@@ -26,7 +27,6 @@ Run: ``python bench/bench_decision_edit.py [--tasks scheduling,fusion,joint] [--
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import time
 from typing import Any
@@ -40,6 +40,7 @@ from graphopt.baselines.search import simulated_annealing
 from graphopt.eval.compare import geomean_speedup
 from graphopt.eval.evaluate import load_run
 from graphopt.hardware import get_cluster
+from graphopt.importers.pipedream import default_profile_dir
 from graphopt.sim import Simulator
 from graphopt.sim.bounds import any_fusion_lower_bounds, lower_bounds
 
@@ -47,10 +48,8 @@ PIPEDREAM = ("resnet50", "inception_v3", "gnmt")
 
 
 def default_graphs() -> str:
-    names = ["suite:heldout-small"]
-    folder = os.environ.get("GRAPHOPT_PIPEDREAM_DIR")
-    if folder:
-        names += [f"pipedream:{folder}/{n}.txt" for n in PIPEDREAM]
+    folder = default_profile_dir()
+    names = ["suite:heldout-small", *(f"pipedream:{folder}/{n}.txt" for n in PIPEDREAM)]
     return ",".join([*names, "torch:inception", "torch:lstm"])
 
 

@@ -4,7 +4,7 @@
    configuration ``graphopt/configs/demo.yaml`` (about 10 minutes on 2 CPU cores), validating on
    held-out graphs as it goes; the run is written to ``runs/placement/demo_<k>/``.
 2. Evaluates the best model zero-shot on held-out families (WaveNet, AmoebaNet) and real measured
-   models (PipeDream profiles of ResNet-50, Inception-v3 and GNMT, when ``../shared`` is present),
+   models (PipeDream profiles of ResNet-50, Inception-v3 and GNMT, shipped in ``graphopt/data/``),
    next to every placement baseline, random search and simulated annealing at the same small
    budget, and the lower bound: the table is printed, and ``results.json``, ``results.csv``,
    ``comparison.png`` and ``training_curve.png`` go to ``RUN/eval/greedy/``; then the same with
@@ -43,7 +43,6 @@ from graphopt.configs import CONFIG_DIR
 from graphopt.eval.console import make_console
 from graphopt.eval.evaluate import evaluate_run, load_run_model, model_sizes
 from graphopt.eval.gantt import plot_gantt
-from graphopt.importers.pipedream import list_profiles
 from graphopt.rundir import is_interrupt
 from graphopt.sim import simulate
 from graphopt.train.config import load_config
@@ -58,10 +57,8 @@ as wide as that would fill a log with dashes."""
 
 HELDOUT = "suite:heldout-small"
 REAL = "pipedream:resnet50,pipedream:inception_v3,pipedream:gnmt"
-
-
-def default_eval_graphs() -> str:
-    return f"{HELDOUT},{REAL}" if list_profiles() else HELDOUT
+EVAL_GRAPHS = f"{HELDOUT},{REAL}"
+"""The graphs of stage 2 (``--eval-graphs`` replaces them)."""
 
 
 def section(console: Console, title: str) -> None:
@@ -134,7 +131,7 @@ def _main(argv: list[str] | None) -> int:
     run = train(config, runs_root=args.runs_dir)
     console.print(f"run directory: {run}")
 
-    eval_graphs = args.eval_graphs or default_eval_graphs()
+    eval_graphs = args.eval_graphs or EVAL_GRAPHS
     section(console, f"2. zero-shot evaluation on graphs never trained on: {eval_graphs}")
     comparisons = evaluate_run(run, eval_graphs, mode="greedy", budget=args.budget, console=console)
     if config.task == "placement" and args.plan > 0:

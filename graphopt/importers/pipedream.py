@@ -79,6 +79,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from graphopt.data import PIPEDREAM_DIR
 from graphopt.graph import CompGraph, Op
 
 BYTES_PER_ELEMENT = 4
@@ -601,9 +602,9 @@ def load_pipedream(
     """
     file = Path(path)
     if not file.is_file():
-        known = list_profiles() if default_profile_dir() is not None else {}
+        known = list_profiles()
         if str(path) not in known:
-            names = ", ".join(known) or f"none (set {ENV_VAR} to a folder of profiles)"
+            names = ", ".join(known) or f"none in {default_profile_dir()}"
             raise FileNotFoundError(
                 f"no PipeDream profile at {str(path)!r}; pass a path to a graph.txt file or the "
                 f"name of a known profile: {names}"
@@ -616,47 +617,31 @@ def load_pipedream(
 
 
 # ---------------------------------------------------------------------------------- files
-_REPO_ROOT = Path(__file__).resolve().parents[2]
-
-
-def default_profile_dir() -> Path | None:
-    """The folder of PipeDream profiles: ``$GRAPHOPT_PIPEDREAM_DIR`` when set, else
-    ``shared/data/pipedream-profiles`` inside the repository or beside it (``../shared``);
-    ``None`` when there is none.
+def default_profile_dir() -> Path:
+    """The folder of PipeDream profiles: ``$GRAPHOPT_PIPEDREAM_DIR`` when set, else the 14
+    profiles shipped with graphopt (:data:`graphopt.data.PIPEDREAM_DIR`).
 
     Raises:
         ValueError: ``$GRAPHOPT_PIPEDREAM_DIR`` is set but is not a folder.
     """
     env = os.environ.get(ENV_VAR, "").strip()
-    if env:
-        folder = Path(env).expanduser()
-        if not folder.is_dir():
-            raise ValueError(
-                f"{ENV_VAR}={env!r} is not a folder; point it at a folder of PipeDream profiles "
-                "or unset it"
-            )
-        return folder
-    for base in (_REPO_ROOT, _REPO_ROOT.parent):
-        folder = base / "shared" / "data" / "pipedream-profiles"
-        if folder.is_dir():
-            return folder
-    return None
+    if not env:
+        return PIPEDREAM_DIR
+    folder = Path(env).expanduser()
+    if not folder.is_dir():
+        raise ValueError(
+            f"{ENV_VAR}={env!r} is not a folder; point it at a folder of PipeDream profiles "
+            "or unset it to use the profiles shipped with graphopt"
+        )
+    return folder
 
 
 def list_profiles(directory: str | os.PathLike[str] | None = None) -> dict[str, Path]:
     """``{model name: file}`` for the profiles in ``directory`` (default
     :func:`default_profile_dir`), sorted by name: every ``<model>.txt`` but licence and readme
     files, and every ``<model>/graph.txt`` (PipeDream's own layout).
-
-    Raises:
-        FileNotFoundError: no directory given and none found.
     """
     folder = Path(directory) if directory is not None else default_profile_dir()
-    if folder is None:
-        raise FileNotFoundError(
-            "no folder of PipeDream profiles found (looked for shared/data/pipedream-profiles in "
-            f"and beside the repository); set {ENV_VAR} or pass directory="
-        )
     found = {
         file.stem: file
         for file in folder.glob("*.txt")

@@ -1,10 +1,17 @@
 """``make demo`` as a user sees it: an interrupted run ends in one line and status 130, not a
-traceback; section headings stay narrow when the output is piped. Training itself is replaced
-(``graphopt.demo.train``), so these tests take no time."""
+traceback; section headings stay narrow when the output is piped; every graph it names resolves
+from a copy of the repository alone. Training itself is replaced (``graphopt.demo.train``), so
+these tests take no time."""
 
 from __future__ import annotations
 
 import io
+import json
+import os
+import shutil
+import subprocess
+import sys
+import types
 from pathlib import Path
 
 import pytest
@@ -100,3 +107,107 @@ def test_piped_demo_output_has_no_wide_rules(
     demo.main(["--runs-dir", str(tmp_path)])
     out = capsys.readouterr().out
     assert out.strip() and max(len(line) for line in out.splitlines()) <= demo.RULE_WIDTH
+
+
+# ---------------------------------------------------------------------------------- its graphs
+ROOT = Path(__file__).resolve().parents[2]
+
+# Run in the copy: resolves every graph of the specs in argv[1] and prints, as JSON, where
+# graphopt was imported from, the graph names, and every file opened outside the copy and the
+# interpreter's own prefixes. Zoo models (torch:) are built from code and read no data; their
+# specs are checked, not built (about 20 s for the demo's three).
+RESOLVE = """
+import json, os, sys
+opened = []
+sys.addaudithook(
+    lambda event, args: opened.append(args[0])
+    if event == "open" and isinstance(args[0], (str, bytes, os.PathLike))
+    else None
+)
+import graphopt
+from graphopt.importers.zoo import parse_spec
+from graphopt.workloads.registry import SUITES, resolve_graphs, split_spec
+
+names = []
+for spec in json.loads(sys.argv[1]):
+    for item in split_spec(spec):
+        for member in SUITES[item[len("suite:"):]] if item.startswith("suite:") else [item]:
+            if member.startswith("torch:"):
+                parse_spec(member)
+                names.append(member)
+            else:
+                names += [graph.name for graph in resolve_graphs(member)]
+allowed = [os.getcwd(), sys.prefix, sys.base_prefix, sys.exec_prefix]
+outside = sorted(
+    {path for path in map(os.path.realpath, map(os.fsdecode, opened))
+     if not any(os.path.commonpath([path, base]) == base for base in map(os.path.realpath, allowed))}
+)
+print(json.dumps({"graphopt": graphopt.__file__, "names": names, "outside": outside}))
+"""
+
+
+def _demo_graph_specs(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> list[str]:
+    """Every graph spec ``make demo`` trains, validates or evaluates on, in order: the demo runs
+    with training and evaluation replaced by functions that note their graphs."""
+    specs: list[str] = []
+
+    def train(config, runs_root):
+        specs.extend([config.graphs, config.val_graphs])
+        return tmp_path / "run"
+
+    def evaluate_run(run, graphs, **kwargs):
+        specs.append(graphs)
+        return [types.SimpleNamespace(graph="")]
+
+    monkeypatch.setattr(demo, "train", train)
+    monkeypatch.setattr(demo, "evaluate_run", evaluate_run)
+    monkeypatch.setattr(demo, "load_run_model", lambda run: None)
+    monkeypatch.setattr(demo, "_gantt", lambda *args: None)
+    assert demo.main(["--runs-dir", str(tmp_path)]) == 0
+    return list(dict.fromkeys(specs))
+
+
+def _copy_of_the_repository(dest: Path) -> Path:
+    """The files a clone of :data:`ROOT` would hold (tracked, or new and not ignored) in
+    ``dest``; skips the test where ``ROOT`` is no git checkout."""
+    git = shutil.which("git")
+    if git is None or not (ROOT / ".git").exists():
+        pytest.skip("not a git checkout: the files of a clone are unknown")
+    listed = subprocess.run(
+        [git, "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        cwd=ROOT,
+        capture_output=True,
+        check=True,
+    ).stdout.decode()
+    for name in filter(None, listed.split("\0")):
+        source = ROOT / name
+        if source.is_file():
+            (dest / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(source, dest / name)
+    return dest
+
+
+def test_demo_graphs_resolve_from_a_copy_of_the_repository_alone(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+):
+    specs = _demo_graph_specs(monkeypatch, tmp_path / "runs")
+    capsys.readouterr()
+    assert any("pipedream:" in spec for spec in specs)
+    copy = _copy_of_the_repository(tmp_path / "clone")
+    env = {k: v for k, v in os.environ.items() if k not in ("GRAPHOPT_PIPEDREAM_DIR", "PYTHONPATH")}
+    env.update(PYTHONPATH=str(copy), PYTHONDONTWRITEBYTECODE="1")
+    done = subprocess.run(
+        [sys.executable, "-c", RESOLVE, json.dumps(specs)],
+        cwd=copy,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    found = json.loads(done.stdout)
+    assert Path(found["graphopt"]).is_relative_to(copy)
+    assert found["outside"] == []
+    for model in ("resnet50", "inception_v3", "gnmt"):
+        assert f"pipedream:{model} (training)" in found["names"]
+    assert {"wavenet-tiny", "torch:resnet"} <= set(found["names"])  # held-out, validation

@@ -2,21 +2,13 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pytest
 from scipy.stats import kendalltau
 
 from graphopt.costmodel.gbdt import GBDTRanker, layout_features
 from graphopt.costmodel.tpugraphs import load_tpugraphs, split_configs
-
-_ROOT = Path(__file__).resolve().parents[3]
-_CANDIDATES = [
-    base / "shared" / "data" / "tpugraphs" / "layout_xla_alexnet.npz"
-    for base in (_ROOT.parent, _ROOT)
-]
-ALEXNET = next((path for path in _CANDIDATES if path.is_file()), None)
+from graphopt.data import TPUGRAPHS_SAMPLE as ALEXNET
 
 # Small and quick: 50 trees of 15 leaves, one thread.
 SMALL = {"n_estimators": 50, "learning_rate": 0.2, "num_leaves": 15, "n_jobs": 1}
@@ -53,7 +45,6 @@ def test_same_seed_same_model() -> None:
     np.testing.assert_array_equal(first, second)
 
 
-@pytest.mark.skipif(ALEXNET is None, reason="TpuGraphs sample not found")
 def test_ranks_alexnet_layouts() -> None:
     layout = load_tpugraphs(ALEXNET)
     x = layout_features(layout.config_feat)

@@ -15,19 +15,7 @@ from graphopt.costmodel.tpugraphs import (
     load_tpugraphs,
     split_configs,
 )
-
-# ../shared/data/tpugraphs beside the repository root (tests/graphopt/costmodel/ is three levels
-# below the root); a checkout that carries shared/ inside the root works too.
-_ROOT = Path(__file__).resolve().parents[3]
-_CANDIDATES = [
-    base / "shared" / "data" / "tpugraphs" / "layout_xla_alexnet.npz"
-    for base in (_ROOT.parent, _ROOT)
-]
-ALEXNET = next((path for path in _CANDIDATES if path.is_file()), None)
-needs_data = pytest.mark.skipif(
-    ALEXNET is None,
-    reason=f"TpuGraphs sample not found (looked for {', '.join(map(str, _CANDIDATES))})",
-)
+from graphopt.data import TPUGRAPHS_SAMPLE as ALEXNET
 
 
 def _arrays() -> dict[str, np.ndarray]:
@@ -54,7 +42,6 @@ def _write(tmp_path: Path, arrays: dict[str, np.ndarray], name: str = "g.npz") -
 # ---- the real file ------------------------------------------------------------------------------
 
 
-@needs_data
 def test_alexnet_loads_with_documented_shapes() -> None:
     layout = load_tpugraphs(ALEXNET)
     assert isinstance(layout, LayoutGraph)
@@ -69,7 +56,6 @@ def test_alexnet_loads_with_documented_shapes() -> None:
     assert (layout.runtime > 0).all()
 
 
-@needs_data
 def test_alexnet_edges_run_producer_to_consumer() -> None:
     layout = load_tpugraphs(ALEXNET)
     with np.load(ALEXNET) as raw:
@@ -83,7 +69,6 @@ def test_alexnet_edges_run_producer_to_consumer() -> None:
     np.testing.assert_array_equal(layout.runtime, runtime.astype(np.float64))
 
 
-@needs_data
 def test_alexnet_duplicates() -> None:
     layout = load_tpugraphs(ALEXNET)
     assert duplicate_configs(layout) == 47_712 - 29_905

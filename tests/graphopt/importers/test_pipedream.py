@@ -10,6 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import graphopt
+from graphopt.data import PIPEDREAM_DIR as DATA
 from graphopt.hardware import get_cluster
 from graphopt.importers import (
     default_profile_dir,
@@ -21,16 +23,6 @@ from graphopt.importers import (
 )
 from graphopt.importers.pipedream import ENV_VAR, FALLBACK_FLOPS_PER_SECOND
 from graphopt.sim import simulate
-
-# ../shared/data/pipedream-profiles beside the repository root (tests/graphopt/importers/ is
-# three levels below the root); a checkout that carries shared/ inside the root works too.
-_ROOT = Path(__file__).resolve().parents[3]
-_CANDIDATES = [base / "shared" / "data" / "pipedream-profiles" for base in (_ROOT.parent, _ROOT)]
-DATA = next((path for path in _CANDIDATES if path.is_dir()), None)
-needs_data = pytest.mark.skipif(
-    DATA is None,
-    reason=f"PipeDream profiles not found (looked in {', '.join(map(str, _CANDIDATES))})",
-)
 
 # Forward node counts, from the table in SOURCE.md.
 NODES = {
@@ -54,7 +46,6 @@ NODES = {
 @pytest.fixture(scope="module")
 def graphs():
     """name -> (forward graph, training graph, file text)."""
-    assert DATA is not None
     files = list_profiles(DATA)
     return {
         name: (
@@ -76,12 +67,10 @@ def _is_backward(name: str) -> bool:
 
 
 # ---------------------------------------------------------------------------------- real files
-@needs_data
 def test_list_profiles_finds_the_fourteen():
     assert list(list_profiles(DATA)) == sorted(NODES)
 
 
-@needs_data
 @pytest.mark.parametrize("name", sorted(NODES))
 def test_profile_counts_and_times(graphs, name):
     forward, training, text = graphs[name]
@@ -109,7 +98,6 @@ def test_profile_counts_and_times(graphs, name):
     assert all(n.startswith(f"{name}/node") for n in training.op_names)
 
 
-@needs_data
 @pytest.mark.parametrize("name", sorted(NODES))
 def test_single_device_step_time_is_the_summed_measurements(graphs, name):
     # Every op on device 0 (a V100): the ops run one after another with their measured times and
@@ -132,7 +120,6 @@ def test_single_device_step_time_is_the_summed_measurements(graphs, name):
     assert simulate(training, big).valid
 
 
-@needs_data
 @pytest.mark.parametrize(
     ("name", "gmacs"),
     # torchvision's published multiply-accumulates per 224x224 image
@@ -148,7 +135,6 @@ def test_flops_match_published_per_image_counts(graphs, name, gmacs):
     assert 2e9 * gmacs <= per_image <= 1.05 * 2e9 * gmacs
 
 
-@needs_data
 def test_compute_layers_get_flops_and_other_kinds_a_roofline(graphs):
     for forward, training, _ in graphs.values():
         for graph in (forward, training):
@@ -166,7 +152,6 @@ def test_compute_layers_get_flops_and_other_kinds_a_roofline(graphs):
     assert m.step_time == pytest.approx(expected, rel=1e-12)
 
 
-@needs_data
 def test_gnmt_multi_output_edges_follow_getitem():
     graph = load_pipedream(DATA / "gnmt.txt", training=False)
     edge = {
@@ -186,14 +171,12 @@ def test_gnmt_multi_output_edges_follow_getitem():
     assert graph.flops[j] == pytest.approx(5.247e-3 * FALLBACK_FLOPS_PER_SECOND, rel=1e-12)
 
 
-@needs_data
 def test_load_by_name_and_errors():
     assert load_pipedream("alexnet", training=False).num_ops == 23
     with pytest.raises(FileNotFoundError, match="alexnet"):
         load_pipedream("no-such-model")
 
 
-@needs_data
 def test_error_line_numbers_in_a_real_file():
     text = (DATA / "alexnet.txt").read_text(encoding="utf-8")
     lines = text.split("\n")
@@ -205,6 +188,14 @@ def test_error_line_numbers_in_a_real_file():
     assert lines[-1] == "\tnode6 -- node7"
     with pytest.raises(ValueError, match=rf"^a:{len(lines)}: expected an edge line.*truncated"):
         parse_profile(text[:-5], "alexnet", source="a")
+
+
+def test_shipped_profiles_need_no_environment_variable(monkeypatch):
+    monkeypatch.delenv(ENV_VAR, raising=False)
+    assert default_profile_dir() == DATA == Path(graphopt.__file__).parent / "data" / "pipedream"
+    assert list(list_profiles()) == sorted(NODES)
+    assert (DATA / "LICENSE.txt").read_text(encoding="utf-8").startswith("MIT License")
+    assert load_pipedream("gnmt", training=False).num_ops == NODES["gnmt"]
 
 
 def test_default_profile_dir_env_override(tmp_path, monkeypatch):

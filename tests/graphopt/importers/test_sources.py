@@ -9,12 +9,7 @@ from graphopt.importers.sources import is_source, load_source
 from graphopt.sim import simulate
 from graphopt.workloads import SUITES, resolve_graphs
 
-needs_profiles = pytest.mark.skipif(
-    not list_profiles(), reason="../shared/data/pipedream-profiles not found"
-)
 
-
-@needs_profiles
 def test_pipedream_source_modes():
     train = load_source("pipedream:vgg16")
     forward = load_source("pipedream:vgg16?mode=forward")
@@ -46,7 +41,6 @@ def test_real_suite_lists_profiles_and_zoo_models():
 
 
 @pytest.mark.expensive
-@needs_profiles
 def test_real_suite_resolves_and_simulates():
     cluster = get_cluster("v100-nvlink-4")
     graphs = resolve_graphs("suite:real")
@@ -56,7 +50,6 @@ def test_real_suite_resolves_and_simulates():
         assert m.step_time > 0 and (m.valid or "out of memory" in m.reason)
 
 
-@needs_profiles
 def test_a_profile_path_with_a_comma_is_taken_whole(tmp_path):
     import shutil
 
