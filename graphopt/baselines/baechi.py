@@ -39,7 +39,8 @@ its total stays within ``memory[d]``.
   ``ValueError`` saying why and by how much the graph misses: its parameters alone (an op's over
   the largest device, or all of them over the cluster's memory: no relaxing is tried then), its
   parameters not packing onto the devices even with no activations, or its activations (an op's
-  output that does not fit beside its parameters, or the totals).
+  output that does not fit beside its parameters, the received copies where they outweigh the
+  op outputs, or the totals).
 
 Colocation groups are not enforced (the simulator does not require them). The loops are compiled
 with numba; m-ETF keeps per-device heaps so one step costs ``O(D log N)``, not a scan of every
@@ -370,29 +371,65 @@ def _parameter_cause(inputs: _Inputs) -> str | None:
     return None
 
 
-def _activation_cause(inputs: _Inputs) -> str:
-    """The activations as the cause: the op whose parameters and own output fit no device, if
-    there is one, else the totals."""
+def _received_copies(inputs: _Inputs, dev: IntArray, failed: int = -1) -> float:
+    """Bytes of received copies that the memory model charges under the placement ``dev`` (``-1``:
+    not placed yet): each producer's output once per other device that consumes it, at the largest
+    edge there. With ``failed`` (the op that found no room), plus the least that op would receive
+    on any device."""
+    g, num_dev = inputs.graph, inputs.cluster.num_devices
+    src, dst = g.edge_src, g.edge_dst
+    cross = (dev[src] >= 0) & (dev[dst] >= 0) & (dev[src] != dev[dst])
+    copy = np.zeros((g.num_ops, num_dev))
+    np.maximum.at(copy, (src[cross], dev[dst[cross]]), g.edge_bytes[cross])
+    total = float(copy.sum())
+    if failed >= 0:
+        lo, hi = inputs.pred_ptr[failed], inputs.pred_ptr[failed + 1]
+        preds, nbytes = inputs.pred_src[lo:hi], inputs.pred_bytes[lo:hi]
+        remote = [(dev[preds] >= 0) & (dev[preds] != d) for d in range(num_dev)]
+        total += min(
+            float(np.maximum(nbytes - copy[preds, d], 0.0)[remote[d]].sum()) for d in range(num_dev)
+        )
+    return total
+
+
+def _activation_cause(inputs: _Inputs, copies: float) -> tuple[str, float]:
+    """The activations as the cause, and their bytes: the op whose parameters and own output fit
+    no device, if there is one; else received ``copies`` (bytes, :func:`_received_copies`) where
+    they outweigh the op outputs; else the op outputs."""
     g, params, out, capacity = inputs.graph, inputs.params, inputs.out, inputs.capacity
     own = params + out  # an op's output is on its device while it runs, beside its parameters
     worst = int(np.argmax(own))
+    outputs = float(out.sum())
     if own[worst] > capacity.max():
         return (
             f"its activations do not fit: op {g.op_names[worst]!r} needs its "
             f"{_gb(params[worst])} of parameters and its {_gb(out[worst])} output on one device, "
             f"more than the largest device's {_gb(capacity.max())}"
-        )
+        ), outputs
+    if copies > outputs:
+        return (
+            f"its parameters ({_gb(params.sum())}) fit, its activations do not: mostly received "
+            f"copies ({_gb(copies)} of tensors copied from another device, charged to the device "
+            f"that receives them, against {_gb(outputs)} of op outputs)"
+        ), outputs + copies
     return (
-        f"its parameters ({_gb(params.sum())}) fit, its activations ({_gb(out.sum())} of op "
+        f"its parameters ({_gb(params.sum())}) fit, its activations ({_gb(outputs)} of op "
         "outputs) do not"
-    )
+    ), outputs
 
 
 def _no_fit_error(
-    name: str, core: _Core, inputs: _Inputs, alpha: float, failed: int, short: float
+    name: str,
+    core: _Core,
+    inputs: _Inputs,
+    alpha: float,
+    dev: IntArray,
+    failed: int,
+    short: float,
 ) -> str:
-    """The message of a placer that found no op-by-op placement: the real cause first (the
-    parameters alone, their packing, or the activations), then the op that found no room."""
+    """The message of a placer that found no op-by-op placement (``dev``, ``-1`` for the ops not
+    placed): the real cause first (the parameters alone, their packing, or the activations), then
+    the op that found no room."""
     g, c = inputs.graph, inputs.cluster
     params, have = float(inputs.params.sum()), float(inputs.capacity.sum())
     where = (
@@ -411,18 +448,22 @@ def _no_fit_error(
                 f"do not pack onto the devices: with no activations at all, op "
                 f"{g.op_names[bare]!r} fits on no device (short by {_gb(bare_short)})"
             )
-        elif alpha <= MIN_ALPHA:  # relaxed as far as it goes
-            cause = (
-                f"{_activation_cause(inputs)}: the parameters fill the devices, leaving no room "
-                f"for activations; even with activation fraction {alpha:g}, {where}"
-            )
         else:
-            need = params + alpha * float(inputs.out.sum())
-            cause = (
-                f"{_activation_cause(inputs)}: {with_alpha}; the graph needs {_gb(need)} "
-                f"(parameters {_gb(params)} + {alpha:g} x activations "
-                f"{_gb(inputs.out.sum())}) against {_gb(have)} of device memory"
+            activations, activation_bytes = _activation_cause(
+                inputs, _received_copies(inputs, dev, failed)
             )
+            if alpha <= MIN_ALPHA:  # relaxed as far as it goes
+                cause = (
+                    f"{activations}: the parameters fill the devices, leaving no room for "
+                    f"activations; even with activation fraction {alpha:g}, {where}"
+                )
+            else:
+                need = params + alpha * activation_bytes
+                cause = (
+                    f"{activations}: {with_alpha}; the graph needs {_gb(need)} (parameters "
+                    f"{_gb(params)} + {alpha:g} x activations {_gb(activation_bytes)}) against "
+                    f"{_gb(have)} of device memory"
+                )
         with_alpha = ""  # said in the cause
     return (
         f"{name}: graph {g.name!r} does not fit on cluster {c.name!r}: {cause}"
@@ -451,17 +492,17 @@ def _place_within_memory(
     alpha = np.full(num_dev, alpha_value)
     dev, failed, short = core(inputs, alpha)
     if failed >= 0 and (activation_fraction is not None or not verify):
-        raise ValueError(_no_fit_error(name, core, inputs, alpha_value, failed, short))
+        raise ValueError(_no_fit_error(name, core, inputs, alpha_value, dev, failed, short))
     if failed < 0 and (alpha_value == 1.0 or not verify):
         return dev  # Baechi's sound model (or an unchecked explicit fraction)
     if failed >= 0 and _parameter_cause(inputs) is not None:  # relaxing cannot help
-        raise ValueError(_no_fit_error(name, core, inputs, alpha_value, failed, short))
+        raise ValueError(_no_fit_error(name, core, inputs, alpha_value, dev, failed, short))
     while failed >= 0 and alpha_value > MIN_ALPHA:  # relax: assume less of the activations live
         alpha_value /= 2.0
         alpha = np.full(num_dev, alpha_value)
         dev, failed, short = core(inputs, alpha)
     if failed >= 0:
-        raise ValueError(_no_fit_error(name, core, inputs, alpha_value, failed, short))
+        raise ValueError(_no_fit_error(name, core, inputs, alpha_value, dev, failed, short))
 
     prepared = PreparedGraph(g, c)
     for _ in range(MAX_REPAIRS + 1):
@@ -491,9 +532,9 @@ def _place_within_memory(
         )
     elif cause is None:
         cause = (
-            f"{_activation_cause(inputs)}; Baechi's model (all activations resident) needs more "
-            f"memory than the devices have, and the relaxed placements overflow in the "
-            f"simulator {last}"
+            f"{_activation_cause(inputs, _received_copies(inputs, dev))[0]}; Baechi's model "
+            "(all activations resident) needs more memory than the devices have, and the relaxed "
+            f"placements overflow in the simulator {last}"
         )
     else:
         cause += f"; the placements found overflow in the simulator {last}"

@@ -368,6 +368,30 @@ def test_parameters_that_leave_no_room_for_any_activation(placer):
     assert "the parameters fill the devices, leaving no room for activations" in message
 
 
+@pytest.mark.parametrize("placer", [m_topo, m_etf])
+@pytest.mark.parametrize("verify", [True, False])
+def test_received_copies_are_named_as_the_cause(placer, verify):
+    """No op has an output, but the consumer must receive a 5 GB copy beside 9 GB of parameters
+    on either 10 GB device: the copies are the cause, not 0 GB of op outputs."""
+    ops = [
+        Op("s0", "X", flops=1e9, param_bytes=9 * GB),
+        Op("s1", "X", flops=1e9, param_bytes=9 * GB),
+    ]
+    ops.append(Op("c", "X", flops=1e9))
+    graph = CompGraph.build("copies", ops, [("s0", "c", 5 * GB), ("s1", "c", 5 * GB)])
+    message = no_fit(placer, graph, two_devices(10), verify=verify)
+    assert "its parameters (18.000 GB) fit, its activations do not: mostly received copies " in (
+        message
+    )
+    assert "(5.000 GB of tensors copied from another device, charged to the device that " in (
+        message
+    )
+    assert "receives them, against 0.000 GB of op outputs)" in message
+    assert "of op outputs) do not" not in message
+    if not verify:  # the first attempt's message: the copies are counted in what the graph needs
+        assert "needs 23.000 GB (parameters 18.000 GB + 1 x activations 5.000 GB)" in message
+
+
 def test_a_graph_with_no_activation_bytes_is_not_blamed_on_activations():
     """The repair loop's last message on a graph of parameters only (the stand-in core of the
     test above, always overflowing): it names the parameters, not Baechi's activation model."""
