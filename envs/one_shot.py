@@ -19,6 +19,8 @@ from envs.base import GraphEnv, GraphSpec
 from envs.reference import Reference
 from envs.rewards import reward
 from graphopt import encoding
+from graphopt.decoders.decision import LIMIT, DecoderSettings, channels
+from graphopt.decoders.decision import decode as decode_outputs
 from graphopt.graph import CompGraph
 from graphopt.hardware import DEFAULT_CLUSTER, Cluster
 from graphopt.sim.fusion_rules import fusion_mask
@@ -85,11 +87,18 @@ COMMON_SECTIONS = """
     - ``reference``: ``"best"`` or a placer name (``"single"``, ...), see :mod:`envs.reference`.
     - ``obs_mode``: ``"full"`` or ``"id"``.
     - ``hint``: include the reference decision in the observation (default True).
+    - ``decoder``: ``"none"`` (default: the action is the decision, as above) or a placement
+      decoder model, ``"heft"`` or ``"heft-lc"``: the action is then ``C`` real numbers per op
+      slot (a ``Box`` in ``[-8, 8]`` of shape ``(C * max_ops,)``, channel-major) that steer the
+      decoders of :mod:`graphopt.decoders.decision`, which build the decision one op at a time
+      from the reference; all-zero outputs give the reference decision.
+    - ``decoder_anchor``: with a decoder, keep ops on the reference's device unless their
+      ``gate`` output is positive (default True); False places every op by the list scheduler.
     - ``seed``: seeds the first ``reset``.
 
     ## Version History
 
-    - v0: initial version.
+    - v0: initial version; the ``decoder`` setting added later (default ``"none"``: unchanged).
 """
 """The Observation Space ... Version History sections shared by the four environments' docstrings
 (each task module writes Description and Action Space and appends these)."""
@@ -136,9 +145,17 @@ class GraphOptEnv(GraphEnv):
         reference: str = "best",
         obs_mode: str = "full",
         hint: bool = True,
+        decoder: str = "none",
+        decoder_anchor: bool = True,
         seed: int | None = None,
     ) -> None:
         super().__init__(graphs, cluster, cost_model, reward_mode, reference)
+        self.decoder: DecoderSettings | None = None
+        """How actions are decoded (None: the action is the decision)."""
+        if decoder != "none":
+            self.decoder = DecoderSettings(model=decoder, anchor=decoder_anchor)
+        elif not isinstance(decoder_anchor, bool):
+            raise ValueError("decoder_anchor must be true or false")
         if obs_mode not in OBS_MODES:
             raise ValueError(
                 f"unknown obs_mode {obs_mode!r}; choose one of: {', '.join(OBS_MODES)}"
@@ -164,7 +181,12 @@ class GraphOptEnv(GraphEnv):
         nvec = [classes.get(block, 2) for block in self.blocks]
         self.nvec: np.ndarray = np.repeat(np.array(nvec, dtype=np.int64), self.max_ops)
         """Classes per action slot (``action_space.nvec``)."""
-        self.action_space = spaces.MultiDiscrete(self.nvec)
+        self.channels = channels(self.task, self.cluster.num_devices)
+        """The decoder's per-op output channels (:func:`graphopt.decoders.decision.channels`)."""
+        self.action_space: spaces.Space = spaces.MultiDiscrete(self.nvec)
+        if self.decoder is not None:
+            size = len(self.channels) * self.max_ops
+            self.action_space = spaces.Box(-LIMIT, LIMIT, (size,), np.float32)
         self.observation_space: spaces.Dict
         if obs_mode == "full":
             space = encoding.observation_space(self.max_ops, self.max_edges)
@@ -194,6 +216,8 @@ class GraphOptEnv(GraphEnv):
             "num_priorities": self.num_priorities,
             "obs_mode": self.obs_mode,
             "hint": self.hint,
+            "decoder": "none" if self.decoder is None else self.decoder.model,
+            "decoder_anchor": True if self.decoder is None else self.decoder.anchor,
         }
 
     # ------------------------------------------------------------------ graphs
@@ -298,6 +322,8 @@ class GraphOptEnv(GraphEnv):
         Raises:
             ValueError: an action of the wrong shape or out of range.
         """
+        if self.decoder is not None:
+            return self._decode_outputs(action)
         a = np.asarray(action)
         nvec = self.nvec
         if a.shape != nvec.shape:
@@ -325,6 +351,28 @@ class GraphOptEnv(GraphEnv):
         for b, block in enumerate(self.blocks):
             arrays[ARRAYS[block]] = part[b]
         return Decision(**arrays)
+
+    def _decode_outputs(self, action: np.ndarray) -> Decision:
+        """The decision the decoder builds from per-op outputs (padding slots ignored)."""
+        a = np.asarray(action, dtype=np.float64)
+        size = len(self.channels) * self.max_ops
+        if a.shape != (size,):
+            raise ValueError(
+                f"action has shape {a.shape}; expected ({size},) ({self.task} decoder: "
+                f"{len(self.channels)} output(s) per op slot, max_ops={self.max_ops})"
+            )
+        n = self.graphs[self._current].num_ops
+        ref = self.reference(self._current)
+        assert self.decoder is not None
+        return decode_outputs(
+            self.task,
+            self.graphs[self._current],
+            self.cluster,
+            a.reshape(len(self.channels), self.max_ops)[:, :n],
+            ref.decision,
+            ref.name,
+            self.decoder,
+        )
 
     def save_episode(self, path: str | Path) -> Path:
         """Write the last episode's decision with graph, cluster and seed, for

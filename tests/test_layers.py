@@ -6,7 +6,7 @@ The order, lowest first (``docs/architecture.md`` draws it):
    ``graphopt.configs``
 2. ``graphopt.sim`` (engine, simulator, bounds, estimate), ``graphopt.workloads``,
    ``graphopt.importers``, ``graphopt.decision_io``, ``graphopt.distributed``
-3. ``graphopt.baselines``
+3. ``graphopt.baselines``, ``graphopt.decoders`` (beside the heuristics they generalise)
 4. ``graphopt.encoding``, ``graphopt.nn``, ``graphopt.rundir``
 5. ``envs``, ``graphopt.costmodel``
 6. ``policies``
@@ -41,6 +41,7 @@ LAYERS: dict[str, int] = {
     "graphopt.decision_io": 2,
     "graphopt.distributed": 2,
     "graphopt.baselines": 3,
+    "graphopt.decoders": 3,
     "graphopt.encoding": 4,
     "graphopt.nn": 4,
     "graphopt.rundir": 4,

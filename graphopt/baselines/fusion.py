@@ -45,6 +45,7 @@ def xla_fusion(
     decision: Decision,
     *,
     max_kernel_ops: int = MAX_KERNEL_OPS,
+    visit: IntArray | None = None,
 ) -> IntArray:
     """XLA-like default fusion: each op fused into its single consumer where the rules allow.
 
@@ -75,6 +76,9 @@ def xla_fusion(
         cluster: the devices (unused; part of the fuser signature).
         decision: its placement is read (``None``: all on device 0).
         max_kernel_ops: most ops in one fused kernel (>= 1; 1 disables fusion).
+        visit: the candidate ops to try, in the order to try them (None: every op, in
+            topological order). Ops left out keep bit 0. Legality does not depend on the order
+            (every fused op has one consumer); :mod:`graphopt.decoders.fusion` sets it.
 
     Raises:
         ValueError: ``max_kernel_ops < 1``.
@@ -90,6 +94,11 @@ def xla_fusion(
     )
     indptr, dst = graph.successors_csr
     single = np.flatnonzero((np.diff(indptr) == 1) & (fusion_mask(graph) == 1))
+    if visit is not None:
+        turn = np.full(n, -1, dtype=np.int64)
+        turn[np.asarray(visit, dtype=np.int64)] = np.arange(len(visit))
+        single = single[turn[single] >= 0]
+        single = single[np.argsort(turn[single], kind="stable")]
     if len(single) == 0:
         return bits
     consumer = dst[indptr[single]]

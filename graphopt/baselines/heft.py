@@ -83,7 +83,7 @@ class HeftSchedule:
 
 
 @njit(cache=True)
-def _find_slot(starts, ends, count, ready, duration, max_gaps):
+def find_slot(starts, ends, count, ready, duration, max_gaps):
     """Earliest start ``>= ready`` of a gap of ``duration`` in one device's sorted busy intervals
     ``starts[:count]``, ``ends[:count]``; returns ``(start, insert position)``."""
     j = np.searchsorted(starts[:count], ready)  # first interval starting at or after `ready`
@@ -97,7 +97,7 @@ def _find_slot(starts, ends, count, ready, duration, max_gaps):
 
 
 @njit(cache=True, inline="always")
-def _data_ready(
+def data_ready(
     v,
     p,
     pred_ptr,
@@ -164,7 +164,7 @@ def _heft_loop(
         best_est = 0.0
         best_pos = 0
         for p in range(num_dev):
-            ready = _data_ready(
+            ready = data_ready(
                 v,
                 p,
                 pred_ptr,
@@ -181,12 +181,12 @@ def _heft_loop(
                 False,
             )
             duration = comp[v, p]
-            est, pos = _find_slot(busy_start[p], busy_end[p], count[p], ready, duration, max_gaps)
+            est, pos = find_slot(busy_start[p], busy_end[p], count[p], ready, duration, max_gaps)
             eft = est + duration
             if eft < best_eft:
                 best_p, best_eft, best_est, best_pos = p, eft, est, pos
         if contention:
-            _data_ready(
+            data_ready(
                 v,
                 best_p,
                 pred_ptr,

@@ -251,3 +251,37 @@ def test_step_before_reset_and_bad_graph_options_are_refused(task):
         env.reset(options={"graph": 2})
     env.reset(options={"graph": np.int64(1)})
     env.step(env.action_space.sample())
+
+
+# ------------------------------------------------------------------ the decoder setting
+@pytest.mark.parametrize("task", ONE_SHOT_TASKS)
+def test_decoder_envs_pass_the_checkers_and_zero_outputs_give_the_reference(task):
+    env = envs.make_env(task, "suite:tiny", "v100-nvlink-2", decoder="heft-lc", seed=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        gym_check_env(env, skip_render_check=True)
+        sb3_check_env(env)
+    assert isinstance(env.action_space, gym.spaces.Box)
+    assert env.action_space.shape == (len(env.channels) * env.max_ops,)
+    for i in range(len(env.graphs)):
+        env.reset(options={"graph": i})
+        *_, info = env.step(np.zeros(env.action_space.shape, np.float32))
+        assert info["step_time"] == info["reference_time"]
+    settings = env.settings()
+    assert settings["decoder"] == "heft-lc" and settings["decoder_anchor"] is True
+    again = envs.make_env(task, "suite:tiny", "v100-nvlink-2", **settings)
+    assert again.action_space == env.action_space
+
+
+def test_decoder_env_refuses_nan_naming_the_op_and_bad_settings():
+    env = envs.make_env("placement", "txl-tiny", "v100-nvlink-2", decoder="heft", seed=0)
+    action = np.zeros(env.action_space.shape, np.float32)
+    action[env.max_ops + 5] = np.nan  # the gate of op 5
+    with pytest.raises(ValueError, match="op .* \\(index 5\\) is NaN"):
+        env.step(action)
+    with pytest.raises(ValueError, match="expected \\("):
+        env.step(np.zeros(3, np.float32))
+    with pytest.raises(ValueError, match="unknown decoder 'list'"):
+        envs.make_env("placement", "txl-tiny", "v100-nvlink-2", decoder="list")
+    with pytest.raises(ValueError, match="decoder_anchor must be true or false"):
+        envs.make_env("placement", "txl-tiny", "v100-nvlink-2", decoder_anchor="no")
