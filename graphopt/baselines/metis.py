@@ -20,13 +20,24 @@ is what the placement papers (e.g. Mirhoseini et al. 2017, Baechi) compare again
   one that minimises ``sum over part pairs (a, b) of cut_bytes[a, b] / bandwidth[dev(a), dev(b)]``
   is used, so heavily connected parts sit on fast links (e.g. NVLink pairs of a DGX-1).
 
-METIS is run with a fixed seed (``seed`` argument, default 0): the result is deterministic.
+METIS is run with a fixed seed (``seed`` argument, default 0): the result is deterministic. With
+no more ops than devices METIS is not called (it refuses to make more parts than vertices): each op
+gets a part of its own, the slowest op the part of the fastest device. METIS's notes printed from C
+(``***Cannot bisect a graph with 0 vertices!`` when a recursive bisection runs out of vertices; the
+partition is still valid) are kept off the terminal.
 """
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import itertools
 import math
+import os
+import re
+import sys
+import tempfile
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -50,6 +61,45 @@ def _pymetis() -> Any:
     except ImportError as e:  # pragma: no cover - a declared dependency
         raise ImportError("the METIS placer needs pymetis: pip install 'pymetis>=2023.1'") from e
     return pymetis
+
+
+METIS_NOTE = re.compile(rb"^[ \t]*\*\*\*[^\n]*\n?", re.MULTILINE)
+"""A line METIS prints from C: ``\t***Cannot bisect a graph with 0 vertices!`` and the like."""
+
+
+def _flush_c_stdio() -> None:
+    """Flush the C library's stdio buffers (``fflush(NULL)``), so that what C code printed reaches
+    the file descriptor it was printed to before that descriptor changes."""
+    with contextlib.suppress(OSError, TypeError, AttributeError):  # no C library by name (Windows)
+        ctypes.CDLL(None).fflush(None)
+
+
+@contextlib.contextmanager
+def _metis_notes_dropped() -> Iterator[None]:
+    """Send the process's standard output (file descriptor 1, which METIS's ``printf`` writes to)
+    to a temporary file for the body, then write back all of it but METIS's notes
+    (:data:`METIS_NOTE`): whatever else was printed meanwhile, by C code or another thread, still
+    reaches the terminal."""
+    if sys.stdout is not None:
+        sys.stdout.flush()
+    with contextlib.ExitStack() as stack:
+        try:
+            sink = stack.enter_context(tempfile.TemporaryFile())
+            saved = os.dup(1)
+        except OSError:  # no standard output, or no temporary file: METIS prints as it does
+            yield
+            return
+        stack.callback(os.close, saved)
+        os.dup2(sink.fileno(), 1)
+        try:
+            yield
+        finally:
+            _flush_c_stdio()
+            os.dup2(saved, 1)
+            sink.seek(0)
+            rest = memoryview(METIS_NOTE.sub(b"", sink.read()))
+            while rest:
+                rest = rest[os.write(1, rest) :]
 
 
 def _undirected_csr(
@@ -95,13 +145,11 @@ def _device_permutations(share: FloatArray) -> np.ndarray:
     return np.array(perms, dtype=np.int64)
 
 
-def metis(graph: CompGraph, cluster: Cluster, *, seed: int = 0) -> IntArray:
-    """METIS placement (module docstring): ``(N,)`` device per op."""
-    n, num_dev = graph.num_ops, cluster.num_devices
-    if n == 0 or num_dev == 1:
-        return np.zeros(n, dtype=np.int64)
-    times = op_times(graph, cluster)
-    mean_time = times.mean(axis=1)
+def _metis_parts(
+    graph: CompGraph, num_dev: int, mean_time: FloatArray, share: FloatArray, seed: int
+) -> IntArray:
+    """METIS's ``num_dev``-way partition of ``graph`` (more ops than parts): a part per op."""
+    n = graph.num_ops
     total = float(mean_time.sum())
     scaled = mean_time / total * VERTEX_SCALE if total > 0 else np.zeros(n)
     vweights = np.maximum(1, np.rint(scaled)).astype(np.int64)
@@ -109,8 +157,6 @@ def metis(graph: CompGraph, cluster: Cluster, *, seed: int = 0) -> IntArray:
     scaled_bytes = graph.edge_bytes / max_bytes * EDGE_SCALE if max_bytes > 0 else graph.edge_bytes
     eweights = 1 + np.rint(scaled_bytes).astype(np.int64)
     xadj, adjncy, merged = _undirected_csr(n, graph.edge_src, graph.edge_dst, eweights)
-
-    share = part_weights(times)
     homogeneous = np.allclose(share, share[0], rtol=1e-9, atol=0.0)
     pymetis = _pymetis()
     options = pymetis.Options(seed=seed)
@@ -120,15 +166,31 @@ def metis(graph: CompGraph, cluster: Cluster, *, seed: int = 0) -> IntArray:
         }
     else:  # pragma: no cover - older pymetis
         graph_args = {"xadj": xadj.tolist(), "adjncy": adjncy.tolist()}
-    _, parts = pymetis.part_graph(
-        num_dev,
-        **graph_args,
-        vweights=vweights.tolist(),
-        eweights=merged.tolist(),
-        tpwgts=None if homogeneous else share.tolist(),
-        options=options,
-    )
-    part = np.asarray(parts, dtype=np.int64)
+    with _metis_notes_dropped():
+        _, parts = pymetis.part_graph(
+            num_dev,
+            **graph_args,
+            vweights=vweights.tolist(),
+            eweights=merged.tolist(),
+            tpwgts=None if homogeneous else share.tolist(),
+            options=options,
+        )
+    return np.asarray(parts, dtype=np.int64)
+
+
+def metis(graph: CompGraph, cluster: Cluster, *, seed: int = 0) -> IntArray:
+    """METIS placement (module docstring): ``(N,)`` device per op."""
+    n, num_dev = graph.num_ops, cluster.num_devices
+    if n == 0 or num_dev == 1:
+        return np.zeros(n, dtype=np.int64)
+    times = op_times(graph, cluster)
+    mean_time = times.mean(axis=1)
+    share = part_weights(times)
+    if n > num_dev:
+        part = _metis_parts(graph, num_dev, mean_time, share, seed)
+    else:  # a part per op, the slowest ops in the parts of the fastest devices
+        part = np.empty(n, dtype=np.int64)
+        part[np.argsort(-mean_time, kind="stable")] = np.argsort(-share, kind="stable")[:n]
 
     # traffic between parts (directed, bytes) -> the cheapest admissible part-to-device map
     a, b = part[graph.edge_src], part[graph.edge_dst]

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import itertools
+import os
 
 import numpy as np
 from helpers_baselines import tiny_cases
@@ -76,3 +77,30 @@ def test_deterministic_valid_and_trivial_cases():
 
     one = Cluster("one", single.devices[:1], bandwidth=np.ones((1, 1)), latency=np.zeros((1, 1)))
     assert metis(graph, one).tolist() == [0] * graph.num_ops
+
+
+def test_metis_prints_nothing(capfd):
+    """METIS's C notes (``***Cannot bisect a graph with 0 vertices!``, ``***You are trying to
+    partition a graph into too many parts!``) stay off the terminal: with no more ops than devices
+    METIS is not called, and otherwise its notes are dropped (this graph made it print them)."""
+    from graphopt.graph import CompGraph, Op
+    from graphopt.workloads import series_parallel_dag
+
+    cluster = get_cluster("v100-nvlink-8")
+    graph = series_parallel_dag(9, 0)
+    placement = metis(graph, cluster)
+    assert placement.shape == (9,) and placement.min() >= 0 and placement.max() < 8
+    ops = [Op(f"o{i}", "MatMul", flops=1e9 * (i + 1)) for i in range(3)]
+    chain = CompGraph.build("chain", ops, [("o0", "o1", 1e6), ("o1", "o2", 1e6)])
+    assert len(set(metis(chain, cluster).tolist())) == 3  # a device per op: a balanced partition
+    hetero = get_cluster("hetero-cpu-2gpu")  # device 0 is the CPU: the two ops go to the GPUs
+    assert sorted(metis(CompGraph.build("pair", ops[:2], []), hetero).tolist()) == [1, 2]
+    assert capfd.readouterr() == ("", "")
+
+
+def test_other_output_during_metis_still_reaches_the_terminal(capfd):
+    from graphopt.baselines.metis import _metis_notes_dropped
+
+    with _metis_notes_dropped():
+        os.write(1, b"\t***Cannot bisect a graph with 0 vertices!\nkept\n")
+    assert capfd.readouterr() == ("kept\n", "")
