@@ -193,8 +193,8 @@ def parse_profile(text: str, name: str, source: str = "<text>") -> PipeDreamProf
         ValueError: ``f"{source}:{line}: ..."`` for a line that is not a node or edge line, a
             missing or repeated field, a value that is not a finite non-negative number, a bracket
             list that does not close, a duplicate node id, an edge naming an unknown node, a
-            duplicate edge, or a cycle. An error on the last line of a text without a final
-            newline also asks whether the file is truncated.
+            duplicate edge, or a cycle; a text without any node line. An error on the last
+            line of a text without a final newline also asks whether the file is truncated.
     """
     lines = text.splitlines()
     last = max((i for i, line in enumerate(lines, 1) if line.strip()), default=0)
@@ -231,6 +231,11 @@ def parse_profile(text: str, name: str, source: str = "<text>") -> PipeDreamProf
                 layers[layer.id] = layer
         except _Malformed as e:
             raise error(line_no, str(e)) from e
+    if not layers:
+        raise ValueError(
+            f"{source}: no node lines (expected lines like {_NODE_LINE}); is it a PipeDream "
+            "graph.txt?"
+        )
 
     for (src, dst), line_no in edges.items():
         for node in (src, dst):

@@ -58,7 +58,8 @@ def load_source(item: str) -> CompGraph:
     """The graph named by ``item`` (see the module docstring).
 
     Raises:
-        ValueError: an unknown prefix, profile or zoo model, a bad argument, or a failed import.
+        ValueError: an unknown prefix, profile or zoo model, a profile file that does not exist or
+            cannot be read, a bad argument, or a failed import.
     """
     spec, training = _split_mode(item)
     if spec.startswith("pipedream:"):
@@ -66,7 +67,15 @@ def load_source(item: str) -> CompGraph:
 
         name = spec[len("pipedream:") :]
         if name.endswith(".txt") or "/" in name:
-            return load_pipedream(name, training=training)
+            try:
+                return load_pipedream(name, training=training)
+            except FileNotFoundError as e:  # no such file: the message lists the known names
+                raise ValueError(str(e)) from None
+            except OSError as e:  # a directory, no permission, a name too long
+                raise ValueError(
+                    f"cannot read PipeDream profile {name!r}: {e.strerror or e}; pass a readable "
+                    "graph.txt file or the name of a known profile"
+                ) from None
         profiles = list_profiles()
         if name not in profiles:
             raise ValueError(

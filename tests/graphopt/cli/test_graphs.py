@@ -56,6 +56,18 @@ def test_import_pipedream_profile(run_cli, tmp_path):
     assert proc.returncode == 2 and "cannot import 'resnet'" in proc.stderr
 
 
+def test_a_missing_profile_path_is_one_line_for_import_and_simulate(run_cli, tmp_path):
+    for args in (
+        ("graphs", "import", "pipedream:/nope/graph.txt", "-o", str(tmp_path / "g.json")),
+        ("simulate", "pipedream:/nope/graph.txt"),
+    ):
+        proc = run_cli(*args, check=False)
+        assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+        (line,) = proc.stderr.strip().splitlines()
+        assert line.startswith("graphopt: error: no PipeDream profile at '/nope/graph.txt'")
+    assert not (tmp_path / "g.json").exists()
+
+
 def test_import_without_an_optional_dependency_is_one_line(run_cli, tmp_path):
     import importlib.util
 

@@ -177,6 +177,13 @@ def test_load_by_name_and_errors():
         load_pipedream("no-such-model")
 
 
+def test_a_profile_without_node_lines_is_refused(tmp_path):
+    empty = tmp_path / "empty.txt"
+    empty.write_text("\n\n")
+    with pytest.raises(ValueError, match=r"empty\.txt: no node lines .*PipeDream graph\.txt"):
+        load_pipedream(empty)
+
+
 def test_error_line_numbers_in_a_real_file():
     text = (DATA / "alexnet.txt").read_text(encoding="utf-8")
     lines = text.split("\n")

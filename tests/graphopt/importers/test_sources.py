@@ -33,6 +33,18 @@ def test_bad_sources():
         load_source("pipedream:vgg17")
 
 
+def test_a_profile_path_that_does_not_exist_is_a_value_error(tmp_path):
+    # a ValueError, which the CLI prints as one line (exit 2), not a FileNotFoundError traceback
+    with pytest.raises(ValueError, match=r"no PipeDream profile at '/nope/graph\.txt'.*vgg16"):
+        load_source("pipedream:/nope/graph.txt")
+    with pytest.raises(ValueError, match="no PipeDream profile at"):
+        resolve_graphs(f"pipedream:{tmp_path / 'missing.txt'}?mode=forward")
+    folder = tmp_path / "graph.txt"
+    folder.mkdir()  # a directory of that name: no file there either
+    with pytest.raises(ValueError, match="no PipeDream profile at"):
+        load_source(f"pipedream:{folder}")
+
+
 def test_real_suite_lists_profiles_and_zoo_models():
     real = SUITES["real"]
     assert any(m.startswith("pipedream:") for m in real) and any(
