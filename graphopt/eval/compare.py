@@ -26,7 +26,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from graphopt.baselines.estimate_search import estimate_search
@@ -54,6 +54,11 @@ class MethodResult:
     reason: str
     wall_seconds: float
     evaluations: int
+    decision: Decision | None = field(default=None, repr=False, compare=False)
+    """The decision behind the row (``None`` where the method gave none); not in :meth:`to_dict`
+    of the comparison: :mod:`graphopt.decision_files` saves it."""
+    decision_file: str | None = None
+    """Where the decision was saved (relative to the ``--save-decisions`` directory), if it was."""
 
 
 @dataclass
@@ -87,7 +92,10 @@ class GraphComparison:
         return best.step_time / r.step_time
 
     def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
+        d = asdict(replace(self, results=[]))
+        d["results"] = [asdict(replace(r, decision=None)) for r in self.results]
+        for row in d["results"]:
+            del row["decision"]
         best = self.best_heuristic
         d["best_heuristic"] = None if best is None else best.method
         return d
@@ -112,7 +120,14 @@ def heuristics(
             else:
                 m = score.of(c)
                 row = MethodResult(
-                    c.method, "heuristic", m.step_time, m.valid, m.reason, c.wall_seconds, 1
+                    c.method,
+                    "heuristic",
+                    m.step_time,
+                    m.valid,
+                    m.reason,
+                    c.wall_seconds,
+                    1,
+                    c.decision,
                 )
             rows.append(row)
             if c is best:
@@ -166,6 +181,7 @@ def compare_on_graph(
                     m.reason,
                     time.perf_counter() - start,
                     res.evaluations,
+                    res.decision,
                 )
             )
     if estimate_budget > 0 and task == "placement":
@@ -190,6 +206,7 @@ def compare_on_graph(
                     ex.measurement.reason,
                     ex.wall_time,
                     0,
+                    ex.decision,
                 )
             )
     if policy is not None:
@@ -198,7 +215,9 @@ def compare_on_graph(
         wall = time.perf_counter() - start
         m = sim.evaluate(graph, cluster, decision)
         out.results.append(
-            MethodResult(name, "policy", m.step_time, m.valid, m.reason, wall, evaluations)
+            MethodResult(
+                name, "policy", m.step_time, m.valid, m.reason, wall, evaluations, decision
+            )
         )
     return out
 
@@ -216,10 +235,12 @@ def estimate_search_row(
     once and kept only if better by ``(invalid, step time)``."""
     began = time.perf_counter()
     found = estimate_search(graph, cluster, start.placement, budget, seed=seed)  # type: ignore[arg-type]
-    m = sim.evaluate(graph, cluster, Decision(placement=found.placement))
+    decision = Decision(placement=found.placement)
+    m = sim.evaluate(graph, cluster, decision)
     step, valid, reason = m.step_time, m.valid, m.reason
     if (not valid, step) >= (not known.valid, known.step_time):
         step, valid, reason = known.step_time, known.valid, known.reason  # keep the start
+        decision = start
     return MethodResult(
         f"estimate-search@{budget}",
         "search",
@@ -228,6 +249,7 @@ def estimate_search_row(
         reason,
         time.perf_counter() - began,
         1,
+        decision,
     )
 
 
