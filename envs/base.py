@@ -49,6 +49,35 @@ def resolve_graph_list(graphs: GraphSpec) -> list[CompGraph]:
     return out
 
 
+def check_action(action: Any, n: int, meaning: str) -> int:
+    """``action`` as the index of one of ``n`` choices (a ``Discrete(n)`` action): a Python or
+    numpy integer, a 0-d integer array, or an integral float (``2.0``; as the one-shot
+    environments accept whole numbers of a float array). ``meaning`` says what the index picks,
+    for the messages (``"a candidate row"``).
+
+    Raises:
+        ValueError: not one value (an array of another shape, named with the expected ``()``), not
+            an integer (``1.5``, NaN, a string, a bool), or outside ``0..n-1``.
+    """
+    expected = f"{meaning} in 0..{n - 1}"
+    try:
+        a = np.asarray(action)
+    except ValueError:  # a ragged list
+        raise ValueError(f"action {action!r} is not one integer; expected {expected}") from None
+    if a.shape != ():
+        raise ValueError(f"action has shape {a.shape}; expected () (one integer: {expected})")
+    integral = a.dtype.kind in "iu" or (
+        a.dtype.kind == "f" and bool(np.isfinite(a)) and float(a) == round(float(a))
+    )
+    if not integral:
+        shown = repr(a.item()) if a.dtype.kind in "bf" else repr(action)  # 1.5, not float64(1.5)
+        raise ValueError(f"action must be an integer, got {shown}; expected {expected}")
+    index = int(a)
+    if not 0 <= index < n:
+        raise ValueError(f"action {index} is outside 0..{n - 1} ({meaning})")
+    return index
+
+
 def pick_graph(options: dict[str, Any] | None, num_graphs: int, rng: np.random.Generator) -> int:
     """The graph of the next episode: ``options["graph"]`` when given (checked to be an integer
     in ``[0, num_graphs)``), else one drawn uniformly with ``rng``."""

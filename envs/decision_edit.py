@@ -19,7 +19,7 @@ from typing import Any, ClassVar, NamedTuple
 import numpy as np
 from gymnasium import spaces
 
-from envs.base import GraphEnv, GraphSpec
+from envs.base import GraphEnv, GraphSpec, check_action
 from envs.placement_edit import CLIP, percent_gain, symlog
 from envs.rewards import reward
 from graphopt.baselines.search import placement_groups
@@ -524,10 +524,14 @@ class DecisionEditEnv(GraphEnv):
         groups = self._groups[self._current]
         return groups == groups[move.op]
 
-    def _try(self, action: int) -> bool:
-        """Try candidate ``action``: simulate it and keep it when faster; True if kept."""
-        if not 0 <= action < self.candidates:
-            raise ValueError(f"action {action} is outside 0..{self.candidates - 1}")
+    def _try(self, action: Any) -> bool:
+        """Try candidate ``action``: simulate it and keep it when faster; True if kept.
+
+        Raises:
+            ValueError: ``action`` is not one integer in ``0..candidates-1``
+                (:func:`envs.base.check_action`).
+        """
+        action = check_action(action, self.candidates, "a candidate row")
         self._steps += 1
         if action >= len(self._cand):
             return False  # an empty row: nothing to try
@@ -562,7 +566,7 @@ class DecisionEditEnv(GraphEnv):
         self._check_reset()
         graph = self.graphs[self._current]
         r = 0.0
-        if self._try(int(action)):
+        if self._try(action):
             new = reward(self.reward_mode, self._m.step_time, self._m.valid, self._ref_time)
             r = self.reward_scale * (new - self._reward)
             self._reward = new
@@ -600,7 +604,7 @@ class DecisionEditEnv(GraphEnv):
         self._start(index, horizon=steps)
         obs = self._draw()
         for _ in range(steps):
-            self._try(int(act(obs)))
+            self._try(act(obs))
             obs = self._draw()
         return self.decision(), self._m, self.calls
 

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 from gymnasium import spaces
 
-from envs.base import GraphEnv, GraphSpec
+from envs.base import GraphEnv, GraphSpec, check_action
 from envs.rewards import reward
 from graphopt.hardware import DEFAULT_CLUSTER, Cluster
 from graphopt.sim.estimate import PlacementEstimate
@@ -306,10 +306,14 @@ class PlacementEditEnv(GraphEnv):
             after,
         )
 
-    def _apply(self, action: int) -> bool:
-        """Make candidate ``action`` (0: pass); True if the placement changed."""
-        if not 0 <= action <= self.candidates:
-            raise ValueError(f"action {action} is outside 0..{self.candidates} (0 passes)")
+    def _apply(self, action: Any) -> bool:
+        """Make candidate ``action`` (0: pass); True if the placement changed.
+
+        Raises:
+            ValueError: ``action`` is not one integer in ``0..candidates``
+                (:func:`envs.base.check_action`).
+        """
+        action = check_action(action, self.candidates + 1, "0 passes, i makes candidate move i")
         self._steps += 1
         if action == 0:
             return False
@@ -342,7 +346,7 @@ class PlacementEditEnv(GraphEnv):
         """Make the chosen move (or pass), price the placement, draw the next candidates."""
         self._check_reset()
         graph = self.graphs[self._current]
-        if self._apply(int(action)):
+        if self._apply(action):
             m = self.cost_model.evaluate(graph, self.cluster, Decision(placement=self.placement))
             self._last = (m.step_time, m.valid)
             new_reward = reward(self.reward_mode, m.step_time, m.valid, self._ref_time)
@@ -389,11 +393,11 @@ class PlacementEditEnv(GraphEnv):
         self._start(self._current, placement)
         return self._draw()
 
-    def advance(self, action: int) -> np.ndarray:
+    def advance(self, action: Any) -> np.ndarray:
         """Make candidate ``action`` (0: pass) and draw the next candidates, with no cost-model
         call; returns the next observation. (:meth:`step` does the same and prices the result.)"""
         self._check_reset()
-        self._apply(int(action))
+        self._apply(action)
         return self._draw()
 
     def rollout(self, act: Any, index: int, seed: int = 0) -> Decision:
@@ -401,5 +405,5 @@ class PlacementEditEnv(GraphEnv):
         call: ``act(obs) -> action``. Deterministic for a deterministic ``act`` and ``seed``."""
         obs, _ = self.reset(seed=seed, options={"graph": index})
         for _ in range(self.horizon):
-            obs = self.advance(int(act(obs)))
+            obs = self.advance(act(obs))
         return Decision(placement=self.placement.copy())

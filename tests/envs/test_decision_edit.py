@@ -159,9 +159,21 @@ def test_another_cost_model_is_refused():
 def test_bad_settings_are_refused():
     with pytest.raises(ValueError, match="candidates and horizon"):
         make("fusion-edit", candidates=0)
+    env = make("fusion-edit", seed=0)
     with pytest.raises(ValueError, match="outside"):
-        env = make("fusion-edit", seed=0)
         env.step(99)
+
+
+@pytest.mark.parametrize("task", ["scheduling-edit", "fusion-edit", "joint-edit"])
+def test_an_action_that_is_not_one_integer_is_refused(task):
+    env = make(task, seed=0)
+    with pytest.raises(ValueError, match=r"action must be an integer, got 1\.5; expected a cand"):
+        env.step(1.5)
+    with pytest.raises(ValueError, match=r"action has shape \(2,\); expected \(\)"):
+        env.step(np.array([0, 1]))
+    assert env._steps == 0  # nothing refused counted as a step
+    env.step(np.float32(0.0))  # a whole number is its index, as in the one-shot environments
+    assert env._steps == 1
 
 
 def test_an_untrained_move_policy_is_the_prior_hill_climb_and_search_spends_k():

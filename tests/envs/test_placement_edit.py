@@ -106,6 +106,14 @@ def test_bad_input():
     env = make(seed=0)
     with pytest.raises(ValueError, match=r"outside 0..8"):
         env.step(9)
+    with pytest.raises(ValueError, match=r"action must be an integer, got 1\.5"):
+        env.step(1.5)
+    with pytest.raises(ValueError, match=r"action has shape \(2,\); expected \(\)"):
+        env.step(np.array([1, 2]))
+    with pytest.raises(ValueError, match=r"action must be an integer"):
+        env.advance(0.5)
+    assert env._steps == 0  # nothing refused counted as a step
+    env.step(np.float64(1.0))  # a whole number is its index, as in the one-shot environments
     with pytest.raises(ValueError, match="outside"):
         env.reset(options={"graph": 5})
 

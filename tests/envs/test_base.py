@@ -1,0 +1,43 @@
+"""What every environment shares: the graph of an episode, and one check of a Discrete action."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from envs.base import check_action, pick_graph
+
+
+@pytest.mark.parametrize("action", [2, np.int64(2), np.uint8(2), np.array(2), 2.0, np.float32(2)])
+def test_an_integer_in_range_is_its_index(action):
+    index = check_action(action, 4, "a candidate row")
+    assert index == 2 and type(index) is int
+
+
+@pytest.mark.parametrize(
+    ("action", "message"),
+    [
+        (1.5, r"action must be an integer, got 1\.5; expected a candidate row in 0\.\.3"),
+        (np.float64("nan"), "action must be an integer, got nan"),
+        ("2", "action must be an integer, got '2'"),
+        (True, "action must be an integer, got True"),
+        (None, "action must be an integer, got None"),
+        (np.array([1, 2]), r"action has shape \(2,\); expected \(\) \(one integer: a candidate"),
+        (np.array([[1]]), r"action has shape \(1, 1\); expected \(\)"),
+        ([1, [2]], "is not one integer"),
+        (4, r"action 4 is outside 0\.\.3 \(a candidate row\)"),
+        (-1, r"action -1 is outside 0\.\.3"),
+        (1e300, r"is outside 0\.\.3"),
+    ],
+)
+def test_anything_else_is_a_value_error_saying_what_is_allowed(action, message):
+    with pytest.raises(ValueError, match=message):
+        check_action(action, 4, "a candidate row")
+
+
+def test_pick_graph_takes_a_given_index_or_draws_one():
+    rng = np.random.default_rng(0)
+    assert pick_graph({"graph": 1}, 3, rng) == 1
+    assert 0 <= pick_graph(None, 3, rng) < 3
+    with pytest.raises(ValueError, match="outside"):
+        pick_graph({"graph": 3}, 3, rng)
