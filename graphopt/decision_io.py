@@ -2,17 +2,21 @@
 
 Accepted JSON forms:
 
+- a versioned decision file (:mod:`graphopt.decision_format`, ``docs/decisions.md``): every
+  array keyed by op name, with the graph's and the cluster's fingerprints; what ``graphopt
+  baselines --save-decisions`` and ``graphopt simulate --save-decisions`` write;
 - a list of device indices, one per op in the graph file's op order (the order of its
   ``ops.name``, which ``graphopt graphs export`` writes): ``[0, 1, 1, 0]``;
 - a mapping from op name to device index: ``{"encoder/matmul_0": 1, ...}`` (every op named);
 - a decision object ``{"placement": [...], "priority": [...], "fusion": [...]}``, any array
   may be ``null`` or left out (see :meth:`graphopt.typing.Decision.to_dict`); extra descriptive keys
   ``graph``, ``cluster``, ``seed`` and ``step_time`` are allowed and checked against the graph when
-  present (``graph`` must name it). Its arrays are in graphopt's op order (topological), the order
+  present (``graph`` must name it, ``graph_fingerprint`` must be its fingerprint). Its arrays are in graphopt's op order (topological), the order
   graphopt writes them in (``save_episode``); for a graph file that lists its ops in another order,
   give a placement as a plain list or a name-keyed map instead.
 
-Every error names the file and the key or op at fault.
+Every error names the file and the key or op at fault. An object that gives a key twice (an op
+named twice) is refused in every form.
 """
 
 from __future__ import annotations
@@ -20,12 +24,16 @@ from __future__ import annotations
 import difflib
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from graphopt.decision_format import MAX_ENTRY, decision_of, is_versioned, parse_record, read_json
 from graphopt.graph import CompGraph
 from graphopt.typing import Decision
+
+if TYPE_CHECKING:  # pragma: no cover
+    from graphopt.hardware import Cluster
 
 _ARRAYS = ("placement", "priority", "fusion")
 _DESCRIPTIVE = ("graph", "cluster", "seed", "step_time", "graph_fingerprint")
@@ -39,11 +47,6 @@ def _unknown_key(path: Path, key: str) -> ValueError:
         f"{path}: unknown top-level key {key!r}{hint} (a decision object has "
         f"{', '.join(_ARRAYS)} and optionally {', '.join(_DESCRIPTIVE)})"
     )
-
-
-MAX_ENTRY = 2**31 - 1
-"""The largest device, priority or fusion entry a decision file may hold (the simulator's int32
-indices)."""
 
 
 def _int_array(path: Path, key: str, value: Any, labels: list[str] | None = None) -> np.ndarray:
@@ -63,33 +66,36 @@ def _int_array(path: Path, key: str, value: Any, labels: list[str] | None = None
     return np.asarray(value, dtype=np.int64)
 
 
-def load_decision(path: str | Path, graph: CompGraph, num_devices: int | None = None) -> Decision:
+def load_decision(
+    path: str | Path,
+    graph: CompGraph,
+    num_devices: int | None = None,
+    *,
+    cluster: Cluster | None = None,
+) -> Decision:
     """Read a decision for ``graph`` from a JSON file (forms in the module docstring).
 
     Args:
         path: the JSON file.
         graph: the graph the decision is for (lengths and op names are checked against it).
         num_devices: when given, device indices must be below it (the cluster's device count).
+        cluster: when given, the cluster the decision is for: a versioned file's cluster
+            fingerprint must be its, and ``num_devices`` defaults to its device count.
 
     Raises:
-        ValueError: missing or unparsable file, a decision for another graph, an unknown key,
-            entries that are not non-negative integers, wrong lengths, op names that are not in
-            the graph, or devices the cluster does not have; the message names the file.
+        ValueError: missing, truncated or unparsable file, a key given twice, a decision for
+            another graph or cluster, an unknown key, entries that are not non-negative integers,
+            wrong lengths, op names that are not in the graph, ops left out, devices the cluster
+            does not have, or (versioned files) a fusion that breaks the rules; the message names
+            the file.
     """
     path = Path(path)
-    if not path.exists():
-        raise ValueError(f"decision file {str(path)!r} does not exist")
-    if not path.is_file():
-        raise ValueError(f"decision file {str(path)!r} is not a file (a directory?)")
-    try:
-        data: Any = json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise ValueError(f"{path}: not valid JSON: {e}") from e
-    except RecursionError:
-        raise ValueError(f"{path}: not a decision: JSON nested too deeply") from None
-    except OSError as e:
-        raise ValueError(f"{path}: cannot read: {e.strerror or e}") from None
-    if isinstance(data, list):
+    if cluster is not None and num_devices is None:
+        num_devices = cluster.num_devices
+    data: Any = read_json(path)
+    if is_versioned(data):
+        decision = decision_of(path, parse_record(path, data), graph, cluster)
+    elif isinstance(data, list):
         if len(data) != graph.num_ops:
             raise ValueError(
                 f"{path}: placement has {len(data)} entries but graph {graph.name!r} has "
@@ -103,6 +109,13 @@ def load_decision(path: str | Path, graph: CompGraph, num_devices: int | None = 
         if "graph" in data and data["graph"] != graph.name:
             raise ValueError(
                 f"{path}: the decision is for graph {data['graph']!r}, not {graph.name!r}"
+            )
+        fingerprint = data.get("graph_fingerprint")
+        if fingerprint is not None and fingerprint != graph.fingerprint:
+            raise ValueError(
+                f"{path}: the decision is for graph {data.get('graph', graph.name)!r} with "
+                f"fingerprint {str(fingerprint)[:12]}, not graph {graph.name!r} (fingerprint "
+                f"{graph.fingerprint[:12]}): the graph has changed since it was saved"
             )
         arrays = {k: None if data.get(k) is None else _int_array(path, k, data[k]) for k in _ARRAYS}
         decision = Decision(**arrays)

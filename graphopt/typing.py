@@ -6,6 +6,7 @@ that the simulator, the learned cost model, the baselines and the environments a
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
@@ -75,6 +76,49 @@ class Decision:
 
 
 @dataclass(frozen=True)
+class DecisionRecord:
+    """A decision as a decision file holds it (:mod:`graphopt.decision_format`): every array keyed
+    by op name, with what it is for and what it measured.
+
+    Attributes:
+        graph: the graph's name.
+        graph_fingerprint: :attr:`graphopt.graph.CompGraph.fingerprint` of the graph.
+        cluster: the cluster's name.
+        cluster_fingerprint: :attr:`graphopt.hardware.Cluster.fingerprint` of the cluster.
+        devices: the cluster's device names; a placement's device ``d`` is ``devices[d]``.
+        op_names: every op, in the graph file's order (the order of the maps in the file).
+        placement: device index per op name; ``None`` when the decision leaves it out.
+        priority: scheduling level per op name, or ``None``.
+        fusion: fusion bit (0 or 1) per op name, or ``None``.
+        kernels: the fused kernels of two or more ops, each its op names in the graph's
+            topological order (derived from ``fusion``; empty without fusion).
+        method: what made the decision (``heft``, ``annealing@256``, a policy).
+        task: the task it was made for, or ``None``.
+        seed: the seed of the method, or ``None``.
+        step_time: seconds per step as measured when saved; ``None`` when not finite or unknown.
+        valid: whether that measurement was valid; ``None`` when unknown.
+        reason: why it was invalid (empty when valid).
+    """
+
+    graph: str
+    graph_fingerprint: str
+    cluster: str
+    cluster_fingerprint: str
+    devices: tuple[str, ...]
+    op_names: tuple[str, ...]
+    placement: Mapping[str, int] | None = None
+    priority: Mapping[str, int] | None = None
+    fusion: Mapping[str, int] | None = None
+    kernels: tuple[tuple[str, ...], ...] = ()
+    method: str = ""
+    task: str | None = None
+    seed: int | None = None
+    step_time: float | None = None
+    valid: bool | None = None
+    reason: str = ""
+
+
+@dataclass(frozen=True)
 class KernelRecord:
     """One kernel of a simulated schedule: a fused group of ops (a single op when unfused)."""
 
@@ -127,6 +171,20 @@ class Measurement:
     valid: bool
     reason: str = ""
     schedule: Schedule | None = field(default=None, compare=False)
+
+
+class Measured(Protocol):
+    """What a saved decision records of its measurement: a :class:`Measurement`, or a row of a
+    results table that copies these three fields."""
+
+    @property
+    def step_time(self) -> float: ...
+
+    @property
+    def valid(self) -> bool: ...
+
+    @property
+    def reason(self) -> str: ...
 
 
 @runtime_checkable

@@ -5,7 +5,8 @@ The order, lowest first (``docs/architecture.md`` draws it):
 1. ``graphopt.graph``, ``graphopt.op_classes``, ``graphopt.hardware``, ``graphopt.typing``, ``graphopt.tasks``,
    ``graphopt.configs``
 2. ``graphopt.sim`` (engine, simulator, bounds, estimate), ``graphopt.workloads``,
-   ``graphopt.importers``, ``graphopt.decision_io``, ``graphopt.distributed``
+   ``graphopt.importers``, ``graphopt.decision_io`` (with ``decision_format``, ``decision_files``,
+   ``decision_diff``), ``graphopt.distributed``
 3. ``graphopt.baselines``, ``graphopt.decoders`` (beside the heuristics they generalise)
 4. ``graphopt.encoding``, ``graphopt.nn``, ``graphopt.rundir``
 5. ``envs``, ``graphopt.costmodel``
@@ -39,6 +40,9 @@ LAYERS: dict[str, int] = {
     "graphopt.workloads": 2,
     "graphopt.importers": 2,
     "graphopt.decision_io": 2,
+    "graphopt.decision_format": 2,
+    "graphopt.decision_files": 2,
+    "graphopt.decision_diff": 2,
     "graphopt.distributed": 2,
     "graphopt.baselines": 3,
     "graphopt.decoders": 3,
