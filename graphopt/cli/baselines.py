@@ -8,6 +8,8 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # pragma: no cover
     from graphopt.eval.compare import GraphComparison
+    from graphopt.graph import CompGraph
+    from graphopt.hardware import Cluster
 
 from graphopt.cli.curve_options import add_budget_options, budgets
 
@@ -57,6 +59,13 @@ def register(sub: Any) -> None:
         metavar="FILE",
         help="also write FILE (everything, JSON) and FILE with the suffix .csv (one row per graph "
         "and method); nothing else is written",
+    )
+    p.add_argument(
+        "--save-decisions",
+        metavar="DIR",
+        help="save every method's decision to DIR: one decision file per graph and method, "
+        "replayable with graphopt simulate GRAPH --decision FILE, and DIR/index.json; --json rows "
+        "name their file (docs/decisions.md)",
     )
     p.add_argument(
         "--curve",
@@ -129,6 +138,13 @@ def check_outputs(args: argparse.Namespace) -> None:
     """
     from graphopt.rundir import check_output_path
 
+    if args.save_decisions:
+        if args.curve:
+            raise ValueError(
+                "--save-decisions saves the decisions of the table; it does not apply to --curve "
+                "yet: run without --curve to save them"
+            )
+        check_output_path(args.save_decisions, "--save-decisions", directory=True)
     if args.json:
         json_path = Path(args.json)
         check_output_path(json_path, "--json")
@@ -146,6 +162,34 @@ def check_outputs(args: argparse.Namespace) -> None:
             csv_path_for(Path(args.json)).resolve(),
         ):
             raise ValueError(f"--plot {args.plot!r} would overwrite what --json writes")
+
+
+def save_decisions(
+    comparisons: list[GraphComparison],
+    graphs: list[CompGraph],
+    cluster: Cluster,
+    out_dir: Path,
+    *,
+    task: str,
+    seed: int,
+) -> Path:
+    """Save the decision of every row of ``comparisons`` (one per graph of ``graphs``, in order)
+    that has one into ``out_dir`` (:class:`graphopt.decision_files.DecisionDir`), name its file
+    in the row (``decision_file``) and write the index; returns the index's path."""
+    from dataclasses import replace
+
+    from graphopt.decision_files import DecisionDir
+
+    saved = DecisionDir(out_dir)
+    for comparison, graph in zip(comparisons, graphs, strict=True):
+        rows = []
+        for r in comparison.results:
+            if r.decision is not None:
+                name = saved.save(graph, cluster, r.method, r.decision, r, task=task, seed=seed)
+                r = replace(r, decision_file=name)
+            rows.append(r)
+        comparison.results = rows
+    return saved.write_index()
 
 
 def compare_job(job: dict[str, Any]) -> Any:
@@ -203,6 +247,12 @@ def cmd_baselines(args: argparse.Namespace) -> int:
         comparisons = [compare_on_graph(g, cluster, args.task, sim=sim, **options) for g in graphs]
     title = f"{args.task} on {cluster.name}"
     print_comparisons(comparisons, title)
+    if args.save_decisions:
+        index = save_decisions(
+            comparisons, graphs, cluster, Path(args.save_decisions), task=args.task, seed=args.seed
+        )
+        saved = sum(r.decision_file is not None for c in comparisons for r in c.results)
+        print(f"wrote {saved} decisions and {index}")
     if args.json:
         json_path, csv_path = write_json_and_csv(comparisons, Path(args.json))
         print(f"wrote {json_path} and {csv_path}")

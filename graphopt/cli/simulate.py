@@ -33,8 +33,8 @@ def register(sub: Any) -> None:
     p.add_argument("graphs", metavar="GRAPH")
     p.add_argument(
         "--cluster",
-        default=DEFAULT_CLUSTER,
-        help=f"preset name or cluster file (default {DEFAULT_CLUSTER}; presets: "
+        help=f"preset name or cluster file (default: the cluster a versioned --decision file "
+        f"was saved for when it is a preset, else {DEFAULT_CLUSTER}; presets: "
         + ", ".join(PRESETS)
         + ")",
     )
@@ -47,8 +47,15 @@ def register(sub: Any) -> None:
     p.add_argument(
         "--decision",
         metavar="FILE",
-        help="a JSON decision file (placement, priority, fusion), e.g. one saved by an environment "
-        "with save_episode(); overrides --placement",
+        help="a JSON decision file (placement, priority, fusion): one saved by --save-decisions "
+        "(replayed exactly; docs/decisions.md), by an environment's save_episode(), or a "
+        "placement keyed by op name; overrides --placement",
+    )
+    p.add_argument(
+        "--save-decisions",
+        metavar="DIR",
+        help="save each graph's decision to DIR as a versioned decision file, with "
+        "DIR/index.json; --json rows name their file (docs/decisions.md)",
     )
     p.add_argument("--json", action="store_true", help="print JSON results instead of a table")
     p.add_argument(
@@ -68,7 +75,7 @@ def decision_for(graph: CompGraph, cluster: Cluster, placement: str) -> Decision
     if placement in PLACERS:
         return Decision(placement=PLACERS[placement](graph, cluster))
     if placement.endswith(".json"):
-        return load_decision(placement, graph, num_devices=cluster.num_devices)
+        return load_decision(placement, graph, cluster=cluster)
     raise ValueError(
         f"unknown placement {placement!r}; choose one of: {', '.join(PLACERS)}, or a .json decision file"
     )
@@ -118,24 +125,47 @@ def simulate_one(
     return result, m
 
 
+def cluster_spec(args: argparse.Namespace) -> str:
+    """``--cluster``, or where it is left out the preset a versioned ``--decision`` file was
+    saved for (the default cluster otherwise)."""
+    from graphopt.hardware import DEFAULT_CLUSTER, PRESETS
+
+    if args.cluster:
+        return str(args.cluster)
+    if args.decision:
+        from graphopt.decision_format import is_versioned, read_json
+
+        data = read_json(args.decision)
+        if is_versioned(data) and data.get("cluster") in PRESETS:
+            return str(data["cluster"])
+    return DEFAULT_CLUSTER
+
+
+def method_name(args: argparse.Namespace) -> str:
+    """How a saved decision names its method: the placer, or the decision file's name."""
+    chosen = args.decision or args.placement
+    return Path(chosen).stem if chosen.endswith(".json") else chosen
+
+
 def cmd_simulate(args: argparse.Namespace) -> int:
     from graphopt.decision_io import load_decision
     from graphopt.hardware import get_cluster
+    from graphopt.rundir import check_output_path
     from graphopt.sim import Simulator
     from graphopt.workloads import resolve_graphs
 
-    cluster = get_cluster(args.cluster)
-    graphs = resolve_graphs(args.graphs)
+    if args.save_decisions:
+        check_output_path(args.save_decisions, "--save-decisions", directory=True)
     if args.gantt:
-        from graphopt.rundir import check_output_path
-
         check_output_path(args.gantt, "--gantt")
+    cluster = get_cluster(cluster_spec(args))
+    graphs = resolve_graphs(args.graphs)
     sim = Simulator()
     warm_up(cluster, schedule=bool(args.gantt))  # a throwaway simulator: `sim` caches per graph
     results, measured = [], []  # every graph is simulated before anything is written
     for graph in graphs:
         decision = (
-            load_decision(args.decision, graph, num_devices=cluster.num_devices)
+            load_decision(args.decision, graph, cluster=cluster)
             if args.decision
             else decision_for(graph, cluster, args.placement)
         )
@@ -143,8 +173,16 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         if m.reason.startswith("illegal fusion"):  # bad input, not a result: nothing is written
             raise ValueError(f"{args.decision or args.placement}: graph {graph.name!r}: {m.reason}")
         results.append(result)
-        measured.append((graph, m))
-    for result, (graph, m) in zip(results, measured, strict=True):
+        measured.append((graph, m, decision))
+    index = None
+    if args.save_decisions:
+        from graphopt.decision_files import DecisionDir
+
+        saved = DecisionDir(args.save_decisions)
+        for result, (graph, m, decision) in zip(results, measured, strict=True):
+            result["decision_file"] = saved.save(graph, cluster, method_name(args), decision, m)
+        index = saved.write_index()
+    for result, (graph, m, _) in zip(results, measured, strict=True):
         if args.gantt and m.schedule is not None:
             from graphopt.eval.gantt import plot_gantt
 
@@ -163,6 +201,8 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         print(dumps(results, indent=2))
         return 0
     print_results(results, title=f"{cluster.name}, decision: {args.decision or args.placement}")
+    if index is not None:
+        print(f"wrote {len(results)} decisions and {index}")
     return 0
 
 
