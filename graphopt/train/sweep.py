@@ -9,11 +9,13 @@ sweep's own directory, ``runs/sweep/<name>_<k>/``, holds plain data only:
 - ``summary.csv`` and ``summary.png``: every trial's validation speed-up (the last one, of the
   final model) and, per setting, their mean, standard deviation, min and max over the seeds.
 
-Trials run in this process one after another, or, with ``workers`` above 1 or a Ray address, as
-Ray Tune trials (at most ``workers`` at once, one CPU each; :func:`_run_on_tune`). A trial that
-fails is recorded and the others go on; :func:`sweep` with ``resume`` continues every trial that
-did not finish (a trial's run resumes from its last checkpoint, one not started starts), and the
-finished ones are kept as they are. The figures of a trial do not depend on where it ran.
+Every trial is checked as ``graphopt train`` checks a run before any work (its config, device,
+graphs and cluster: :func:`check_trials`) before the first one starts. Trials run in this process
+one after another, or, with ``workers`` above 1 or a Ray address, as Ray Tune trials (at most
+``workers`` at once, one CPU each; :func:`_run_on_tune`). A trial that fails is recorded and the
+others go on; :func:`sweep` with ``resume`` continues every trial that did not finish (a trial's
+run resumes from its last checkpoint, one not started starts), and the finished ones are kept as
+they are. The figures of a trial do not depend on where it ran.
 """
 
 from __future__ import annotations
@@ -86,6 +88,34 @@ def setting_label(setting: dict[str, Any]) -> str:
 def _trial_config(base: dict[str, Any], trial: dict[str, Any]) -> TrainConfig:
     data = {**base, **trial["setting"], "seed": trial["seed"], "name": trial["name"]}
     return TrainConfig(**data).validate()
+
+
+def check_trials(base: dict[str, Any], trials: list[dict[str, Any]], name: str) -> None:
+    """Refuse, before any trial starts, a trial that ``graphopt train`` would refuse before any
+    work: its config (:meth:`TrainConfig.validate`), its device, and its graphs, cluster and
+    environment settings (:func:`graphopt.train.vec_env.check_inputs`: one environment of each
+    distinct setting is built, whatever the seeds).
+
+    Raises:
+        ValueError: the first trial refused, its setting and seed named, then the reason.
+    """
+    from graphopt.accelerator import resolve_device
+    from graphopt.train.vec_env import check_inputs
+
+    checked: set[str] = set()
+    for t in trials:
+        try:
+            config = _trial_config(base, {**t, "name": t.get("name", name)})
+            resolve_device(config.device)
+            inputs = {k: v for k, v in config.to_dict().items() if k not in ("seed", "name")}
+            key = json.dumps(inputs, sort_keys=True, default=str)
+            if key not in checked:
+                check_inputs(config)
+                checked.add(key)
+        except ValueError as e:
+            raise ValueError(
+                f"sweep trial {setting_label(t['setting'])} (seed {t['seed']}) would fail: {e}"
+            ) from None
 
 
 def trial_run(runs_root: Path, task: str, name: str) -> Path | None:
@@ -288,7 +318,9 @@ def sweep(
     summary rows of :func:`summarize`.
 
     Raises:
-        ValueError: a bad configuration or value, ``resume`` that is not a sweep directory.
+        ValueError: a bad configuration or value, a trial that ``graphopt train`` would refuse
+            (:func:`check_trials`; nothing is started then), ``resume`` that is not a sweep
+            directory.
     """
     check_workers(workers)
     if resume is not None:
@@ -297,6 +329,7 @@ def sweep(
             raise ValueError(f"{sweep_dir} is not a sweep directory (no {SWEEP_FILE})")
         plan = json.loads((sweep_dir / SWEEP_FILE).read_text())
         base, trials, root = plan["base"], plan["trials"], Path(plan["runs_root"])
+        check_trials(base, [t for t in trials if t.get("status") != "finished"], sweep_dir.name)
     else:
         assert config is not None and sets is not None
         config.validate()
@@ -304,8 +337,7 @@ def sweep(
         rundir.check_output_path(root, "runs directory", directory=True)
         trials = plan_trials(sets, seeds, config.seed)
         base = config.to_dict()
-        for t in trials:  # every trial's config checked before any work
-            _trial_config(base, {**t, "name": config.name})
+        check_trials(base, trials, config.name)  # every trial checked before any work
         sweep_dir = rundir.new_run_dir(root, "sweep", config.name, checkpoints=False)
         for i, t in enumerate(trials):
             t["name"] = f"{sweep_dir.name}-t{i}"

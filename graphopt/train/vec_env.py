@@ -129,6 +129,21 @@ def _inputs(config: TrainConfig) -> tuple[list[CompGraph], list[CompGraph], dict
     return train_graphs, val_graphs, config.env_settings(max_ops, max_edges)
 
 
+def check_inputs(config: TrainConfig) -> None:
+    """Refuse what :func:`make_vec_env` would refuse about ``config``'s environments, building
+    only one training and one validation environment (priced by the simulator; nothing is
+    stepped): graphs that cannot be resolved, an unknown cluster, a graph larger than
+    ``max_ops``, a cluster the task cannot use.
+
+    Raises:
+        ValueError: the message of the first refusal (the same as training would give).
+    """
+    train_graphs, val_graphs, settings = _inputs(config)
+    for graphs in (train_graphs, val_graphs):
+        if graphs:
+            make_env(config.task, graphs, config.cluster, seed=config.seed, **settings)
+
+
 def _val_env(
     config: TrainConfig, graphs: list[CompGraph], settings: dict[str, Any], sim: Simulator
 ) -> Any | None:

@@ -86,22 +86,56 @@ def test_sweep_trials_are_the_serial_runs(tmp_path: Path):
     assert t["val_speedup"] == rundir.read_state(alone)["last_val_speedup"]
 
 
-def test_a_failed_trial_is_kept_and_resume_reruns_only_it(tmp_path: Path):
+def test_a_failed_trial_is_kept_and_resume_reruns_only_it(tmp_path: Path, monkeypatch):
+    from graphopt.train import trainer
+
+    real_train = trainer.train
+
+    def failing(config, **kwargs):  # a trial that fails once started (a worker lost, a bug)
+        if config.learning_rate == 1e-4:
+            raise RuntimeError("the trial broke")
+        return real_train(config, **kwargs)
+
+    monkeypatch.setattr(trainer, "train", failing)
     config = tiny_config(total_timesteps=16, eval_every=16, checkpoint_every=16)
     sweep_dir, trials, rows = sweep(
-        config, {"graphs": ["txl-tiny", "no-such-graph"]}, seeds=1, runs_root=tmp_path
+        config, {"learning_rate": [3e-4, 1e-4]}, seeds=1, runs_root=tmp_path
     )
     assert [t["status"] for t in trials] == ["finished", "failed"]
-    assert "no-such-graph" in trials[1]["error"] and [r["finished"] for r in rows] == ["1/1", "0/1"]
+    assert "RuntimeError: the trial broke" in trials[1]["error"]
+    assert [r["finished"] for r in rows] == ["1/1", "0/1"]
     finished_run = trials[0]["run"]
-    plan = json.loads((sweep_dir / "sweep.json").read_text())
-    plan["trials"][1]["setting"]["graphs"] = "txl-tiny"  # fixed by hand
-    plan["base"]["graphs"] = "txl-tiny"
-    (sweep_dir / "sweep.json").write_text(json.dumps(plan))
+    monkeypatch.setattr(trainer, "train", real_train)  # fixed
     _, trials, rows = sweep(resume=sweep_dir)
     assert [t["status"] for t in trials] == ["finished", "finished"]
     assert trials[0]["run"] == finished_run  # kept, not trained again
-    assert [r["finished"] for r in rows] == ["2/2"]  # both trials now have the same setting
+    assert [r["finished"] for r in rows] == ["1/1", "1/1"]
+
+
+def test_a_trial_train_would_refuse_stops_the_sweep_before_any_work(tmp_path: Path):
+    config = tiny_config(total_timesteps=16, eval_every=16, checkpoint_every=16)
+    with pytest.raises(
+        ValueError,
+        match=r"^sweep trial graphs=no-such-graph \(seed 0\) would fail: .*no-such-graph",
+    ):
+        sweep(config, {"graphs": ["txl-tiny", "no-such-graph"]}, seeds=1, runs_root=tmp_path)
+    with pytest.raises(ValueError, match=r"sweep trial max_ops=8 .*max_ops"):
+        sweep(config, {"max_ops": [8]}, seeds=1, runs_root=tmp_path)  # txl-tiny has more ops
+    with pytest.raises(ValueError, match=r"sweep trial cluster=v100x3 .*unknown cluster"):
+        sweep(config, {"cluster": ["v100x3"]}, seeds=1, runs_root=tmp_path)
+    assert not list(tmp_path.iterdir())  # no sweep directory, no trial started
+    # a resumed sweep is checked again (its sweep.json edited, a graph file gone since)
+    sweep_dir = tmp_path / "sweep" / "s_1"
+    sweep_dir.mkdir(parents=True)
+    plan = {
+        "base": config.to_dict(),
+        "runs_root": str(tmp_path),
+        "trials": [{"setting": {"graphs": "gone.json"}, "seed": 0, "name": "s_1-t0"}],
+    }
+    (sweep_dir / "sweep.json").write_text(json.dumps(plan))
+    with pytest.raises(ValueError, match=r"sweep trial graphs=gone\.json \(seed 0\) would fail"):
+        sweep(resume=sweep_dir)
+    assert not (tmp_path / "placement").exists()
 
 
 def test_on_ray_tune_the_trials_have_the_serial_figures(tmp_path: Path):

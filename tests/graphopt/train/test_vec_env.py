@@ -6,7 +6,14 @@ import numpy as np
 import pytest
 from tiny_runs import tiny_config
 
-from graphopt.train.vec_env import EnvSpec, build_envs, choose_backend, env_spec, make_envs
+from graphopt.train.vec_env import (
+    EnvSpec,
+    build_envs,
+    check_inputs,
+    choose_backend,
+    env_spec,
+    make_envs,
+)
 
 
 @pytest.mark.parametrize(
@@ -32,6 +39,18 @@ def test_choose_backend_refuses_bad_input():
         choose_backend(2, workers=0)
     with pytest.raises(ValueError, match="run the environments on Ray, not subproc"):
         choose_backend(2, backend="subproc", workers=2)
+
+
+def test_check_inputs_refuses_what_training_would_before_any_work():
+    check_inputs(tiny_config())  # the tiny run's graphs and cluster: fine
+    with pytest.raises(ValueError, match="unknown graph 'no-such-graph'"):
+        check_inputs(tiny_config(graphs="no-such-graph"))
+    with pytest.raises(ValueError, match="unknown graph 'nope'"):
+        check_inputs(tiny_config(val_graphs="nope"))
+    with pytest.raises(ValueError, match="max_ops is 8"):
+        check_inputs(tiny_config(max_ops=8))
+    with pytest.raises(ValueError, match="unknown cluster preset 'v100x3'"):
+        check_inputs(tiny_config(cluster="v100x3"))
 
 
 def test_the_spec_rebuilds_the_environments_of_this_process():
