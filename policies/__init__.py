@@ -5,10 +5,14 @@
 - :class:`MovePolicy`: scores candidate moves of the edit environments from their rows (any graph
   size); :class:`GOMovePolicy`: the same with the GO graph network reading the graph and its
   current schedule (``obs_mode="graph"``).
-- :class:`BatchedCategorical` / :class:`GOActionDistribution`: one categorical over all op slots.
+- :class:`GODecoderPolicy`: the network's per-op outputs steer a decoder (``decoder`` envs).
+- :class:`BatchedCategorical` / :class:`GOActionDistribution`: one categorical over all op slots;
+  :class:`BatchedGaussian`: one Gaussian over all (channel, op slot) outputs.
 """
 
+from policies.decoder_policy import GODecoderPolicy
 from policies.distributions import BatchedCategorical, GOActionDistribution
+from policies.gaussian import BatchedGaussian
 from policies.go_move_policy import GOMovePolicy
 from policies.go_network import GONetwork
 from policies.move_policy import MovePolicy
@@ -16,6 +20,8 @@ from policies.sb3_policy import GOPolicy
 
 __all__ = [
     "BatchedCategorical",
+    "BatchedGaussian",
+    "GODecoderPolicy",
     "GOActionDistribution",
     "GOMovePolicy",
     "GONetwork",

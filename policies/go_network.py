@@ -57,6 +57,9 @@ class GONetwork(nn.Module):
             (:data:`graphopt.encoding.DEVICE_FEATURES`), ops are scored against the rows
             (:class:`~policies.heads.TaskHeads`), and the hinted device enters as its row's
             embedding; so a policy trained on one cluster runs on another of any size.
+        outputs: real-valued outputs per op (default 0: none), a linear map of the trunk
+            returned as ``logits["outputs"]`` ``(B, M, outputs)``: the per-op inputs of a
+            decoder (:class:`policies.decoder_policy.GODecoderPolicy`).
 
     The hint (observation key ``hint``: the reference decision, e.g. the best heuristic's
     placement) enters twice when present: an embedding of each op's hinted value per block is added
@@ -86,6 +89,7 @@ class GONetwork(nn.Module):
         film: bool = True,
         hint_weight: float = 4.0,
         device_agnostic: bool = False,
+        outputs: int = 0,
     ) -> None:
         super().__init__()
         if not num_classes:
@@ -131,6 +135,7 @@ class GONetwork(nn.Module):
             assert isinstance(emb, nn.Embedding)
             nn.init.normal_(emb.weight, std=0.02)
         self.hint_weight = nn.Parameter(torch.full((len(self.num_classes),), float(hint_weight)))
+        self.output_head = nn.Linear(hidden, outputs) if outputs > 0 else None
 
     def forward(
         self, obs: Mapping[str, Tensor] | GraphBatch, with_logits: bool = True
@@ -177,6 +182,9 @@ class GONetwork(nn.Module):
                 if name == "fusion" and batch.fusion_mask is not None:
                     x = mask_fusion(x, batch.fusion_mask[:, : x.shape[1]])
                 logits[name] = F.pad(x, (0, 0, 0, pad))
+            if self.output_head is not None:
+                out = self.output_head(h) * mask.unsqueeze(-1)
+                logits["outputs"] = F.pad(out, (0, 0, 0, pad))
         return logits, value, full_mask
 
     def _by_device(self, name: str) -> bool:

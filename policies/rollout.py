@@ -1,5 +1,6 @@
 """Running a trained policy on graphs: greedy, best of K samples, after fine-tuning, or refined
-by search on the analytic estimate (placement).
+by search on the analytic estimate (placement), or (a run with a decoder) by annealing the
+decoder's inputs from the network's outputs.
 
 For the multi-step ``placement-edit`` task a decision is a whole episode of moves
 (:meth:`envs.placement_edit.PlacementEditEnv.rollout`, no cost-model call inside); greedy takes the
@@ -34,6 +35,8 @@ from envs.decision_edit import DecisionEditEnv
 from envs.one_shot import GraphOptEnv
 from envs.rewards import INVALID
 from graphopt.baselines.estimate_search import estimate_search, weighted_moves
+from graphopt.decoders.decision import decode as decode_outputs
+from graphopt.decoders.search import decoder_search
 from graphopt.graph import CompGraph
 from graphopt.hardware import Cluster
 from graphopt.tasks import SIMULATED_MOVE_TASKS, get_task
@@ -69,7 +72,9 @@ def parse_mode(mode: str, task: str | None = None) -> tuple[str, int]:
     the greedy placement refined by K analytic estimates (:func:`plan_placement`), for a policy
     of the placement ``task`` only; ``"search:K"`` -> (search, K): the learned search of K
     simulator calls (:func:`policies.learned_search.learned_search`), for a placement-edit policy,
-    or one greedy episode of K calls for a scheduling, fusion or joint edit policy (both checked
+    annealing over the decoder's inputs from the network's outputs for a one-shot run with a
+    decoder (:func:`graphopt.decoders.search.decoder_search`), or one greedy episode of K calls
+    for a scheduling, fusion or joint edit policy (both checked
     when ``task`` is given; those three take greedy and search:K only)."""
     match = MODE_PATTERN.fullmatch(mode)
     if not match:
@@ -86,10 +91,16 @@ def parse_mode(mode: str, task: str | None = None) -> tuple[str, int]:
             "sample:K or finetune:STEPS"
         )
     simulated_edit = task in SIMULATED_MOVE_TASKS
-    if kind == "search" and task is not None and task != "placement-edit" and not simulated_edit:
+    one_shot = task is not None and get_task(task).one_shot
+    if (
+        kind == "search"
+        and task is not None
+        and task != "placement-edit"
+        and not (simulated_edit or one_shot)
+    ):
         raise ValueError(
-            f"mode {mode} is the learned search of an edit policy; the policy was "
-            f"trained for {task}: use greedy, sample:K or finetune:STEPS"
+            f"mode {mode} is the learned search of an edit policy or of a decoder run; the "
+            f"policy was trained for {task}: use greedy, sample:K or finetune:STEPS"
         )
     if simulated_edit and kind != "search":
         raise ValueError(
@@ -124,6 +135,14 @@ def check_compatible(model: PPO, env: GraphEnv) -> None:
             )
         return
     assert isinstance(env, GraphOptEnv)  # every other task is one-shot
+    if isinstance(trained, spaces.Box) or env.decoder is not None:
+        if trained != env.action_space:
+            raise ValueError(
+                f"the policy was trained for other decoder actions ({trained}) than this "
+                f"{env.task} environment takes ({env.action_space}): evaluate it with the task, "
+                "cluster (device count), decoder and max_ops it was trained with"
+            )
+        return
     t_nvec = np.asarray(getattr(trained, "nvec", np.zeros(0, dtype=np.int64)))
     if tuple(t_nvec) != tuple(env.nvec):
         raise ValueError(
@@ -162,6 +181,8 @@ def run_policy(
         return PolicyResult(
             graph.name, decision, m, env.reference(index).measurement.step_time, calls
         )
+    if kind == "search" and isinstance(env, GraphOptEnv):
+        return _decoder_search(model, env, index, amount, seed)
     if kind == "search":
         from policies.learned_search import learned_search
 
@@ -194,6 +215,42 @@ def run_policy(
     ref = env.reference(index).measurement.step_time
     samples = draws + tuned
     return PolicyResult(graph.name, best[0], best[1], ref, samples)
+
+
+def decoder_outputs(model: PPO, obs: dict[str, Any], channels: int, num_ops: int) -> np.ndarray:
+    """``(channels, num_ops)`` the policy's greedy outputs for a decoder environment."""
+    action, _ = model.predict(obs, deterministic=True)
+    return np.asarray(action, dtype=np.float64).reshape(channels, -1)[:, :num_ops]
+
+
+def _decoder_search(
+    model: PPO, env: GraphOptEnv, index: int, budget: int, seed: int
+) -> PolicyResult:
+    """``search:K`` of a decoder run: annealing over the decoder's inputs from the network's
+    greedy outputs (:func:`graphopt.decoders.search.decoder_search`), K simulator calls; the
+    network runs once."""
+    if env.decoder is None:
+        raise ValueError(
+            f"mode search:{budget} of a one-shot {env.task} run anneals its decoder's inputs; this "
+            "run has no decoder: train with decoder: heft-lc, or use greedy, sample:K, plan:K"
+        )
+    graph = env.graphs[index]
+    obs, _ = env.reset(seed=seed, options={"graph": index})
+    start = decoder_outputs(model, obs, len(env.channels), graph.num_ops)
+    ref = env.reference(index)
+    decoder = env.decoder
+
+    def evaluate(outputs: np.ndarray) -> tuple[Decision, Measurement]:
+        decision = decode_outputs(
+            env.task, graph, env.cluster, outputs, ref.decision, ref.name, decoder
+        )
+        return decision, env.cost_model.evaluate(graph, env.cluster, decision)
+
+    gate = env.channels.index("gate") if "gate" in env.channels else None
+    found = decoder_search(evaluate, start, budget, seed=seed, gate_channel=gate)
+    return PolicyResult(
+        graph.name, found.decision, found.measurement, ref.measurement.step_time, found.calls
+    )
 
 
 def _run_episodes(

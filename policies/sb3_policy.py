@@ -183,7 +183,7 @@ class GOPolicy(ActorCriticPolicy):
             assert op_space.shape is not None
             max_ops = int(op_space.shape[0])
         self.task = task
-        self.num_classes = check_blocks(action_space, max_ops, task)
+        self.num_classes = self._blocks(observation_space, action_space, max_ops, task)
         self.max_ops = max_ops
         self.graphs = list(graphs) if graphs is not None else None
         self.dedup = dedup
@@ -197,6 +197,12 @@ class GOPolicy(ActorCriticPolicy):
             ortho_init=False,
             **kwargs,
         )
+
+    def _blocks(
+        self, observation_space: spaces.Dict, action_space: spaces.Space, max_ops: int, task: str
+    ) -> dict[str, int]:
+        """``{block: K}`` of the network's heads (:func:`check_blocks`)."""
+        return check_blocks(action_space, max_ops, task)
 
     def _build(self, lr_schedule: Schedule) -> None:
         self.network = GONetwork(self.num_classes, **self.net_kwargs)

@@ -102,6 +102,14 @@ class TrainConfig:
     """Edit tasks: steps per episode."""
     policy_kwargs: dict[str, Any] = field(default_factory=dict)
     """Passed to the policy (e.g. hidden size, layers, segment length)."""
+    decoder: str = "none"
+    """One-shot tasks: none (the policy's action is the decision), or heft / heft-lc: the GO
+    network's per-op outputs steer the decoders of graphopt.decoders (a list scheduler in the
+    given model for placement, shifted priorities, the fusion pass), trained with
+    GODecoderPolicy. A new key with a default: older runs load as none."""
+    decoder_anchor: bool = True
+    """With a decoder: ops stay on the best heuristic's device (and its fusion bits) unless the
+    network releases them; false places every op by the list scheduler."""
     cost_model: str = "simulator"
     """simulator, or the path of a cost-model run directory / model.pt: the training reward then
     comes from the learned model; validation always uses the simulator, so the gap shows in
@@ -150,6 +158,19 @@ class TrainConfig:
             if not inside:
                 bound = f"[{low}, {high}]" if closed else f"({low}, {high}]"
                 raise ValueError(f"{key} must be in {bound}, got {getattr(self, key)}")
+        if self.decoder != "none":
+            from graphopt.decoders.decision import DECODERS
+
+            if self.decoder not in DECODERS:
+                raise ValueError(
+                    f"decoder {self.decoder!r} is unknown; choose none or one of: "
+                    f"{', '.join(DECODERS)}"
+                )
+            if not get_task(self.task).one_shot or self.policy != "go":
+                raise ValueError(
+                    f"decoder {self.decoder} steers the one-shot tasks' decisions with the GO "
+                    f"policy; task {self.task} with policy {self.policy} takes decoder: none"
+                )
         if self.max_ops is not None and self.max_ops < 1:
             raise ValueError(f"max_ops must be >= 1 (or left out), got {self.max_ops}")
         if self.cost_model != "simulator":
@@ -182,6 +203,8 @@ class TrainConfig:
                 "max_ops": max_ops,
                 "max_edges": max_edges,
                 "num_priorities": self.num_priorities,
+                "decoder": self.decoder,
+                "decoder_anchor": self.decoder_anchor,
             }
         settings: dict[str, Any] = {
             "reward_mode": self.reward_mode,
@@ -226,6 +249,10 @@ def _coerce(key: str, value: Any) -> Any:
         if isinstance(value, str):
             return value
         wanted = "a string"
+    elif expected is bool:
+        if isinstance(value, bool):
+            return value
+        wanted = "true or false"
     elif typing.get_origin(expected) is dict:
         if isinstance(value, dict):
             return value

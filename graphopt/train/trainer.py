@@ -32,7 +32,7 @@ from graphopt.train.vec_env import (  # make_envs, _constant: also imported from
     make_envs,  # noqa: F401
     make_vec_env,
 )
-from policies import GOMovePolicy, GOPolicy, MovePolicy, checkpoint
+from policies import GODecoderPolicy, GOMovePolicy, GOPolicy, MovePolicy, checkpoint
 
 
 class RunAlreadyFinished(Exception):
@@ -64,7 +64,7 @@ def _policy(config: TrainConfig) -> tuple[Any, dict[str, Any]]:
         return (GOMovePolicy if config.policy == "graph" else MovePolicy), kwargs
 
     kwargs.setdefault("task", config.task)
-    return GOPolicy, kwargs
+    return (GOPolicy if config.decoder == "none" else GODecoderPolicy), kwargs
 
 
 def build_model(

@@ -58,3 +58,45 @@ def test_finetune_copies_the_model_in_memory_and_leaves_it_untouched(monkeypatch
     assert any(
         not torch.equal(v, weights[k]) for k, v in tuned.policy.state_dict().items()
     )  # the copy learned
+
+
+# ------------------------------------------------------------------ runs with a decoder
+def _decoder_model(graphs: str = "txl-tiny,wavenet-tiny"):
+    from stable_baselines3 import PPO
+    from stable_baselines3.common.vec_env import DummyVecEnv
+
+    import envs
+    from policies.decoder_policy import GODecoderPolicy
+
+    env = envs.make_env("placement", graphs, "v100-nvlink-4", decoder="heft-lc", seed=0)
+    kwargs = {"task": "placement", "hidden": 16, "segment_len": 32, "mem_len": 32}
+    model = PPO(
+        GODecoderPolicy, DummyVecEnv([lambda: env]), n_steps=8, seed=0, policy_kwargs=kwargs
+    )
+    return model, env
+
+
+def test_decoder_run_greedy_sample_and_search_modes():
+    from policies.rollout import run_policy
+
+    model, env = _decoder_model()
+    greedy = run_policy(model, env, 1, "greedy", seed=0)
+    assert greedy.samples == 1 and greedy.speedup == 1.0  # every op anchored at first
+    sampled = run_policy(model, env, 1, "sample:4", seed=0)
+    assert sampled.samples == 4 and sampled.speedup >= greedy.speedup
+    searched = run_policy(model, env, 1, "search:32", seed=0)
+    assert searched.samples == 32 and searched.speedup >= greedy.speedup
+    again = run_policy(model, env, 1, "search:32", seed=0)
+    assert again.measurement.step_time == searched.measurement.step_time
+
+
+def test_search_mode_needs_a_decoder_and_matching_actions():
+    import envs
+    from policies.rollout import check_compatible, run_policy
+
+    model, _ = _decoder_model()
+    plain = envs.make_env("placement", "txl-tiny", "v100-nvlink-4", seed=0)
+    with pytest.raises(ValueError, match="trained for other decoder actions"):
+        check_compatible(model, plain)
+    with pytest.raises(ValueError, match="has no decoder: train with decoder: heft-lc"):
+        run_policy(model, plain, 0, "search:8", seed=0)

@@ -1,0 +1,160 @@
+"""``GODecoderPolicy``: the GO network steering a decoder, as a Stable-Baselines3 policy.
+
+For the one-shot environments made with a decoder (``decoder="heft"`` or ``"heft-lc"``,
+:mod:`envs.one_shot`), whose action is ``C`` real numbers per op slot
+(:func:`graphopt.decoders.decision.channels`). The network is
+:class:`~policies.go_network.GONetwork` (GraphSAGE, segment attention, FiLM, the hint) with the
+task's heads and ``outputs`` real outputs per op; the mean action is
+
+- ``affinity:d``: the placement head's score of device ``d`` (device-agnostic or not; the hinted
+  device's bias included, so a released op leans towards the reference's device at first);
+- ``shift``, ``gate``, ``priority``, ``fusion``: the real outputs, in that order. The gate's bias
+  starts at :data:`GATE_BIAS`, so at initialisation every op stays on its anchor (the greedy
+  decision is the reference) and samples release a few of them.
+
+Actions are drawn from :class:`~policies.gaussian.BatchedGaussian` with one learned
+log-standard-deviation per channel kind (``shift``, ``gate``, ``affinity``, ``priority``,
+``fusion``), starting at ``log_std_init``. PPO trains it on the reward of the decoded decision.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import torch
+from gymnasium import spaces
+from stable_baselines3.common.type_aliases import Schedule
+from torch import Tensor, nn
+
+from policies.gaussian import GaussianActionDistribution
+from policies.go_network import GONetwork
+from policies.heads import blocks_of
+from policies.sb3_policy import GOPolicy
+
+GATE_BIAS = -1.5
+"""Initial mean gate: with ``log_std_init=-0.5`` about one op in 200 is released by a sample."""
+KINDS = ("shift", "gate", "affinity", "priority", "fusion")
+"""Channel kinds, each with its own learned standard deviation."""
+
+
+def scalar_channels(task: str) -> tuple[str, ...]:
+    """The real outputs per op of ``task``'s decoder (all channels but the affinities)."""
+    blocks = blocks_of(task)
+    names: list[str] = []
+    if "placement" in blocks:
+        names += ["shift", "gate"]
+    if "scheduling" in blocks:
+        names.append("priority")
+    if "fusion" in blocks:
+        names.append("fusion")
+    return tuple(names)
+
+
+class GODecoderPolicy(GOPolicy):
+    """Actor-critic policy whose actions steer a decoder (module docstring).
+
+    Args:
+        observation_space, action_space, lr_schedule, task, graphs, dedup: as
+            :class:`~policies.sb3_policy.GOPolicy` (the action space is the decoder env's ``Box``).
+        log_std_init: initial log standard deviation of every channel kind (default -0.5).
+        **kwargs: the network's hyper-parameters, as for :class:`~policies.sb3_policy.GOPolicy`.
+    """
+
+    def __init__(
+        self,
+        observation_space: spaces.Space,
+        action_space: spaces.Space,
+        lr_schedule: Schedule,
+        task: str | None = None,
+        graphs: Sequence[Mapping[str, np.ndarray]] | None = None,
+        dedup: bool = True,
+        log_std_init: float = -0.5,
+        **kwargs: Any,
+    ) -> None:
+        self.initial_log_std = float(log_std_init)
+        super().__init__(
+            observation_space, action_space, lr_schedule, task, graphs, dedup, **kwargs
+        )
+
+    def _blocks(
+        self, observation_space: spaces.Dict, action_space: spaces.Space, max_ops: int, task: str
+    ) -> dict[str, int]:
+        if not isinstance(action_space, spaces.Box) or len(action_space.shape or ()) != 1:
+            raise ValueError(
+                f"GODecoderPolicy needs the Box action space of a decoder env, got {action_space}"
+            )
+        size = int(action_space.shape[0])
+        scalars = scalar_channels(task)
+        if size % max_ops:
+            raise ValueError(f"action space of {size} is not a multiple of max_ops={max_ops}")
+        num_devices = size // max_ops - len(scalars)
+        blocks = blocks_of(task)
+        if ("placement" in blocks) != (num_devices > 0) or num_devices < 0:
+            raise ValueError(
+                f"a {task} decoder action has {len(scalars)} output(s) per op"
+                f"{' plus one per device' if 'placement' in blocks else ''}; got {size // max_ops}"
+            )
+        hint = self._hint_space(observation_space)
+        levels = int(np.max(hint.high)) + 1 if hint is not None else 2
+        sizes = {"placement": num_devices, "scheduling": max(levels, 2), "fusion": 2}
+        self.num_devices = num_devices
+        self.scalars = scalars
+        return {b: sizes[b] for b in blocks}
+
+    @staticmethod
+    def _hint_space(observation_space: spaces.Dict) -> spaces.Box | None:
+        hint = observation_space.spaces.get("hint")
+        return hint if isinstance(hint, spaces.Box) else None
+
+    def _build(self, lr_schedule: Schedule) -> None:
+        self.network = GONetwork(self.num_classes, outputs=len(self.scalars), **self.net_kwargs)
+        head = self.network.output_head
+        assert head is not None
+        nn.init.normal_(head.weight, std=0.01)
+        nn.init.zeros_(head.bias)
+        if "gate" in self.scalars:
+            with torch.no_grad():
+                head.bias[self.scalars.index("gate")] = GATE_BIAS
+        self.kinds = [
+            k for k in KINDS if k in self.scalars or (k == "affinity" and self.num_devices)
+        ]
+        self.log_std = nn.Parameter(torch.full((len(self.kinds),), self.initial_log_std))
+        self.action_dist = GaussianActionDistribution()
+        self.optimizer = self.optimizer_class(  # type: ignore[call-arg]
+            self.parameters(), lr=lr_schedule(1), **self.optimizer_kwargs
+        )
+
+    def _get_constructor_parameters(self) -> dict[str, Any]:
+        data = super()._get_constructor_parameters()
+        data["log_std_init"] = self.initial_log_std
+        return data
+
+    def channel_log_std(self) -> Tensor:
+        """``(C,)`` log standard deviation of every channel, in the action's channel order."""
+        kind = {k: i for i, k in enumerate(self.kinds)}
+        first = 2 if self.num_devices else 0  # shift and gate come before the affinities
+        order = [kind[name] for name in self.scalars[:first]]
+        if self.num_devices:
+            order += [kind["affinity"]] * self.num_devices
+        order += [kind[name] for name in self.scalars[first:]]
+        return self.log_std[torch.tensor(order, device=self.log_std.device)]
+
+    def means(self, logits: dict[str, Tensor]) -> Tensor:
+        """``(G, C, M)`` mean action from the network's outputs, in the action's channel order."""
+        outputs = logits["outputs"]  # (G, M, S)
+        parts: list[Tensor] = []
+        first = 0
+        if self.num_devices:
+            parts += [outputs[..., 0], outputs[..., 1]]
+            parts += list(logits["placement"][..., : self.num_devices].unbind(-1))
+            first = 2
+        parts += [outputs[..., j] for j in range(first, outputs.shape[-1])]
+        return torch.stack(parts, dim=1)
+
+    def _distribution(  # type: ignore[override]
+        self, logits: dict[str, Tensor], mask: Tensor, index: Tensor | None
+    ) -> GaussianActionDistribution:
+        dist = GaussianActionDistribution()
+        return dist.proba_distribution(self.means(logits), self.channel_log_std(), mask, index)

@@ -1,0 +1,48 @@
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from envs.reference import reference_decision
+from graphopt.decoders.decision import DecoderSettings, channels, decode
+from graphopt.decoders.search import decoder_search
+from graphopt.hardware import get_cluster
+from graphopt.sim import Simulator
+from graphopt.workloads import resolve_graphs
+
+CLUSTER = get_cluster("v100-nvlink-4")
+SIM = Simulator()
+
+
+def _evaluate(graph):
+    ref = reference_decision(graph, CLUSTER, "placement", SIM)
+    settings = DecoderSettings()
+
+    def evaluate(outputs):
+        decision = decode("placement", graph, CLUSTER, outputs, ref.decision, ref.name, settings)
+        return decision, SIM.evaluate(graph, CLUSTER, decision)
+
+    return ref, evaluate
+
+
+def test_search_is_never_worse_than_its_start_and_is_reproducible():
+    graph = resolve_graphs("wavenet-tiny")[0]
+    ref, evaluate = _evaluate(graph)
+    start = np.zeros((len(channels("placement", 4)), graph.num_ops))
+    first = decoder_search(evaluate, start, 64, seed=3)
+    assert first.calls == 64 and len(first.trace) == 64
+    assert first.measurement.step_time <= ref.measurement.step_time
+    assert all(a >= b for a, b in zip(first.trace, first.trace[1:], strict=False))
+    again = decoder_search(evaluate, start, 64, seed=3)
+    assert again.measurement.step_time == first.measurement.step_time
+    replay = evaluate(first.outputs)[1]
+    assert replay.step_time == first.measurement.step_time
+
+
+def test_bad_arguments_are_refused():
+    graph = resolve_graphs("txl-tiny")[0]
+    _, evaluate = _evaluate(graph)
+    with pytest.raises(ValueError, match="budget must be >= 1"):
+        decoder_search(evaluate, np.zeros((6, graph.num_ops)), 0)
+    with pytest.raises(ValueError, match="start must be"):
+        decoder_search(evaluate, np.zeros(6), 4)
