@@ -105,8 +105,16 @@ class DecisionDir:
             self.path.mkdir(parents=True, exist_ok=True)
         except OSError as e:
             raise ValueError(f"{shown}: cannot create the directory: {e.strerror or e}") from None
-        if not os.access(self.path, os.W_OK | os.X_OK):
-            raise ValueError(f"{shown}: the directory is not writable; give another directory")
+        probe = self.path / f".probe.{uuid.uuid4().hex[:8]}.tmp"
+        try:  # what can be created here (os.access answers yes to root on read-only mounts)
+            with open(probe, "x"):
+                pass
+            probe.unlink()
+        except OSError as e:
+            raise ValueError(
+                f"{shown}: the directory is not writable ({e.strerror or e}); give another "
+                "directory"
+            ) from None
         self.entries: list[dict[str, Any]] = self._read_index()
 
     def _read_index(self) -> list[dict[str, Any]]:

@@ -21,6 +21,7 @@ from graphopt.cli import (
     baselines,
     calibrate,
     costmodel,
+    decision,
     evaluate,
     graphs,
     profile,
@@ -29,7 +30,18 @@ from graphopt.cli import (
     train,
 )
 
-COMMANDS = (graphs, simulate, profile, calibrate, baselines, train, sweep, evaluate, costmodel)
+COMMANDS = (
+    graphs,
+    simulate,
+    profile,
+    calibrate,
+    baselines,
+    decision,
+    train,
+    sweep,
+    evaluate,
+    costmodel,
+)
 """The command modules in the order ``graphopt --help`` lists them; each has ``NAME``, ``HELP``
 (its one-line help) and ``register(sub)`` (adds its full sub-parser)."""
 

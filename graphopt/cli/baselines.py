@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # pragma: no cover
+    from graphopt.decision_files import DecisionDir
     from graphopt.eval.compare import GraphComparison
     from graphopt.graph import CompGraph
     from graphopt.hardware import Cluster
@@ -168,19 +169,16 @@ def save_decisions(
     comparisons: list[GraphComparison],
     graphs: list[CompGraph],
     cluster: Cluster,
-    out_dir: Path,
+    saved: DecisionDir,
     *,
     task: str,
     seed: int,
 ) -> Path:
     """Save the decision of every row of ``comparisons`` (one per graph of ``graphs``, in order)
-    that has one into ``out_dir`` (:class:`graphopt.decision_files.DecisionDir`), name its file
-    in the row (``decision_file``) and write the index; returns the index's path."""
+    that has one into ``saved``, name its file in the row (``decision_file``) and write the
+    index; returns the index's path."""
     from dataclasses import replace
 
-    from graphopt.decision_files import DecisionDir
-
-    saved = DecisionDir(out_dir)
     for comparison, graph in zip(comparisons, graphs, strict=True):
         rows = []
         for r in comparison.results:
@@ -239,6 +237,11 @@ def cmd_baselines(args: argparse.Namespace) -> int:
         exact_time_limit=args.exact_time_limit,
     )
     graphs = resolve_graphs(args.graphs)
+    saved = None
+    if args.save_decisions:  # created before the (slow) comparison: one that cannot be fails now
+        from graphopt.decision_files import DecisionDir
+
+        saved = DecisionDir(args.save_decisions)
     if uses_ray(args.workers, args.ray_address):  # one Ray task per graph, results in order
         jobs = [{"graph": g, "cluster": cluster, "task": args.task, **options} for g in graphs]
         comparisons = map_jobs(compare_job, jobs, workers=args.workers, address=args.ray_address)
@@ -247,10 +250,8 @@ def cmd_baselines(args: argparse.Namespace) -> int:
         comparisons = [compare_on_graph(g, cluster, args.task, sim=sim, **options) for g in graphs]
     title = f"{args.task} on {cluster.name}"
     print_comparisons(comparisons, title)
-    if args.save_decisions:
-        index = save_decisions(
-            comparisons, graphs, cluster, Path(args.save_decisions), task=args.task, seed=args.seed
-        )
+    if saved is not None:
+        index = save_decisions(comparisons, graphs, cluster, saved, task=args.task, seed=args.seed)
         saved = sum(r.decision_file is not None for c in comparisons for r in c.results)
         print(f"wrote {saved} decisions and {index}")
     if args.json:

@@ -175,7 +175,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         results.append(result)
         measured.append((graph, m, decision))
     index = None
-    if args.save_decisions:
+    if args.save_decisions:  # every decision checked and simulated: now the directory is made
         from graphopt.decision_files import DecisionDir
 
         saved = DecisionDir(args.save_decisions)
