@@ -170,14 +170,23 @@ def record_of(
     seed: int | None = None,
 ) -> DecisionRecord:
     """``decision`` for ``graph`` on ``cluster`` as a :class:`DecisionRecord` (arrays keyed by op
-    name; ``measurement`` gives its step time, validity and reason)."""
+    name; ``measurement`` gives its step time, validity and reason).
+
+    Raises:
+        ValueError: an array of ``decision`` does not hold one entry per op.
+    """
     order = file_positions(graph)
     names = graph.op_names
 
-    def keyed(values: Any) -> dict[str, int] | None:
+    def keyed(key: str, values: Any) -> dict[str, int] | None:
         if values is None:
             return None
         listed = np.asarray(values).tolist()
+        if len(listed) != graph.num_ops:
+            raise ValueError(
+                f"{method or 'decision'}: {key} has {len(listed)} entries but graph "
+                f"{graph.name!r} has {graph.num_ops} ops"
+            )
         return {names[i]: int(listed[i]) for i in order}
 
     kernels: tuple[tuple[str, ...], ...] = ()
@@ -192,9 +201,9 @@ def record_of(
         cluster_fingerprint=cluster.fingerprint,
         devices=tuple(d.name for d in cluster.devices),
         op_names=tuple(names[i] for i in order),
-        placement=keyed(decision.placement),
-        priority=keyed(decision.priority),
-        fusion=keyed(decision.fusion),
+        placement=keyed("placement", decision.placement),
+        priority=keyed("priority", decision.priority),
+        fusion=keyed("fusion", decision.fusion),
         kernels=kernels,
         method=method,
         task=task,

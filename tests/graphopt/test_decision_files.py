@@ -1,0 +1,121 @@
+"""A directory of saved decisions: files, index, names, atomic writes, directories refused."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from graphopt.decision_files import (
+    INDEX,
+    DecisionDir,
+    file_name,
+    save_decision,
+    write_json_atomic,
+)
+from graphopt.decision_io import load_decision
+from graphopt.graph import CompGraph, Op
+from graphopt.hardware import get_cluster
+from graphopt.sim import simulate
+from graphopt.typing import Decision
+
+CLUSTER = get_cluster("v100-nvlink-2")
+
+
+def graph(name: str = "g:1 (x)") -> CompGraph:
+    ops = [Op(n, "MatMul", flops=1e9, output_bytes=1e6) for n in "abc"]
+    return CompGraph.build(name, ops, [("a", "b", 1e6), ("a", "c", 1e6)])
+
+
+def unwritable_directory(tmp_path: Path) -> Path:
+    """A directory nothing can be created in: read-only for a user, sysfs for root."""
+    if os.geteuid() != 0:
+        locked = tmp_path / "ro"
+        locked.mkdir()
+        locked.chmod(0o555)
+        return locked
+    if not Path("/sys/kernel").is_dir():  # pragma: no cover
+        pytest.skip("no read-only directory for root")
+    return Path("/sys/kernel")
+
+
+def test_files_and_index(tmp_path):
+    g = graph()
+    d = Decision(placement=np.array([0, 1, 1]))
+    m = simulate(g, CLUSTER, d)
+    saved = DecisionDir(tmp_path / "out")
+    name = saved.save(g, CLUSTER, "heft", d, m, task="placement", seed=3)
+    assert name == "g_1_x--heft.json"
+    saved.write_index()
+    index = json.loads((tmp_path / "out" / INDEX).read_text())
+    assert index["format"] == "graphopt-decision-index" and index["version"] == 1
+    (entry,) = index["decisions"]
+    assert entry == {
+        "graph": g.name,
+        "method": "heft",
+        "file": name,
+        "step_time": m.step_time,
+        "valid": True,
+        "task": "placement",
+        "seed": 3,
+        "graph_fingerprint": g.fingerprint,
+        "cluster": CLUSTER.name,
+        "cluster_fingerprint": CLUSTER.fingerprint,
+    }
+    loaded = load_decision(tmp_path / "out" / name, g, cluster=CLUSTER)
+    assert simulate(g, CLUSTER, loaded).step_time == m.step_time
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == sorted([INDEX, name])  # no temp
+
+
+def test_names_that_collide_get_a_suffix_and_a_pair_saved_again_keeps_its_file(tmp_path):
+    saved = DecisionDir(tmp_path)
+    d = Decision(placement=np.zeros(3, dtype=np.int64))
+    first = saved.save(graph("g x"), CLUSTER, "m", d)
+    second = saved.save(graph("g_x"), CLUSTER, "m", d)
+    assert (first, second) == ("g_x--m.json", "g_x--m-2.json")
+    assert saved.save(graph("g x"), CLUSTER, "m", d) == first
+    assert len(saved.entries) == 2
+    assert file_name("a/b", "cp-sat, no fusion (feasible)") == "a_b--cp-sat_no_fusion_feasible.json"
+
+
+def test_an_index_of_an_earlier_run_is_kept(tmp_path):
+    d = Decision(placement=np.zeros(3, dtype=np.int64))
+    save_decision(tmp_path, graph("one"), CLUSTER, "heft", d)
+    path = save_decision(tmp_path, graph("two"), CLUSTER, "heft", d)
+    assert path == tmp_path / "two--heft.json"
+    index = json.loads((tmp_path / INDEX).read_text())
+    assert [e["graph"] for e in index["decisions"]] == ["one", "two"]
+
+
+def test_a_directory_that_is_a_file_or_holds_a_foreign_index_is_refused(tmp_path):
+    (tmp_path / "F").write_text("")
+    with pytest.raises(ValueError, match="--save-decisions '.*F' is a file, not a directory"):
+        DecisionDir(tmp_path / "F")
+    with pytest.raises(ValueError, match="cannot create the directory"):
+        DecisionDir(tmp_path / "F" / "sub")
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / INDEX).write_text('{"something": "else"}')
+    with pytest.raises(ValueError, match="index.json: not a decision index"):
+        DecisionDir(tmp_path / "d")
+
+
+def test_an_unwritable_directory_is_refused_and_nothing_is_left(tmp_path):
+    locked = unwritable_directory(tmp_path)
+    before = sorted(p.name for p in locked.iterdir())
+    with pytest.raises(ValueError, match="is not writable") as info:
+        DecisionDir(locked)
+    assert str(locked) in str(info.value) and "\n" not in str(info.value)
+    assert sorted(p.name for p in locked.iterdir()) == before
+
+
+def test_an_atomic_write_that_fails_leaves_nothing(tmp_path):
+    with pytest.raises(ValueError, match="cannot write '.*x.json'"):
+        write_json_atomic(tmp_path / "missing" / "x.json", {"a": 1})
+    target = tmp_path / "x.json"
+    target.write_text("old")
+    with pytest.raises(ValueError):  # not JSON: the old file stays whole, no temporary is left
+        write_json_atomic(target, {"a": float("nan")})
+    assert target.read_text() == "old" and [p.name for p in tmp_path.iterdir()] == ["x.json"]
