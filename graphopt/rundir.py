@@ -309,6 +309,10 @@ class StopRequest:
         self.requested = False
 
 
+_OPEN_STOPS: list[StopRequest] = []
+"""The requests of the :func:`graceful_stop` blocks open in this process, outermost first."""
+
+
 @contextlib.contextmanager
 def graceful_stop(
     notice: str = "stopping after this step ({how} again to stop at once)",
@@ -325,25 +329,38 @@ def graceful_stop(
     however it surfaces). Outside the main thread nothing is installed and nothing is ever
     requested. A SIGINT that is ignored (``nohup``, a background job) or not Python's to handle,
     and a SIGTERM with a handler of its own or ignored, are left alone.
+
+    Blocks nest (a sweep around each of its trials' training loops): a signal requests a stop of
+    every open block, and a block opened after a stop was requested starts requested, so the
+    training loop inside stops at its first check and the loop around it at its next.
     """
     stop = StopRequest()
+    if threading.current_thread() is not threading.main_thread():
+        yield stop
+        return
+    stop.requested = any(s.requested for s in _OPEN_STOPS)
     names: dict[int, str] = {signal.SIGINT: "Ctrl-C", signal.SIGTERM: "SIGTERM"}
     ours = []
     if callable(signal.getsignal(signal.SIGINT)):  # Python's own Ctrl-C handling
         ours.append(signal.SIGINT)
-    if signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:  # would end the process unsaved
+    term = signal.getsignal(signal.SIGTERM)
+    if term == signal.SIG_DFL or getattr(term, "graceful_stop", False):  # would end unsaved
         ours.append(signal.SIGTERM)
 
     def handler(signum: int, frame: Any) -> None:
         if stop.requested:
             stack.close()  # the previous handlers are back
             raise KeyboardInterrupt
-        stop.requested = True
+        for request in _OPEN_STOPS:
+            request.requested = True
         print(f"graphopt: {notice.format(how=names[signum])}", file=sys.stderr, flush=True)
 
+    handler.graceful_stop = True  # type: ignore[attr-defined]
     with contextlib.ExitStack() as stack:
         for signum in ours:
             stack.enter_context(_handled_by(handler, signum))
+        _OPEN_STOPS.append(stop)
+        stack.callback(_OPEN_STOPS.remove, stop)
         yield stop
 
 

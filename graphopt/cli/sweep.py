@@ -19,7 +19,8 @@ def register(sub: Any) -> None:
         "with --seeds seeds (the config's seed, +1, ...). Each trial is a normal run directory "
         "under runs/<task>/; the sweep's summary.csv, summary.png and sweep.json go to "
         "runs/sweep/<name>_<k>/. A failed trial is recorded and the others go on; --resume "
-        "continues the trials that did not finish.",
+        "continues the trials that did not finish. Ctrl-C or SIGTERM stops the training trial "
+        "after its current step (checkpointed), starts no further trial and exits with 130.",
     )
     p.add_argument("config", nargs="?", metavar="CONFIG", help="configuration file (YAML)")
     p.add_argument(
@@ -59,6 +60,31 @@ def format_rows(rows: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
+def _sweep(args: argparse.Namespace, starting: Any) -> tuple[Path, list[Any], list[Any]]:
+    """:func:`graphopt.train.sweep.sweep` of the command line: a new sweep, or ``--resume``."""
+    from graphopt.train.sweep import parse_sets, sweep
+
+    if args.resume:
+        if args.config or args.set or args.name:
+            raise ValueError("--resume continues a sweep as planned; drop CONFIG, --set and --name")
+        return sweep(
+            resume=args.resume, workers=args.workers, address=args.ray_address, on_start=starting
+        )
+    from graphopt.train.config import load_config
+
+    sets = parse_sets(args.set)  # a bad key: one line, before any work
+    config = load_config(args.config, name=args.name)
+    return sweep(
+        config,
+        sets,
+        args.seeds,
+        runs_root=args.runs_dir,
+        workers=args.workers,
+        address=args.ray_address,
+        on_start=starting,
+    )
+
+
 def cmd_sweep(args: argparse.Namespace) -> int:
     from graphopt.distributed import check_address, check_workers, import_ray
 
@@ -67,34 +93,17 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         import_ray()
         if args.ray_address is not None:
             check_address(args.ray_address)
-    from graphopt.train.sweep import parse_sets, sweep
+    from graphopt.train.sweep import SweepInterrupted
 
     def starting(path: Path, n: int) -> None:
         print(f"sweep: {path} ({n} trials)", flush=True)
 
-    if args.resume:
-        if args.config or args.set or args.name:
-            raise ValueError("--resume continues a sweep as planned; drop CONFIG, --set and --name")
-        sweep_dir, trials, rows = sweep(
-            resume=args.resume,
-            workers=args.workers,
-            address=args.ray_address,
-            on_start=starting,
-        )
-    else:
-        from graphopt.train.config import load_config
-
-        sets = parse_sets(args.set)  # a bad key: one line, before any work
-        config = load_config(args.config, name=args.name)
-        sweep_dir, trials, rows = sweep(
-            config,
-            sets,
-            args.seeds,
-            runs_root=args.runs_dir,
-            workers=args.workers,
-            address=args.ray_address,
-            on_start=starting,
-        )
+    try:
+        sweep_dir, trials, rows = _sweep(args, starting)
+    except SweepInterrupted as e:
+        print("\n".join(format_rows(e.rows)))
+        print(f"graphopt: {e}")
+        return 130
     print("\n".join(format_rows(rows)))
     print(f"summary: {sweep_dir / 'summary.csv'}, {sweep_dir / 'summary.png'}")
     failed = [t for t in trials if t.get("status") != "finished"]

@@ -16,6 +16,12 @@ one after another, or, with ``workers`` above 1 or a Ray address, as Ray Tune tr
 others go on; :func:`sweep` with ``resume`` continues every trial that did not finish (a trial's
 run resumes from its last checkpoint, one not started starts), and the finished ones are kept as
 they are. The figures of a trial do not depend on where it ran.
+
+Ctrl-C or SIGTERM stops a sweep as it stops ``graphopt train``: the trial that is training stops
+after its current step and is checkpointed (status ``interrupted``), no further trial starts,
+``sweep.json`` and the summary record every trial's state, and :class:`SweepInterrupted` is
+raised; ``resume`` continues from there. On Ray Tune no further trial starts and the running ones
+are stopped by Tune (each resumes from its last checkpoint).
 """
 
 from __future__ import annotations
@@ -40,6 +46,21 @@ SUMMARY_CSV = "summary.csv"
 SUMMARY_PNG = "summary.png"
 NOT_SWEPT = ("version", "seed", "name")
 """Config keys ``--set`` does not take: the format, the seeds (``--seeds``), the trial names."""
+
+
+class SweepInterrupted(Exception):
+    """Raised by :func:`sweep` after Ctrl-C or SIGTERM, once every trial's state is recorded;
+    carries the sweep directory, its trials and the summary rows of :func:`summarize`."""
+
+    def __init__(
+        self, sweep_dir: Path, trials: list[dict[str, Any]], rows: list[dict[str, Any]]
+    ) -> None:
+        super().__init__(f"sweep interrupted; continue with: graphopt sweep --resume {sweep_dir}")
+        self.sweep_dir, self.trials, self.rows = sweep_dir, trials, rows
+
+
+STOP_NOTICE = "stopping the sweep: no further trial starts ({how} again to stop at once)"
+"""What the first Ctrl-C or SIGTERM between two trials prints (during one, training's own)."""
 
 
 def parse_sets(items: list[str]) -> dict[str, list[Any]]:
@@ -126,7 +147,8 @@ def trial_run(runs_root: Path, task: str, name: str) -> Path | None:
 
 
 def run_trial(job: dict[str, Any]) -> dict[str, Any]:
-    """Train (or resume) one trial; never raises: a failure is returned as its ``error``.
+    """Train (or resume) one trial; never raises: a failure is returned as its ``error``, a trial
+    stopped by Ctrl-C or SIGTERM (checkpointed) as status ``interrupted``.
 
     Args:
         job: plain data: ``base`` (config dict), ``trial`` (setting, seed, name), ``runs_root``
@@ -137,7 +159,7 @@ def run_trial(job: dict[str, Any]) -> dict[str, Any]:
     """
     import torch
 
-    from graphopt.train.trainer import RunAlreadyFinished, resume, train
+    from graphopt.train.trainer import RunAlreadyFinished, TrainingInterrupted, resume, train
 
     runs_root = Path(job["runs_root"])
     trial = job["trial"]
@@ -152,6 +174,8 @@ def run_trial(job: dict[str, Any]) -> dict[str, Any]:
             with contextlib.suppress(RunAlreadyFinished):
                 resume(run, show_progress=False, backend="dummy")
         out.update(run=str(run), status=rundir.read_state(run).get("status", "unknown"))
+    except TrainingInterrupted as e:  # checkpointed; the sweep stops after it
+        out.update(run=str(e.run), status="interrupted")
     except Exception as e:  # a failed trial is recorded; the others go on
         run = trial_run(runs_root, job["base"]["task"], trial["name"])
         out.update(
@@ -163,9 +187,15 @@ def run_trial(job: dict[str, Any]) -> dict[str, Any]:
 
 
 def _run_on_tune(
-    jobs: list[dict[str, Any]], workers: int, address: str | None, sweep_dir: Path
+    jobs: list[dict[str, Any]],
+    workers: int,
+    address: str | None,
+    sweep_dir: Path,
+    stop: rundir.StopRequest,
 ) -> list[dict[str, Any]]:
-    """:func:`run_trial` of every job as a Ray Tune trial, at most ``workers`` at once."""
+    """:func:`run_trial` of every job as a Ray Tune trial, at most ``workers`` at once; once
+    ``stop`` is requested Tune starts no further trial and stops the running ones (status
+    ``interrupted``: each resumes from its last checkpoint)."""
     import os
 
     from graphopt.distributed import connect
@@ -185,12 +215,19 @@ def _run_on_tune(
         def trainable(param: dict[str, Any]) -> None:
             tune.report(run_trial(param["job"]))
 
+        class StopOnSignal(tune.Stopper):  # Tune's experiment-wide stop, polled as it runs
+            def __call__(self, trial_id: str, result: dict[str, Any]) -> bool:
+                return False
+
+            def stop_all(self) -> bool:
+                return stop.requested
+
         tuner = tune.Tuner(
             tune.with_resources(trainable, {"cpu": 1}),
             param_space={"job": tune.grid_search(jobs)},
             tune_config=tune.TuneConfig(max_concurrent_trials=workers),
             run_config=tune.RunConfig(
-                name="tune", storage_path=str(sweep_dir.resolve()), verbose=0
+                name="tune", storage_path=str(sweep_dir.resolve()), verbose=0, stop=StopOnSignal()
             ),
         )
         results = tuner.fit()
@@ -208,10 +245,19 @@ def _run_on_tune(
     out = []
     for job in jobs:  # a trial Tune lost (its worker died) counts as failed; resume reruns it
         name = job["trial"]["name"]
-        out.append(
-            by_name.get(name)
-            or {"name": name, "run": None, "status": "failed", "error": "the Ray trial died"}
-        )
+        if name in by_name:
+            out.append(by_name[name])
+        elif stop.requested:  # stopped by Tune, or never started
+            run = trial_run(Path(job["runs_root"]), job["base"]["task"], name)
+            if run is None:  # never started: as it was
+                trial = job["trial"]
+                out.append({"name": name, **{k: trial.get(k) for k in ("run", "status", "error")}})
+            else:
+                out.append({"name": name, "run": str(run), "status": "interrupted", "error": None})
+        else:
+            out.append(
+                {"name": name, "run": None, "status": "failed", "error": "the Ray trial died"}
+            )
     return out
 
 
@@ -321,6 +367,7 @@ def sweep(
         ValueError: a bad configuration or value, a trial that ``graphopt train`` would refuse
             (:func:`check_trials`; nothing is started then), ``resume`` that is not a sweep
             directory.
+        SweepInterrupted: Ctrl-C or SIGTERM (module docstring); every trial's state is recorded.
     """
     check_workers(workers)
     if resume is not None:
@@ -348,14 +395,23 @@ def sweep(
         on_start(sweep_dir, len(trials))
     todo = [t for t in trials if t.get("status") != "finished"]
     jobs = [{"base": base, "trial": t, "runs_root": str(root)} for t in todo]
-    if uses_ray(workers, address):
-        results = _run_on_tune(jobs, workers, address, sweep_dir)
-    else:
-        results = [run_trial(job) for job in jobs]
-    for t, result in zip(todo, results, strict=True):
+    with rundir.graceful_stop(STOP_NOTICE) as stop:  # a trial's training nests its own
+        if uses_ray(workers, address):
+            results = _run_on_tune(jobs, workers, address, sweep_dir, stop)
+        else:
+            results = []
+            for job in jobs:
+                if stop.requested:
+                    break  # the trials left keep their state; resume starts them
+                results.append(run_trial(job))
+    for t, result in zip(todo, results, strict=False):  # fewer results once stopped
         t.update(run=result["run"], status=result["status"], error=result.get("error"))
         t["val_speedup"] = _val_speedup(result["run"]) if result["status"] == "finished" else None
-    (sweep_dir / SWEEP_FILE).write_text(
-        json.dumps({"base": base, "runs_root": str(root), "trials": trials}, indent=1)
+    rundir.atomic_write_text(  # a second signal meanwhile leaves the old file or the new one
+        sweep_dir / SWEEP_FILE,
+        json.dumps({"base": base, "runs_root": str(root), "trials": trials}, indent=1),
     )
-    return sweep_dir, trials, _write_summary(sweep_dir, trials)
+    rows = _write_summary(sweep_dir, trials)
+    if stop.requested and any(t.get("status") != "finished" for t in trials):
+        raise SweepInterrupted(sweep_dir, trials, rows)  # (after the last step: done anyway)
+    return sweep_dir, trials, rows

@@ -374,3 +374,34 @@ def test_a_second_writer_is_refused_naming_the_holder(tmp_path):
         with pytest.raises(rundir.RunLocked, match=f"process {os.getpid()}"), second:
             pass
     assert rundir.lock_holder(tmp_path) is None  # released: nobody is named
+
+
+def test_graceful_stops_nest_and_a_stop_requested_outside_carries_in(capsys):
+    """A sweep (outer block) around a trial's training loop (inner block): SIGTERM during the
+    training stops both; one between trials stops the next trial at its first check."""
+    import os
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        pytest.skip("signals are only handled in the main thread")
+    assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL
+    with rundir.graceful_stop("stopping the sweep") as outer:
+        with rundir.graceful_stop() as inner:  # SIGTERM is the outer block's: taken over
+            os.kill(os.getpid(), signal.SIGTERM)
+            assert inner.requested and outer.requested
+            assert "SIGTERM again to stop at once" in capsys.readouterr().err
+        assert callable(signal.getsignal(signal.SIGTERM))  # the outer block's again
+        with rundir.graceful_stop() as later:  # the next trial's loop stops at its first check
+            assert later.requested
+    assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL
+    with rundir.graceful_stop() as outer:
+        os.kill(os.getpid(), signal.SIGTERM)  # between two trials
+        assert "stopping after this step" in capsys.readouterr().err
+        with pytest.raises(KeyboardInterrupt), rundir.graceful_stop() as inner:
+            assert inner.requested
+            os.kill(os.getpid(), signal.SIGTERM)  # a second signal stops at once
+        assert outer.requested
+    with rundir.graceful_stop() as fresh:  # once the blocks are closed nothing carries over
+        assert not fresh.requested
+    assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL

@@ -10,7 +10,15 @@ import torch
 from tiny_runs import tiny_config
 
 from graphopt import rundir
-from graphopt.train.sweep import SUMMARY_CSV, SUMMARY_PNG, parse_sets, plan_trials, summarize, sweep
+from graphopt.train.sweep import (
+    SUMMARY_CSV,
+    SUMMARY_PNG,
+    SweepInterrupted,
+    parse_sets,
+    plan_trials,
+    summarize,
+    sweep,
+)
 from graphopt.train.trainer import train
 
 torch.set_num_threads(1)
@@ -136,6 +144,69 @@ def test_a_trial_train_would_refuse_stops_the_sweep_before_any_work(tmp_path: Pa
     with pytest.raises(ValueError, match=r"sweep trial graphs=gone\.json \(seed 0\) would fail"):
         sweep(resume=sweep_dir)
     assert not (tmp_path / "placement").exists()
+
+
+def sigterm_at(monkeypatch, timesteps: int) -> None:
+    """Send this process SIGTERM once the first trial trained ``timesteps`` (0: as it starts,
+    before its training loop), as ``kill`` or a batch scheduler's preemption would."""
+    import os
+    import signal
+
+    from graphopt.train import trainer
+
+    class Killed(trainer.RunCallback):
+        def _on_step(self) -> bool:
+            if self.num_timesteps == timesteps:
+                os.kill(os.getpid(), signal.SIGTERM)
+            return super()._on_step()
+
+    real_train = trainer.train
+
+    def train_killed_at_start(config, **kwargs):
+        return real_train(
+            config, on_start=lambda run: os.kill(os.getpid(), signal.SIGTERM), **kwargs
+        )
+
+    if timesteps:
+        monkeypatch.setattr(trainer, "RunCallback", Killed)
+    else:
+        monkeypatch.setattr(trainer, "train", train_killed_at_start)
+
+
+@pytest.mark.parametrize("timesteps", [8, 0], ids=["while-training", "as-a-trial-starts"])
+def test_sigterm_stops_the_sweep_with_every_trial_saved_and_resume_finishes_it(
+    tmp_path: Path, monkeypatch, timesteps
+):
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        pytest.skip("signals are only handled in the main thread")
+    assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL  # as in a fresh process
+    sigterm_at(monkeypatch, timesteps)
+    config = tiny_config(total_timesteps=32, eval_every=16, checkpoint_every=16)
+    with pytest.raises(SweepInterrupted, match=r"graphopt sweep --resume .*sweep/tiny_1") as e:
+        sweep(config, {"learning_rate": [1e-4, 3e-4]}, seeds=1, runs_root=tmp_path)
+    sweep_dir = e.value.sweep_dir
+    assert [t.get("status") for t in e.value.trials] == ["interrupted", None]
+    plan = json.loads((sweep_dir / "sweep.json").read_text())  # recorded, as the summary
+    assert [t.get("status") for t in plan["trials"]] == ["interrupted", None]
+    assert (sweep_dir / SUMMARY_CSV).is_file() and [r["finished"] for r in e.value.rows] == [
+        "0/1",
+        "0/1",
+    ]
+    (run,) = (tmp_path / "placement").iterdir()  # the second trial never started
+    state = rundir.read_state(run)
+    assert state["status"] == "interrupted" and state["timesteps"] < 32
+    assert (run / rundir.LAST).is_file()  # checkpointed after its current step
+    assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL
+
+    monkeypatch.undo()
+    _, trials, rows = sweep(resume=sweep_dir)
+    assert [t["status"] for t in trials] == ["finished", "finished"]
+    assert trials[0]["run"] == str(run)  # resumed from its checkpoint, not started again
+    assert rundir.read_state(run)["timesteps"] >= 32
+    assert [r["finished"] for r in rows] == ["1/1", "1/1"]
 
 
 def test_on_ray_tune_the_trials_have_the_serial_figures(tmp_path: Path):
