@@ -108,14 +108,35 @@ def read_json(path: str | Path) -> Any:
             f"{path}: key {e.key!r} is given twice in one object (a duplicate op?); keep one"
         ) from None
     except json.JSONDecodeError as e:
-        if text.strip() and e.pos >= len(text.rstrip()):
+        at_end = e.pos >= len(text.rstrip()) or e.msg.startswith("Unterminated string")
+        if at_end and _ends_early(text):
             raise ValueError(
-                f"{path}: not valid JSON: the file ends early (truncated?): {e.msg} at line "
-                f"{e.lineno}; save it again"
+                f"{path}: not valid JSON: the file ends early (truncated?): {e.msg} (line "
+                f"{e.lineno}); write it again whole"
             ) from None
         raise ValueError(f"{path}: not valid JSON: {e}") from e
     except RecursionError:
         raise ValueError(f"{path}: not a decision: JSON nested too deeply") from None
+
+
+def _ends_early(text: str) -> bool:
+    """Whether ``text`` stops inside a string, an object or a list (a truncated JSON file)."""
+    depth, in_string, escaped = 0, False, False
+    for ch in text:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                in_string = False
+        elif ch == '"':
+            in_string = True
+        elif ch in "[{":
+            depth += 1
+        elif ch in "]}":
+            depth -= 1
+    return in_string or depth > 0
 
 
 def is_versioned(data: Any) -> bool:

@@ -1,0 +1,289 @@
+"""Saved decisions on the command line: every row of ``baselines --save-decisions`` replays to its
+step time bit for bit; ``simulate --save-decisions``; ``decision diff`` and ``export``; bad input
+as one line, exit status 2, nothing written."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+from pathlib import Path
+
+import pytest
+
+from graphopt.cli import main
+from graphopt.decision_files import INDEX
+from graphopt.decision_io import load_decision
+from graphopt.hardware import get_cluster
+from graphopt.sim import Simulator
+from graphopt.workloads import resolve_graphs
+
+GRAPHS = "suite:tiny,pipedream:resnet50"
+
+
+def replay_all(out: Path, spec: str) -> list[dict]:
+    """Replay every decision of ``out``'s index; assert each gives its saved step time exactly."""
+    graphs = {g.name: g for g in resolve_graphs(spec)}
+    sim = Simulator()
+    entries = json.loads((out / INDEX).read_text())["decisions"]
+    for e in entries:
+        graph, cluster = graphs[e["graph"]], get_cluster(e["cluster"])
+        m = sim.evaluate(graph, cluster, load_decision(out / e["file"], graph, cluster=cluster))
+        assert m.valid == e["valid"], e["file"]
+        if e["step_time"] is None:
+            assert not math.isfinite(m.step_time), e["file"]
+        else:
+            assert m.step_time == e["step_time"], e["file"]  # bit for bit
+    return entries
+
+
+@pytest.mark.parametrize("task", ["placement", "scheduling", "fusion", "joint"])
+def test_every_saved_baseline_decision_replays_exactly(run_cli, tmp_path, task):
+    out, results = tmp_path / "decisions", tmp_path / "results.json"
+    printed = run_cli(
+        "baselines",
+        GRAPHS,
+        "--task",
+        task,
+        "--budget",
+        "8",
+        "--save-decisions",
+        str(out),
+        "--json",
+        str(results),
+    ).stdout
+    assert f"and {out / INDEX}" in printed.replace("\n", "")
+    entries = replay_all(out, GRAPHS)
+    by_file = {e["file"]: e for e in entries}
+    rows = [
+        (g["graph"], r) for g in json.loads(results.read_text())["graphs"] for r in g["results"]
+    ]
+    assert len(rows) == len(entries) + sum(r["decision_file"] is None for _, r in rows)
+    for graph, r in rows:
+        if r["decision_file"] is None:  # a heuristic that gave no decision, e.g. inductor here
+            assert not r["valid"] and r["evaluations"] == 0
+            continue
+        e = by_file[r["decision_file"]]
+        assert (e["graph"], e["method"], e["step_time"]) == (graph, r["method"], r["step_time"])
+        assert e["task"] == task
+    # the command a user runs replays it too (the cluster comes from the file)
+    e = entries[-1]
+    replayed = json.loads(
+        run_cli(
+            "simulate", e["graph"].split(" ")[0], "--decision", str(out / e["file"]), "--json"
+        ).stdout
+    )
+    assert replayed[0]["step_time"] == e["step_time"]
+
+
+def test_exact_and_estimate_search_rows_are_saved(run_cli, tmp_path):
+    out = tmp_path / "d"
+    run_cli(
+        "baselines",
+        "random-layered-20-s0",
+        "--estimate-budget",
+        "30",
+        "--exact-time-limit",
+        "2",
+        "--save-decisions",
+        str(out),
+    )
+    methods = {e["method"] for e in replay_all(out, "random-layered-20-s0")}
+    assert "estimate-search@30" in methods and any(
+        m.startswith(("optimum", "cp-sat")) for m in methods
+    )
+
+
+def test_simulate_saves_and_converts_decisions(tmp_path, capsys):
+    graph = resolve_graphs("gnmt-tiny")[0]
+    out = tmp_path / "sim"
+    assert (
+        main(
+            [
+                "simulate",
+                "suite:tiny",
+                "--placement",
+                "heft",
+                "--save-decisions",
+                str(out),
+                "--json",
+            ]
+        )
+        == 0
+    )
+    rows = json.loads(capsys.readouterr().out)
+    assert all(r["decision_file"].endswith("--heft.json") for r in rows)
+    replay_all(out, "suite:tiny")
+    old = tmp_path / "old.json"  # an older form: a plain list in the graph file's order
+    old.write_text(json.dumps([i % 2 for i in range(graph.num_ops)]))
+    assert (
+        main(
+            [
+                "simulate",
+                "gnmt-tiny",
+                "--cluster",
+                "v100-nvlink-2",
+                "--decision",
+                str(old),
+                "--save-decisions",
+                str(tmp_path / "conv"),
+            ]
+        )
+        == 0
+    )
+    assert "wrote 1 decisions" in capsys.readouterr().out
+    converted = tmp_path / "conv" / "gnmt-tiny--old.json"
+    a = load_decision(old, graph)
+    b = load_decision(converted, graph, cluster=get_cluster("v100-nvlink-2"))
+    assert a.placement.tolist() == b.placement.tolist()
+
+
+def test_diff_and_export(run_cli, tmp_path):
+    out = tmp_path / "d"
+    run_cli("baselines", "txl-tiny", "--task", "joint", "--save-decisions", str(out))
+    a, b = out / "txl-tiny--heft.json", out / "txl-tiny--best+xla.json"
+    text = run_cli("decision", "diff", str(a), str(b), "--limit", "2").stdout
+    assert "ops moved:" in text and "kernels merged:" in text and "step time:" in text
+    diff = json.loads(run_cli("decision", "diff", str(a), str(b), "--json").stdout)
+    saved = [json.loads(p.read_text())["step_time"] for p in (a, b)]
+    assert [diff["step_time_a"], diff["step_time_b"]] == saved
+    again = json.loads(
+        run_cli("decision", "diff", str(a), str(b), "--graph", "txl-tiny", "--json").stdout
+    )
+    assert again["step_time_delta"] == diff["step_time_delta"] and again["moved"] == diff["moved"]
+    exported = json.loads(run_cli("decision", "export", str(b), "--format", "torch").stdout)
+    assert exported["devices"] == ["cuda:0", "cuda:1", "cuda:2", "cuda:3"]
+    assert exported["fusion"] and all(len(k) >= 2 for k in exported["fusion"])
+    target = tmp_path / "t.json"
+    run_cli(
+        "decision", "export", str(b), "--devices", "cpu:0,cpu:1,cpu:2,cpu:3", "--out", str(target)
+    )
+    assert set(json.loads(target.read_text())["placement"].values()) <= {
+        "cpu:0",
+        "cpu:1",
+        "cpu:2",
+        "cpu:3",
+    }
+    bad = run_cli("decision", "export", str(b), "--devices", "cpu", check=False)
+    assert bad.returncode == 2 and "--devices: give one torch device per device" in bad.stderr
+
+
+# ---------------------------------------------------------------------------- bad input
+
+
+@pytest.fixture
+def saved_file(tmp_path, capsys) -> Path:
+    """A fusion decision of gnmt-tiny on the default cluster (v100-nvlink-4), saved by
+    ``baselines --save-decisions``: its ``best+xla`` row."""
+    out = tmp_path / "saved"
+    assert main(["baselines", "gnmt-tiny", "--task", "fusion", "--save-decisions", str(out)]) == 0
+    capsys.readouterr()
+    return out / "gnmt-tiny--best+xla.json"
+
+
+def rewrite(path: Path, edit) -> Path:
+    data = json.loads(path.read_text())
+    edit(data)
+    bad = path.with_name("bad.json")
+    bad.write_text(json.dumps(data))
+    return bad
+
+
+def _first(m: dict) -> str:
+    return next(iter(m))
+
+
+def _unknown(d):
+    d["placement"]["no-such-op"] = d["placement"].pop(_first(d["placement"]))
+
+
+def _missing(d):
+    del d["priority"][_first(d["priority"])]
+
+
+def _far(d):
+    d["placement"][_first(d["placement"])] = 9
+
+
+def _rules(d):
+    for op in d["fusion"]:  # fuse everything: sources and contractions break the rules
+        d["fusion"][op] = 1
+
+
+@pytest.mark.parametrize(
+    ("edit", "args", "match"),
+    [
+        (
+            None,
+            ["--cluster", "v100-nvlink-2"],
+            "is for cluster 'v100-nvlink-4' .* not cluster 'v100-nvlink-2'",
+        ),
+        (_unknown, [], "placement names op 'no-such-op', which graph 'gnmt-tiny' does not have"),
+        (_missing, [], "priority gives no priority for 1 of the"),
+        (_far, [], "has device 9; the cluster has 4 devices"),
+        (_rules, [], r"illegal fusion \(rule 2"),
+    ],
+)
+def test_bad_decisions_are_one_line_exit_2(saved_file, tmp_path, capsys, edit, args, match):
+    path = saved_file if edit is None else rewrite(saved_file, edit)
+    out = tmp_path / "never"
+    code = main(
+        ["simulate", "gnmt-tiny", "--decision", str(path), "--save-decisions", str(out), *args]
+    )
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and "\n" not in err and str(path) in err
+    assert re.search(match, err), err
+    assert not out.exists()  # nothing written
+
+
+def test_a_decision_for_another_graph_names_both(saved_file, capsys):
+    assert main(["simulate", "txl-tiny", "--decision", str(saved_file)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "graph 'gnmt-tiny'" in err and "graph 'txl-tiny'" in err and "\n" not in err
+
+
+def test_duplicate_ops_and_truncated_files(saved_file, capsys):
+    text = saved_file.read_text()
+    first = text.index('"placement": {') + len('"placement": {')
+    line_end = text.index("\n", first + 1)
+    entry = text[first:line_end].strip().rstrip(",")
+    dup = saved_file.with_name("dup.json")
+    dup.write_text(text[:line_end] + f"\n  {entry}," + text[line_end:])
+    cut = saved_file.with_name("cut.json")
+    cut.write_text(text[: len(text) // 3])
+    for path, match in ((dup, "is given twice in one object"), (cut, "truncated")):
+        assert main(["simulate", "gnmt-tiny", "--decision", str(path)]) == 2
+        err = capsys.readouterr().err.strip()
+        assert match in err and str(path) in err and "\n" not in err
+
+
+def test_a_save_directory_that_is_a_file_or_unwritable_fails_before_the_run(run_cli, tmp_path):
+    blocker = tmp_path / "F"
+    blocker.write_text("mine")
+    proc = run_cli("baselines", "txl-tiny", "--save-decisions", str(blocker), check=False)
+    assert proc.returncode == 2 and "is a file, not a directory" in proc.stderr
+    assert proc.stdout == "" and blocker.read_text() == "mine"
+    if os.geteuid() != 0:
+        locked = tmp_path / "ro"
+        locked.mkdir()
+        locked.chmod(0o555)
+    else:
+        locked = Path("/sys/kernel")
+        if not locked.is_dir():  # pragma: no cover
+            pytest.skip("no read-only directory for root")
+    before = sorted(p.name for p in locked.iterdir())
+    proc = run_cli("baselines", "txl-tiny", "--save-decisions", str(locked), check=False)
+    assert proc.returncode == 2 and "not writable" in proc.stderr and proc.stdout == ""
+    assert len(proc.stderr.strip().splitlines()) == 1
+    assert sorted(p.name for p in locked.iterdir()) == before
+    proc = run_cli(
+        "baselines",
+        "txl-tiny",
+        "--curve",
+        str(tmp_path / "c"),
+        "--save-decisions",
+        str(tmp_path / "s"),
+        check=False,
+    )
+    assert proc.returncode == 2 and "does not apply to --curve" in proc.stderr
