@@ -45,6 +45,11 @@ from graphopt.sim import PreparedGraph
 
 NUM_OP_TYPES = 512
 MAX_DEVICES = 16
+MAX_OPS = 2**20
+"""The most op slots an encoding has (1,048,576: about 148 MB an observation at the default edge
+slots); a larger ``max_ops`` is refused before anything is allocated."""
+MAX_EDGES = 8 * MAX_OPS
+"""The most edge slots an encoding has (twice the default ``4 * max_ops`` at :data:`MAX_OPS`)."""
 
 OP_FEATURES = (
     ("flops", "log10(1 + FLOPs) / 13"),
@@ -85,8 +90,31 @@ def op_type_id(op_type: str) -> int:
     return 1 + zlib.crc32(op_type.encode()) % (NUM_OP_TYPES - 1)
 
 
+def check_sizes(max_ops: int, max_edges: int) -> None:
+    """Refuse padding sizes outside ``0..MAX_OPS`` op slots and ``0..MAX_EDGES`` edge slots.
+
+    Raises:
+        ValueError: naming the size, the bound and the fix.
+    """
+    if not 0 <= max_ops <= MAX_OPS:
+        raise ValueError(
+            f"max_ops {max_ops:,} is outside 0..{MAX_OPS:,} (graphopt.encoding.MAX_OPS); give a "
+            "max_ops of at least the largest graph's op count, at most that bound"
+        )
+    if not 0 <= max_edges <= MAX_EDGES:
+        raise ValueError(
+            f"max_edges {max_edges:,} is outside 0..{MAX_EDGES:,} (graphopt.encoding.MAX_EDGES); "
+            "choose graphs with fewer edges"
+        )
+
+
 def observation_space(max_ops: int, max_edges: int) -> spaces.Dict:
-    """The Gymnasium space of :func:`encode` for these sizes."""
+    """The Gymnasium space of :func:`encode` for these sizes.
+
+    Raises:
+        ValueError: sizes beyond :data:`MAX_OPS` or :data:`MAX_EDGES` (:func:`check_sizes`).
+    """
+    check_sizes(max_ops, max_edges)
     f32 = np.float32
     return spaces.Dict(
         {
@@ -124,9 +152,11 @@ def encode(graph: CompGraph, cluster: Cluster, max_ops: int, max_edges: int) -> 
 
     Raises:
         ValueError: the graph has more ops than ``max_ops`` or more edges than ``max_edges``, or
-            the cluster more than ``MAX_DEVICES`` devices.
+            the cluster more than ``MAX_DEVICES`` devices; sizes beyond :data:`MAX_OPS` or
+            :data:`MAX_EDGES` (:func:`check_sizes`).
     """
     n, e, d = graph.num_ops, graph.num_edges, cluster.num_devices
+    check_sizes(max_ops, max_edges)
     if n > max_ops:
         raise ValueError(
             f"graph {graph.name!r} has {n:,} ops but max_ops is {max_ops:,}; "

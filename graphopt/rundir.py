@@ -59,6 +59,9 @@ LEGACY_MODELS = ("best_model.zip", "final_model.zip", "checkpoints/last.zip")
 """Model files of runs from older versions (Stable-Baselines3 zips, pickled): never loaded."""
 METRICS = "metrics.csv"
 LOCK = "lock"
+MAX_RUN_FILE_BYTES = 2**22
+"""The largest ``config.yaml``, ``state.json`` or ``model.json`` a run may hold (4 MiB; graphopt
+writes a few KB): a larger one is refused unread (:func:`check_run_dir`, :func:`read_state`)."""
 COSTMODEL_TASK = "costmodel"
 """Cost-model runs go to ``<runs_root>/costmodel/<name>_<k>/``."""
 COSTMODEL_FILE = "model.pt"
@@ -184,6 +187,7 @@ def read_state(run: Path) -> dict[str, Any]:
     path = run / STATE_FILE
     if not path.exists():
         return {}
+    _check_size(path)
     fix = (
         "repair it, or delete it (the run keeps its checkpoints and resumes from "
         f"{LAST}, forgetting its status and best validation speed-up)"
@@ -413,12 +417,27 @@ def _refuse_legacy(run: Path) -> None:
         raise legacy_model_error(run, legacy)
 
 
+def _check_size(path: Path) -> None:
+    """Refuse a run file larger than :data:`MAX_RUN_FILE_BYTES`, before it is read."""
+    try:
+        size = path.stat().st_size
+    except OSError:
+        return  # missing or unreadable: whoever reads it says so
+    if size > MAX_RUN_FILE_BYTES:
+        raise ValueError(
+            f"{path} is {size:,} bytes; a run's {path.name} takes a few KB (at most "
+            f"{MAX_RUN_FILE_BYTES:,} are read): not a file graphopt wrote"
+        )
+
+
 def check_run_dir(run: str | Path, need_model: bool = True) -> Path:
-    """Validate that ``run`` is a run directory (and holds a model).
+    """Validate that ``run`` is a run directory (and holds a model), and that its
+    ``config.yaml``, ``state.json`` and ``model.json`` are of a size graphopt writes.
 
     Raises:
-        ValueError: the directory does not exist, is not a run, or holds no model (a run that
-            holds only ``.zip`` models of an older version: :func:`legacy_model_error`).
+        ValueError: the directory does not exist, is not a run, holds a run file larger than
+            :data:`MAX_RUN_FILE_BYTES`, or holds no model (a run that holds only ``.zip``
+            models of an older version: :func:`legacy_model_error`).
     """
     path = Path(run)
     if not path.is_dir():
@@ -427,6 +446,8 @@ def check_run_dir(run: str | Path, need_model: bool = True) -> Path:
         )
     if not (path / CONFIG_FILE).exists():
         raise ValueError(f"{path} is not a graphopt run: it has no {CONFIG_FILE}")
+    for name in (CONFIG_FILE, STATE_FILE, MODEL_INFO):
+        _check_size(path / name)
     if need_model and not any((path / f).exists() for f in (BEST, FINAL, LAST)):
         _refuse_legacy(path)
         raise ValueError(

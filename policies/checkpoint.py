@@ -25,16 +25,18 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import pickle
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 import numpy as np
 import torch
+import yaml
 from gymnasium import spaces
 
-from graphopt import rundir
+from graphopt import encoding, rundir
 
 WEIGHTS_FORMAT = "graphopt-ppo-weights"
 INFO_FORMAT = "graphopt-ppo-model"
@@ -43,6 +45,35 @@ SAFE_TORCH = (2, 6)
 """Before torch 2.6, ``torch.load(weights_only=True)`` could be made to run code
 (CVE-2025-32434); model files are read only with a later torch."""
 _DTYPES = ("bool", "int8", "int16", "int32", "int64", "uint8", "float16", "float32", "float64")
+
+# A run directory is data from elsewhere: every size in model.json and config.yaml is checked
+# against these bounds (and the run's own settings) before anything is allocated.
+MAX_INFO_BYTES = 2**22
+"""The largest ``model.json`` read (4 MiB; graphopt writes a few KB: uniform bounds are one
+number)."""
+MAX_SPACE_ENTRIES = 2**26
+"""The most numbers one space may hold (its Box entries, MultiDiscrete and MultiBinary entries
+together): 67 million, above an encoding of :data:`graphopt.encoding.MAX_OPS` op slots."""
+MAX_CHOICES = 4096
+"""The most values of a ``Discrete`` action or of one ``MultiDiscrete`` entry."""
+MAX_MEMBERS = 64
+"""The most members of a ``Dict`` space (an encoding has about ten)."""
+MAX_DIMS = 8
+"""The most axes of a ``Box``."""
+POLICY_BOUNDS = {
+    "hidden": 4096,
+    "layers": 64,
+    "sage_layers": 64,
+    "attn_layers": 64,
+    "head_layers": 64,
+    "heads": 64,
+    "segment_len": 4096,
+    "mem_len": 4096,
+    "ffn_mult": 16,
+}
+"""The largest value of each size argument of the policies (``policy_kwargs`` of a config)."""
+MAX_WIDTH = 4096
+"""The largest value of any other number in ``policy_kwargs`` (e.g. SB3's ``net_arch`` widths)."""
 
 
 # ---------------------------------------------------------------------- weights
@@ -185,14 +216,34 @@ def _runs(values: list[int]) -> list[list[int]]:
     return runs
 
 
-def _unrun(value: Any, what: str) -> list[int]:
+class _Entries:
+    """What is left of :data:`MAX_SPACE_ENTRIES` while a space is read: each part takes its
+    entries before it is built."""
+
+    def __init__(self) -> None:
+        self.left = MAX_SPACE_ENTRIES
+
+    def take(self, count: int, where: str) -> None:
+        if count > self.left:
+            raise ValueError(
+                f"{where} holds {count:,} entries; a space may hold at most "
+                f"{MAX_SPACE_ENTRIES:,} in all"
+            )
+        self.left -= count
+
+
+def _unrun(value: Any, what: str, entries: _Entries) -> list[int]:
+    """The values of ``[value, count]`` runs, their total count taken from ``entries`` before
+    any is expanded."""
     if not isinstance(value, list) or not all(isinstance(r, list) and len(r) == 2 for r in value):
         raise ValueError(f"{what} must be [value, count] pairs, got {value!r}")
-    out: list[int] = []
     for v, count in value:
         _ints([v, count], what)
         if count < 1:
             raise ValueError(f"{what}: a run of {count}")
+    entries.take(sum(count for _, count in value), what)
+    out: list[int] = []
+    for v, count in value:
         out.extend([v] * count)
     return out
 
@@ -253,33 +304,67 @@ def _array(value: Any, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
     return np.full(shape, numbers[0]).astype(dtype)
 
 
-def space_from_json(data: Any) -> spaces.Space:
-    """The space :func:`space_to_json` described. Raises ValueError for anything else."""
+def space_from_json(data: Any, where: str = "space") -> spaces.Space:
+    """The space :func:`space_to_json` described; ``where`` names it in messages. Sizes are
+    checked before anything is allocated: at most :data:`MAX_SPACE_ENTRIES` numbers in all,
+    :data:`MAX_CHOICES` values per choice, :data:`MAX_MEMBERS` members of a Dict, :data:`MAX_DIMS`
+    axes of a Box.
+
+    Raises:
+        ValueError: anything else, or a size beyond those bounds (naming the field).
+    """
+    return _space(data, where, _Entries(), depth=0)
+
+
+def _space(data: Any, where: str, entries: _Entries, depth: int) -> spaces.Space:
     if not isinstance(data, dict):
-        raise ValueError(f"a space is a JSON object, got {data!r}")
+        raise ValueError(f"{where}: a space is a JSON object, got a {type(data).__name__}")
     kind = data.get("type")
     if kind == "Dict":
         members = data.get("spaces")
         if not isinstance(members, dict):
-            raise ValueError("a Dict space needs an object of spaces")
-        return spaces.Dict({str(k): space_from_json(v) for k, v in members.items()})
+            raise ValueError(f"{where}: a Dict space needs an object of spaces")
+        if len(members) > MAX_MEMBERS or depth >= 2:
+            raise ValueError(
+                f"{where}: a Dict of {len(members):,} spaces at level {depth + 1}; a Dict holds "
+                f"at most {MAX_MEMBERS} spaces, at most 2 levels deep"
+            )
+        return spaces.Dict(
+            {str(k): _space(v, f"{where}.{k}", entries, depth + 1) for k, v in members.items()}
+        )
     if kind == "Box":
-        shape = tuple(_ints(data.get("shape"), "a Box shape"))
-        if any(n < 0 for n in shape):
-            raise ValueError(f"a Box shape must be non-negative, got {shape}")
+        shape = tuple(_ints(data.get("shape"), f"{where}: a Box shape"))
+        if any(n < 0 for n in shape) or len(shape) > MAX_DIMS:
+            raise ValueError(
+                f"{where}: a Box shape must be at most {MAX_DIMS} non-negative sizes, got "
+                f"{list(shape)}"
+            )
+        entries.take(math.prod(shape), f"{where} (shape {list(shape)})")
         dtype = _dtype(data.get("dtype"))
         low, high = _array(data.get("low"), shape, dtype), _array(data.get("high"), shape, dtype)
         return spaces.Box(low=low, high=high, shape=shape, dtype=dtype)
     if kind == "Discrete":
-        n, start = _ints(data.get("n"), "n"), _ints(data.get("start", 0), "start")
+        n, start = _ints(data.get("n"), f"{where}.n"), _ints(data.get("start", 0), "start")
+        if not 1 <= n[0] <= MAX_CHOICES:
+            raise ValueError(f"{where}.n is {n[0]:,}; a Discrete space has 1..{MAX_CHOICES}")
         return spaces.Discrete(n[0], start=start[0])
     if kind == "MultiDiscrete":
-        nvec, start = _unrun(data.get("nvec"), "nvec"), _unrun(data.get("start"), "start")
+        nvec = _unrun(data.get("nvec"), f"{where}.nvec", entries)
+        if not all(1 <= v <= MAX_CHOICES for v in nvec):
+            raise ValueError(
+                f"{where}.nvec holds {max(nvec, default=0):,}; each entry has 1..{MAX_CHOICES} "
+                "values"
+            )
+        start = _unrun(data.get("start"), f"{where}.start", entries)
         dtype = _dtype(data.get("dtype"))
         return spaces.MultiDiscrete(np.asarray(nvec), dtype=dtype, start=np.asarray(start))
     if kind == "MultiBinary":
-        return spaces.MultiBinary(_ints(data.get("n"), "n"))
-    raise ValueError(f"unknown space type {kind!r}")
+        n = _ints(data.get("n"), f"{where}.n")
+        if any(v < 0 for v in n) or len(n) > MAX_DIMS:
+            raise ValueError(f"{where}.n must be at most {MAX_DIMS} non-negative sizes")
+        entries.take(math.prod(n), f"{where}.n")
+        return spaces.MultiBinary(n)
+    raise ValueError(f"{where}: unknown space type {kind!r}")
 
 
 # ---------------------------------------------------------------------- model.json
@@ -296,10 +381,16 @@ def write_model_info(run: Path, model: Any, task: str) -> None:
 
 
 def read_model_info(run: Path) -> tuple[spaces.Space, spaces.Space]:
-    """``(observation_space, action_space)`` of ``run/model.json``.
+    """``(observation_space, action_space)`` of ``run/model.json``, their sizes checked before
+    anything is built: against fixed bounds (:func:`space_from_json`; an encoding's op, edge and
+    device slots: :data:`graphopt.encoding.MAX_OPS`, :data:`~graphopt.encoding.MAX_EDGES`,
+    :data:`~graphopt.encoding.MAX_DEVICES`) and against the run's ``config.yaml`` (its
+    ``max_ops``, cluster, priorities and candidates; its policy's sizes, :data:`POLICY_BOUNDS`;
+    its rollout buffer against this machine's memory): :func:`check_run_sizes`.
 
     Raises:
-        ValueError: no such file, not JSON, or not a description of spaces; names the file.
+        ValueError: no such file, not JSON, not a description of spaces, or a size beyond those
+            bounds; one line naming the file and the field.
     """
     path = Path(run) / rundir.MODEL_INFO
     if not path.is_file():
@@ -307,15 +398,166 @@ def read_model_info(run: Path) -> tuple[spaces.Space, spaces.Space]:
             f"run {run} has no {rundir.MODEL_INFO} (the spaces its model was built for); a run "
             "of this version writes it when training starts: retrain the run"
         )
+    size = path.stat().st_size
+    if size > MAX_INFO_BYTES:
+        raise ValueError(
+            f"{path}: not a graphopt model description: {size:,} bytes (graphopt writes a few "
+            f"KB; at most {MAX_INFO_BYTES:,} are read)"
+        )
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
         if not isinstance(data, dict) or data.get("format") != INFO_FORMAT:
             raise ValueError(f"expected format {INFO_FORMAT!r}")
         if data.get("version") != VERSION:
             raise ValueError(f"version {data.get('version')!r}; this graphopt reads {VERSION}")
-        return space_from_json(data["observation_space"]), space_from_json(data["action_space"])
-    except (ValueError, KeyError, TypeError, AssertionError) as e:  # JSONDecodeError: ValueError
+        observation_space = space_from_json(data["observation_space"], "observation_space")
+        action_space = space_from_json(data["action_space"], "action_space")
+    except (ValueError, KeyError, TypeError, AssertionError, RecursionError) as e:
+        # JSONDecodeError is a ValueError; RecursionError: nesting too deep for the parser
         raise ValueError(f"{path}: not a graphopt model description: {e}") from None
+    check_run_sizes(run, observation_space, action_space)
+    return observation_space, action_space
+
+
+def check_run_sizes(run: Path, observation_space: spaces.Space, action_space: spaces.Space) -> None:
+    """Refuse spaces of ``run/model.json`` that an encoding never has, or that the run's
+    ``config.yaml`` does not build, and a config whose policy or rollout buffer would not fit
+    (module bounds): all before the model is built. A missing or unreadable ``config.yaml`` is
+    left to the config loader; the checks that need it are skipped then.
+
+    Raises:
+        ValueError: one line naming the file and the field, the size and the bound.
+    """
+    info = Path(run) / rundir.MODEL_INFO
+    members = observation_space.spaces if isinstance(observation_space, spaces.Dict) else {}
+    slots = {
+        "op_features": (0, encoding.MAX_OPS, "op slots", "graphopt.encoding.MAX_OPS"),
+        "edge_index": (1, encoding.MAX_EDGES, "edge slots", "graphopt.encoding.MAX_EDGES"),
+        "device_features": (0, encoding.MAX_DEVICES, "device rows", "MAX_DEVICES"),
+    }
+    for key, (axis, bound, what, name) in slots.items():
+        shape = members[key].shape if key in members else None
+        if shape is not None and len(shape) > axis and shape[axis] > bound:
+            raise ValueError(
+                f"{info}: observation_space.{key} has {shape[axis]:,} {what}; an encoding has at "
+                f"most {bound:,} ({name})"
+            )
+    config, where = _run_config(Path(run))
+    if config is None:
+        return
+    op_shape = members["op_features"].shape if "op_features" in members else None
+    op_slots = op_shape[0] if op_shape else 0
+    max_ops = config.get("max_ops")
+    if _count(max_ops) and op_slots > max_ops:
+        raise ValueError(
+            f"{info}: observation_space.op_features has {op_slots:,} op slots but {where} sets "
+            f"max_ops: {max_ops:,}; the run's files do not belong together"
+        )
+    if isinstance(action_space, spaces.MultiDiscrete):
+        priorities = config.get("num_priorities")
+        choices = max(_devices(config.get("cluster")), 2, priorities if _count(priorities) else 0)
+        if int(action_space.nvec.max(initial=0)) > choices:
+            raise ValueError(
+                f"{info}: action_space.nvec has {int(action_space.nvec.max()):,} values per op; "
+                f"the run's cluster and num_priorities ({where}) give at most {choices}"
+            )
+    candidates = config.get("candidates")
+    if (
+        isinstance(action_space, spaces.Discrete)
+        and _count(candidates)
+        and int(action_space.n) > candidates + 1
+    ):
+        raise ValueError(
+            f"{info}: action_space.n is {int(action_space.n):,}; {where} sets candidates: "
+            f"{candidates}, so at most {candidates + 1}"
+        )
+    _check_policy_kwargs(config.get("policy_kwargs"), f"{where}: policy_kwargs")
+    _check_rollout(config.get("n_steps"), observation_space, action_space, where)
+
+
+def _count(value: Any) -> TypeGuard[int]:
+    """Whether ``value`` is a count (an int of at least 1, not a bool)."""
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 1
+
+
+def _run_config(run: Path) -> tuple[dict[str, Any] | None, Path]:
+    """The run's settings as the config loader reads them (the defaults, then its
+    ``config.yaml``) as plain data, and the file's path; None when the file is missing, too
+    large or not a mapping (the loader says why)."""
+    from graphopt.configs import CONFIG_DIR
+
+    path = run / rundir.CONFIG_FILE
+    try:
+        if path.stat().st_size > rundir.MAX_RUN_FILE_BYTES:
+            return None, path
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        defaults = yaml.safe_load((CONFIG_DIR / "ppo_default.yaml").read_text(encoding="utf-8"))
+    except (OSError, ValueError, yaml.YAMLError, RecursionError):
+        return None, path
+    if not isinstance(data, dict):
+        return None, path
+    return {**(defaults if isinstance(defaults, dict) else {}), **data}, path
+
+
+def _devices(cluster: Any) -> int:
+    """Devices of the run's cluster (preset or file), at most an encoding's; the encoding's
+    bound where it cannot be resolved here (the loader that uses it says why)."""
+    from graphopt.hardware import get_cluster
+
+    try:
+        return min(get_cluster(cluster).num_devices, encoding.MAX_DEVICES)
+    except (ValueError, TypeError, OSError):
+        return encoding.MAX_DEVICES
+
+
+def _check_policy_kwargs(value: Any, where: str) -> None:
+    """Refuse a policy size beyond :data:`POLICY_BOUNDS` (any other number beyond
+    :data:`MAX_WIDTH`), in ``value`` and the lists and mappings it holds."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            bound = POLICY_BOUNDS.get(str(key), MAX_WIDTH)
+            if _is_number(item) and item > bound:
+                raise ValueError(
+                    f"{where}.{key} is {item:,}; at most {bound:,} (a network of that size "
+                    "would not fit in memory)"
+                )
+            _check_policy_kwargs(item, f"{where}.{key}")
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            if _is_number(item) and item > MAX_WIDTH:
+                raise ValueError(f"{where}[{i}] is {item:,}; at most {MAX_WIDTH:,}")
+            _check_policy_kwargs(item, f"{where}[{i}]")
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _check_rollout(
+    n_steps: Any, observation_space: spaces.Space, action_space: spaces.Space, where: Path
+) -> None:
+    """Refuse an ``n_steps`` whose rollout buffer (one environment; SB3 stores observations and
+    actions as float32) is larger than this machine's memory."""
+    if not _count(n_steps):
+        return
+    parts = [*getattr(observation_space, "spaces", {"": observation_space}).values(), action_space]
+    entries = sum(math.prod(part.shape or ()) for part in parts)
+    needed = n_steps * entries * 4
+    memory = _memory_bytes()
+    if memory is not None and needed > memory:
+        raise ValueError(
+            f"{where}: n_steps {n_steps:,} x {entries:,} numbers of an observation and action is "
+            f"a rollout buffer of {needed / 1e9:,.1f} GB, more than this machine's "
+            f"{memory / 1e9:.1f} GB"
+        )
+
+
+def _memory_bytes() -> int | None:
+    """This machine's physical memory (None where the system does not say)."""
+    try:
+        return int(os.sysconf("SC_PAGE_SIZE")) * int(os.sysconf("SC_PHYS_PAGES"))
+    except (ValueError, OSError, AttributeError):
+        return None
 
 
 def same_spaces(model: Any, observation_space: spaces.Space, action_space: spaces.Space) -> bool:

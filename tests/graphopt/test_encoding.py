@@ -5,8 +5,11 @@ import pytest
 
 from graphopt.encoding import (
     GRAPH_FEATURES,
+    MAX_EDGES,
+    MAX_OPS,
     NUM_OP_TYPES,
     OP_FEATURES,
+    check_sizes,
     encode,
     observation_bytes,
     observation_space,
@@ -59,3 +62,14 @@ def test_observation_memory_is_as_documented():
     assert observation_bytes(1000, 0) - fixed == 61_000
     assert observation_bytes(0, 1000) - fixed == 20_000
     assert observation_bytes(20_000, 80_000) < 3_000_000
+
+
+def test_sizes_beyond_the_bounds_are_refused_before_any_array():
+    check_sizes(MAX_OPS, MAX_EDGES)
+    with pytest.raises(ValueError, match=r"max_ops 1,000,000,000 is outside 0\.\.1,048,576"):
+        observation_space(10**9, 4)
+    with pytest.raises(ValueError, match=r"max_edges 4,000,000,000 is outside 0\.\.8,388,608"):
+        observation_space(1000, 4 * 10**9)
+    graph, cluster = get_graph("txl-tiny"), get_cluster("v100-nvlink-2")
+    with pytest.raises(ValueError, match="max_ops 2,000,000 is outside"):
+        encode(graph, cluster, 2 * 10**6, 4)

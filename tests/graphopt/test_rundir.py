@@ -405,3 +405,20 @@ def test_graceful_stops_nest_and_a_stop_requested_outside_carries_in(capsys):
     with rundir.graceful_stop() as fresh:  # once the blocks are closed nothing carries over
         assert not fresh.requested
     assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL
+
+
+def test_run_files_of_a_size_graphopt_never_writes_are_refused_unread(tmp_path):
+    run = rundir.new_run_dir(tmp_path, "placement", "big")
+    (run / rundir.CONFIG_FILE).write_text("task: placement\n")
+    (run / rundir.BEST).write_bytes(b"")
+    rundir.check_run_dir(run)
+    for name in (rundir.STATE_FILE, rundir.MODEL_INFO, rundir.CONFIG_FILE):
+        path = run / name
+        with path.open("wb") as f:  # sparse: no disk space taken
+            f.truncate(rundir.MAX_RUN_FILE_BYTES + 1)
+        with pytest.raises(ValueError, match=rf"{name} is 4,194,305 bytes; .* not a file graphopt"):
+            rundir.check_run_dir(run)
+        if name == rundir.STATE_FILE:
+            with pytest.raises(ValueError, match="4,194,305 bytes"):
+                rundir.read_state(run)
+        path.write_text("{}")

@@ -132,3 +132,195 @@ def test_a_torch_whose_safe_loader_can_be_bypassed_reads_nothing(tmp_path, monke
     monkeypatch.setattr(checkpoint, "_torch_version", lambda: (2, 5))
     with pytest.raises(ValueError, match=r"not reading .*best_model\.pt: torch .* torch>=2\.6"):
         checkpoint.read_weights(path)
+
+
+# ---------------------------------------------------------------------- hostile sizes
+def hostile_run(tmp_path, *, observation=None, action=None, **config):
+    """A run directory of the tiny placement model whose model.json or config.yaml is edited:
+    ``observation`` / ``action`` replace a member of the observation space or the action space,
+    ``config`` keys replace the config's (policy_kwargs merged)."""
+    import yaml
+    from tiny_runs import TINY
+
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    checkpoint.write_model_info(tmp_path, tiny_model(), "placement")
+    info = json.loads((tmp_path / "model.json").read_text())
+    info["observation_space"]["spaces"].update(observation or {})
+    if action is not None:
+        info["action_space"] = action
+    (tmp_path / "model.json").write_text(json.dumps(info))
+    kwargs = {**TINY["policy_kwargs"], **config.pop("policy_kwargs", {})}  # type: ignore[dict-item]
+    data = {**TINY, **config, "policy_kwargs": kwargs}
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(data))
+    return tmp_path
+
+
+def box(*shape: int) -> dict:
+    return {"type": "Box", "shape": list(shape), "dtype": "float32", "low": -1.0, "high": 1.0}
+
+
+@pytest.mark.parametrize(
+    ("observation", "action", "message"),
+    [
+        (  # a billion op slots: 13 billion numbers, refused before one is allocated
+            {"op_features": box(10**9, 13)},
+            None,
+            r"observation_space\.op_features \(shape \[1000000000, 13\]\) holds 13,000,000,000 "
+            r"entries; a space may hold at most 67,108,864",
+        ),
+        (  # within the numbers a space may hold, beyond an encoding's op slots
+            {"op_features": box(2**21, 13)},
+            None,
+            r"observation_space\.op_features has 2,097,152 op slots; an encoding has at most "
+            r"1,048,576 \(graphopt\.encoding\.MAX_OPS\)",
+        ),
+        (
+            {"edge_index": box(2, 2**24)},
+            None,
+            r"observation_space\.edge_index has 16,777,216 edge slots; .*MAX_EDGES",
+        ),
+        (
+            {"device_features": box(10**6, 5)},
+            None,
+            r"observation_space\.device_features has 1,000,000 device rows; .* at most 16",
+        ),
+        (
+            {f"extra{i}": box(1) for i in range(100)},
+            None,
+            r"observation_space: a Dict of 110 spaces at level 1; a Dict holds at most 64 spaces",
+        ),
+        (  # a billion actions, written as one run: refused before the run is expanded
+            None,
+            {
+                "type": "MultiDiscrete",
+                "nvec": [[2, 10**9]],
+                "start": [[0, 10**9]],
+                "dtype": "int64",
+            },
+            r"action_space\.nvec holds 1,000,000,000 entries",
+        ),
+        (
+            None,
+            {
+                "type": "MultiDiscrete",
+                "nvec": [[10**9, 227]],
+                "start": [[0, 227]],
+                "dtype": "int64",
+            },
+            r"action_space\.nvec holds 1,000,000,000; each entry has 1\.\.4096 values",
+        ),
+        (  # within the bound of any space, beyond the run's cluster (2 devices) and priorities
+            None,
+            {"type": "MultiDiscrete", "nvec": [[64, 227]], "start": [[0, 227]], "dtype": "int64"},
+            r"action_space\.nvec has 64 values per op; the run's cluster and num_priorities "
+            r"\(.*config\.yaml\) give at most 8",
+        ),
+        (None, {"type": "Discrete", "n": 10**9}, r"action_space\.n is 1,000,000,000"),
+        (
+            None,
+            {"type": "MultiBinary", "n": [10**5, 10**5]},
+            r"action_space\.n holds 10,000,000,000",
+        ),
+    ],
+)
+def test_hostile_sizes_in_model_json_are_refused_naming_file_and_field(
+    tmp_path, observation, action, message
+):
+    run = hostile_run(tmp_path, observation=observation, action=action)
+    with pytest.raises(ValueError, match=message) as e:
+        checkpoint.read_model_info(run)
+    assert str(e.value).startswith(str(run / "model.json")) and "\n" not in str(e.value)
+
+
+@pytest.mark.parametrize(
+    ("config", "message"),
+    [
+        (
+            {"policy_kwargs": {"hidden": 10**9}},
+            r"policy_kwargs\.hidden is 1,000,000,000; at most 4,096",
+        ),
+        (
+            {"policy_kwargs": {"heads": 1e9}},
+            r"policy_kwargs\.heads is 1,000,000,000\.0; at most 64",
+        ),
+        (
+            {"policy_kwargs": {"net_arch": [64, 10**8]}},
+            r"policy_kwargs\.net_arch\[1\] is 100,000,000",
+        ),
+        ({"policy_kwargs": {"net_arch": {"pi": [10**8]}}}, r"policy_kwargs\.net_arch\.pi\[0\]"),
+        ({"max_ops": 100}, r"op_features has 227 op slots but .*config\.yaml sets max_ops: 100"),
+        ({"n_steps": 10**12}, r"config\.yaml: n_steps 1,000,000,000,000 x .* GB, more than this"),
+    ],
+)
+def test_hostile_sizes_in_config_yaml_are_refused_naming_file_and_field(tmp_path, config, message):
+    run = hostile_run(tmp_path, **config)
+    with pytest.raises(ValueError, match=message) as e:
+        checkpoint.read_model_info(run)
+    assert str(run) in str(e.value) and "\n" not in str(e.value)
+
+
+def test_the_run_as_written_passes_and_edit_runs_are_held_to_their_candidates(tmp_path):
+    obs, act = checkpoint.read_model_info(hostile_run(tmp_path))  # the tiny run as written
+    assert obs["op_features"].shape == (227, 13) and act.nvec.max() == 2
+    env = make_env("placement-edit", ["txl-tiny"], "v100-nvlink-2", candidates=4, horizon=8)
+    model = PPO(MovePolicy, env, n_steps=16, batch_size=16, policy_kwargs={"hidden": 8})
+    checkpoint.write_model_info(tmp_path, model, "placement-edit")
+    (tmp_path / "config.yaml").write_text("task: placement-edit\ncandidates: 4\n")
+    assert checkpoint.read_model_info(tmp_path)[1].n == 5  # 0 passes, then 4 candidates
+    (tmp_path / "config.yaml").write_text("task: placement-edit\ncandidates: 2\n")
+    with pytest.raises(ValueError, match=r"action_space\.n is 5; .* candidates: 2, so at most 3"):
+        checkpoint.read_model_info(tmp_path)
+
+
+def test_a_model_json_too_large_or_too_deep_is_refused_unread(tmp_path):
+    hostile_run(tmp_path)
+    (tmp_path / "model.json").write_text(" " * (checkpoint.MAX_INFO_BYTES + 1))
+    with pytest.raises(
+        ValueError, match=r"model\.json: not a graphopt model description: 4,194,305 bytes"
+    ):
+        checkpoint.read_model_info(tmp_path)
+    (tmp_path / "model.json").write_text("[" * 100_000 + "]" * 100_000)
+    with pytest.raises(ValueError, match=r"model\.json: not a graphopt model description"):
+        checkpoint.read_model_info(tmp_path)
+
+
+def test_eval_of_a_hostile_run_is_refused_under_a_memory_limit(tmp_path):
+    """``graphopt eval`` of a run whose model.json asks for a billion op slots and actions and
+    whose config a billion hidden units, in a process of at most 8 GB of address space (a
+    refusal takes about 1 GB; the op features alone would take 52 GB): one line, exit 2."""
+    import os
+    import resource
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    run = hostile_run(
+        tmp_path / "run",
+        observation={"op_features": box(10**9, 13)},
+        action={
+            "type": "MultiDiscrete",
+            "nvec": [[16, 10**9]],
+            "start": [[0, 10**9]],
+            "dtype": "int64",
+        },
+        policy_kwargs={"hidden": 10**9},
+    )
+    torch.save(checkpoint.model_weights(tiny_model()), run / "best_model.pt")
+    limit = 8 * 2**30
+
+    def cap() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+    proc = subprocess.run(
+        [sys.executable, "-m", "graphopt", "eval", str(run), "--graphs", "txl-tiny"],
+        cwd=Path(__file__).resolve().parents[2],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        preexec_fn=cap,
+        env={**os.environ, "CUDA_VISIBLE_DEVICES": ""},  # CUDA reserves address space at start
+    )
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    (line,) = proc.stderr.strip().splitlines()
+    assert line.startswith(f"graphopt: error: {run / 'model.json'}: ")
+    assert "observation_space.op_features" in line and "MemoryError" not in proc.stderr
