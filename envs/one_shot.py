@@ -47,6 +47,7 @@ COMMON_SECTIONS = """
     | counts | (2,) int64 | number of ops, number of edges |
     | hint | (len(action),) int64 | the reference (best heuristic) decision laid out as an action; -1 in padding slots, everywhere with ``hint=False`` |
     | fusion_mask | (max_ops,) int8 | fusion and joint only: 1 where the op's fusion bit may be set (:func:`graphopt.sim.fusion_rules.fusion_mask`), 0 where it alone breaks a fusion rule and in padding |
+    | op_context | (max_ops, 6) float32 | with a decoder only: the reference's schedule per op (:data:`graphopt.encoding.CONTEXT_FEATURES`: critical, slack, wait, transfer, start, duration); 0 in padding |
 
     The hint lets a policy start from the best heuristic and learn to improve on it; an agent may
     ignore it, and ``hint=False`` removes the information.
@@ -195,12 +196,16 @@ class GraphOptEnv(GraphEnv):
             extra: dict[str, spaces.Space] = {"hint": hint_space}
             if "fusion" in self.blocks:
                 extra["fusion_mask"] = spaces.Box(0, 1, (self.max_ops,), np.int8)
+            if self.decoder is not None:
+                width = len(encoding.CONTEXT_FEATURES)
+                extra["op_context"] = spaces.Box(-np.inf, np.inf, (self.max_ops, width), np.float32)
             self.observation_space = spaces.Dict({**space.spaces, **extra})
         else:
             self.observation_space = spaces.Dict(
                 {"graph_id": spaces.Box(0, len(self.graphs) - 1, (1,), np.int64)}
             )
         self._fusion_masks: dict[int, np.ndarray] = {}
+        self._contexts: dict[int, np.ndarray] = {}
         self._seed = seed
         self.last_episode: Episode | None = None
         if seed is not None:
@@ -233,7 +238,23 @@ class GraphOptEnv(GraphEnv):
         obs["hint"] = self.hint_action(index)
         if "fusion" in self.blocks:
             obs["fusion_mask"] = self.fusion_mask(index)
+        if self.decoder is not None:
+            obs["op_context"] = self.op_context(index)
         return obs
+
+    def op_context(self, index: int) -> np.ndarray:
+        """``(max_ops, K)`` float32: the reference decision's schedule features of graph
+        ``index`` (:func:`graphopt.encoding.schedule_context`; zeros in padding slots), computed
+        once from one simulation of the reference (the one that measured it as the best
+        heuristic): the network sees the schedule it departs from."""
+        cached = self._contexts.get(index)
+        if cached is None:
+            graph = self.graphs[index]
+            cached = np.zeros((self.max_ops, len(encoding.CONTEXT_FEATURES)), np.float32)
+            ref = self.reference(index).decision
+            cached[: graph.num_ops] = encoding.schedule_context(graph, self.cluster, ref)
+            self._contexts[index] = cached
+        return cached.copy()
 
     def fusion_mask(self, index: int) -> np.ndarray:
         """``(max_ops,)`` int8: 1 where graph ``index``'s fusion bit may be set

@@ -11,6 +11,7 @@ from gymnasium import spaces
 
 from envs.base import GraphEnv, GraphSpec, check_action
 from envs.rewards import reward
+from graphopt.encoding import symlog
 from graphopt.hardware import DEFAULT_CLUSTER, Cluster
 from graphopt.sim.estimate import PlacementEstimate
 from graphopt.typing import CostModel, Decision, FloatArray, IntArray
@@ -54,11 +55,6 @@ def percent_gain(before: float | FloatArray, after: float | FloatArray) -> Float
         fits_before, np.where(fits_after, finite, -np.inf), np.where(fits_after, np.inf, 0.0)
     )
     return np.where(fits_before & (before <= 0), 0.0, gain)
-
-
-def symlog(x: FloatArray) -> FloatArray:
-    """``sign(x) * log(1 + 10 |x|)``: 0.1 -> 0.69, 1 -> 2.4, 100 -> 6.9."""
-    return np.sign(x) * np.log1p(10.0 * np.abs(x))
 
 
 def vetted_gain(insert: FloatArray, append: FloatArray) -> FloatArray:

@@ -42,6 +42,7 @@ from gymnasium import spaces
 from graphopt.graph import CompGraph
 from graphopt.hardware import Cluster
 from graphopt.sim import PreparedGraph
+from graphopt.typing import Decision, FloatArray
 
 NUM_OP_TYPES = 512
 MAX_DEVICES = 16
@@ -274,3 +275,42 @@ def _depth(graph: CompGraph) -> np.ndarray:
         if hi > lo:
             depth[i] = depth[preds[lo:hi]].max() + 1
     return depth
+
+
+CONTEXT_FEATURES = (
+    "critical",  # 1 on the critical path of the reference's schedule
+    "slack",  # symlog of its slack, % of the step
+    "wait",  # symlog of how long it waited for its device, % of the step
+    "transfer",  # symlog of the transfer time of its output, % of the step
+    "start",  # its start, as a share of the step
+    "duration",  # symlog of its kernel's duration, % of the step
+)
+"""Per-op features of a decision's simulated schedule (:func:`schedule_context`): what a network
+steering a decoder reads of the reference decision it departs from."""
+
+
+def symlog(x: FloatArray) -> FloatArray:
+    """``sign(x) * log(1 + 10 |x|)``: 0.1 -> 0.69, 1 -> 2.4, 100 -> 6.9."""
+    return np.sign(x) * np.log1p(10.0 * np.abs(x))
+
+
+def schedule_context(graph: CompGraph, cluster: Cluster, decision: Decision) -> FloatArray:
+    """``(N, len(CONTEXT_FEATURES))`` float32: the features of :data:`CONTEXT_FEATURES` for every
+    op of ``decision``'s simulated schedule (one simulation; zeros for an illegal fusion)."""
+    from graphopt.sim.critical import timeline_times
+
+    n = graph.num_ops
+    out = np.zeros((n, len(CONTEXT_FEATURES)), dtype=np.float32)
+    m, timeline = PreparedGraph(graph, cluster).evaluate_timeline(decision)
+    if timeline is None or n == 0 or m.step_time <= 0:
+        return out
+    placement = decision.filled(n).placement
+    t = timeline_times(graph, placement, timeline)
+    scale = 100.0 / t.step
+    out[:, 0] = t.critical(1e-6)
+    out[:, 1] = symlog(t.slack * scale)
+    out[:, 2] = symlog(t.wait * scale)
+    out[:, 3] = symlog(t.transfer * scale)
+    out[:, 4] = t.start / t.step
+    out[:, 5] = symlog((t.end - t.start) * scale)
+    return out

@@ -8,7 +8,11 @@ task's heads and ``outputs`` real outputs per op; the mean action is
 
 - ``affinity:d``: the placement head's score of device ``d`` (device-agnostic or not; the hinted
   device's bias included, so a released op leans towards the reference's device at first);
-- ``shift``, ``gate``, ``priority``, ``fusion``: the real outputs, in that order. The gate's bias
+- ``shift``, ``gate``, ``priority``, ``fusion``: the real outputs, in that order.
+
+The network also reads the reference decision's schedule (observation key ``op_context``: each
+op's slack, wait, transfer and whether it is critical), so it can tell where departing from the
+reference may pay. The gate's bias
   starts at :data:`GATE_BIAS`, so at initialisation every op stays on its anchor (the greedy
   decision is the reference) and samples release a few of them.
 
@@ -109,7 +113,15 @@ class GODecoderPolicy(GOPolicy):
         return hint if isinstance(hint, spaces.Box) else None
 
     def _build(self, lr_schedule: Schedule) -> None:
-        self.network = GONetwork(self.num_classes, outputs=len(self.scalars), **self.net_kwargs)
+        space = self.observation_space
+        assert isinstance(space, spaces.Dict)
+        context = space.spaces.get("op_context")
+        width = int(context.shape[-1]) if context is not None and context.shape else 0
+        if self.graphs is not None and "op_context" in self.graphs[0]:  # obs_mode="id"
+            width = int(np.asarray(self.graphs[0]["op_context"]).shape[-1])
+        self.network = GONetwork(
+            self.num_classes, context_features=width, outputs=len(self.scalars), **self.net_kwargs
+        )
         head = self.network.output_head
         assert head is not None
         nn.init.normal_(head.weight, std=0.01)

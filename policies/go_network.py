@@ -20,12 +20,13 @@ Every hyper-parameter is a keyword argument of :class:`GONetwork` (and of
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from graphopt.encoding import DEVICE_FEATURES
+from graphopt.encoding import DEVICE_FEATURES, OP_FEATURES
 from graphopt.nn.batching import GraphBatch, graph_batch, pack, to_padded
 from graphopt.nn.graph_encoder import GraphEncoder
 from policies.film import FiLM, context_dim, graph_context
@@ -57,6 +58,9 @@ class GONetwork(nn.Module):
             (:data:`graphopt.encoding.DEVICE_FEATURES`), ops are scored against the rows
             (:class:`~policies.heads.TaskHeads`), and the hinted device enters as its row's
             embedding; so a policy trained on one cluster runs on another of any size.
+        context_features: per-op context features the observations carry (key ``op_context``,
+            e.g. the reference schedule's slack and waits; default 0: none), read beside the op
+            features by the GraphSAGE encoder.
         outputs: real-valued outputs per op (default 0: none), a linear map of the trunk
             returned as ``logits["outputs"]`` ``(B, M, outputs)``: the per-op inputs of a
             decoder (:class:`policies.decoder_policy.GODecoderPolicy`).
@@ -89,6 +93,7 @@ class GONetwork(nn.Module):
         film: bool = True,
         hint_weight: float = 4.0,
         device_agnostic: bool = False,
+        context_features: int = 0,
         outputs: int = 0,
     ) -> None:
         super().__init__()
@@ -105,7 +110,13 @@ class GONetwork(nn.Module):
             dropout=dropout,
         )
         self.num_classes = dict(num_classes)
-        self.encoder = GraphEncoder(hidden, sage_layers, dropout=dropout)
+        self.context_features = int(context_features)
+        self.encoder = GraphEncoder(
+            hidden,
+            sage_layers,
+            num_op_features=len(OP_FEATURES) + self.context_features,
+            dropout=dropout,
+        )
         self.trunk = SegmentAttention(attn_layers, **attn)  # type: ignore[arg-type]
         self.heads = TaskHeads(
             num_classes,
@@ -142,6 +153,8 @@ class GONetwork(nn.Module):
     ) -> tuple[dict[str, Tensor], Tensor, Tensor]:
         """Logits, value and op-slot mask (``with_logits=False`` skips the heads: empty dict)."""
         batch = obs if isinstance(obs, GraphBatch) else graph_batch(obs)
+        if self.context_features:
+            batch = with_context(batch, self.context_features)
         packed = pack(batch)
         h = to_padded(self.encoder(packed), packed)  # (B, L, d)
         mask = packed.node_mask
@@ -197,6 +210,18 @@ class GONetwork(nn.Module):
             return []
         m = batch.max_ops
         return [batch.hint[:, j * m : j * m + length] for j in range(len(self.num_classes))]
+
+
+def with_context(batch: GraphBatch, width: int) -> GraphBatch:
+    """``batch`` with its ``op_context`` ``(B, M, width)`` appended to the op features."""
+    ctx = batch.op_context
+    if ctx is None or ctx.shape[-1] != width:
+        got = None if ctx is None else tuple(ctx.shape)
+        raise ValueError(
+            f"the network reads {width} context features per op (observation key op_context), "
+            f"got {got}: evaluate it on environments made with the decoder it was trained with"
+        )
+    return replace(batch, op_features=torch.cat([batch.op_features, ctx], dim=-1))
 
 
 def mask_fusion(logits: Tensor, allowed: Tensor) -> Tensor:

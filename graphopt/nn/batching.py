@@ -64,6 +64,10 @@ class GraphBatch:
     fusion_mask: Tensor | None = None
     """``(B, M)`` bool: the op slots whose fusion bit may be 1 (observation key ``fusion_mask`` of
     the fusion and joint environments), or None."""
+    op_context: Tensor | None = None
+    """``(B, M, K)`` float32: per-op features of the reference decision's schedule (observation
+    key ``op_context`` of the environments with a decoder, :func:`envs.one_shot.schedule_context`),
+    or None."""
 
     @property
     def size(self) -> int:
@@ -122,6 +126,7 @@ def graph_batch(obs: Mapping[str, Tensor]) -> GraphBatch:
         num_edges=counts[:, 1],
         hint=obs["hint"].long() if "hint" in obs else None,
         fusion_mask=obs["fusion_mask"] > 0.5 if "fusion_mask" in obs else None,
+        op_context=obs["op_context"].float() if "op_context" in obs else None,
     )
 
 

@@ -48,7 +48,9 @@ def decode_reference(
     resident = [0.0] * num_dev
     pred: list[list[tuple[int, float]]] = [[] for _ in range(n)]
     for s, d, b in sorted(
-        zip(graph.edge_src.tolist(), graph.edge_dst.tolist(), graph.edge_bytes.tolist(), strict=True)
+        zip(
+            graph.edge_src.tolist(), graph.edge_dst.tolist(), graph.edge_bytes.tolist(), strict=True
+        )
     ):
         pred[d].append((s, b))
     waiting = [len(p) for p in pred]
