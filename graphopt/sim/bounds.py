@@ -129,7 +129,9 @@ def lower_bounds(graph: CompGraph, cluster: Cluster, fusion: object | None = Non
     path = _longest_path(kernel_of, mptr, members, prepared.succ_ptr, prepared.succ_dst, fastest)
     if path < 0:
         raise ValueError("illegal fusion: the fused kernels form a cycle; no lower bound exists")
-    return LowerBounds(critical_path=float(path), work=float(fastest.sum() / cluster.num_devices))
+    with np.errstate(over="ignore"):  # costs beyond float64: inf, as the simulator's step time,
+        work = float(fastest.sum() / cluster.num_devices)  # whose reason says so (once)
+    return LowerBounds(critical_path=float(path), work=work)
 
 
 def any_fusion_lower_bounds(graph: CompGraph, cluster: Cluster) -> LowerBounds:

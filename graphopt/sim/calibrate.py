@@ -116,6 +116,30 @@ def _round(value: float) -> float:
     return float(f"{value:.4g}")
 
 
+def _check_sums(
+    times: np.ndarray,
+    flop_seconds: np.ndarray,
+    byte_seconds: np.ndarray,
+    names: list[str],
+    kind: str,
+) -> None:
+    """Refuse ops whose times the fit cannot sum: the fit adds up measured times and rooflines
+    (at the lowest efficiency tried, :data:`EFFICIENCIES`) over every op, and a sum that
+    overflows float64 makes every figure meaningless. Names the op with the largest term."""
+    slowest = np.maximum(flop_seconds, byte_seconds) / min(EFFICIENCIES)
+    terms = np.maximum(times, slowest)
+    with np.errstate(over="ignore", invalid="ignore"):
+        total = float(np.sum(terms) + np.sum(times) + np.sum(slowest))
+    if math.isfinite(total):
+        return
+    i = int(np.argmax(np.where(np.isfinite(terms), terms, np.inf)))
+    raise ValueError(
+        f"the measured times of device kind {kind!r} cannot be summed (their sum overflows): op "
+        f"{names[i]!r} measured {times[i]:.3g} s, roofline at least {slowest[i]:.3g} s; fix or "
+        "drop that op's measurement (or its FLOPs and bytes) and calibrate again"
+    )
+
+
 def calibrate(
     graphs: Sequence[CompGraph], device: Device, *, min_ops: int = 8, min_sources: int = 2
 ) -> Calibration:
@@ -123,14 +147,16 @@ def calibrate(
     ``graphs`` (module docstring).
 
     Raises:
-        ValueError: ``min_ops`` or ``min_sources`` below 1, or no graph holds a measured time for
-            ``device.kind`` on an op that is not a source.
+        ValueError: ``min_ops`` or ``min_sources`` below 1, no graph holds a measured time for
+            ``device.kind`` on an op that is not a source, or the times cannot be summed without
+            overflow (the op named).
     """
     if min_ops < 1 or min_sources < 1:
         raise ValueError(f"min_ops and min_sources must be >= 1, got {min_ops}, {min_sources}")
     columns: dict[str, list[np.ndarray]] = {k: [] for k in ("t", "f", "b", "src")}
     types: list[str] = []
     classes: list[str] = []
+    names: list[str] = []  # graph/op, to name the op behind a sum that overflows
     for graph in graphs:
         times = graph.measured.get(device.kind)
         if times is None:
@@ -142,6 +168,7 @@ def calibrate(
         columns["src"].append(np.full(int(use.sum()), source_of(graph), dtype=object))
         types += [t for t, ok in zip(graph.op_types, use, strict=True) if ok]
         classes += [c for c, ok in zip(graph.op_classes, use, strict=True) if ok]
+        names += [f"{graph.name}/{n}" for n, ok in zip(graph.op_names, use, strict=True) if ok]
     if not types:
         raise ValueError(
             f"no op of these {len(graphs)} graph(s) has a measured time for device kind "
@@ -152,6 +179,7 @@ def calibrate(
     src = np.concatenate(columns["src"])
     op_type, op_class = np.array(types, dtype=object), np.array(classes, dtype=object)
     flop_seconds, byte_seconds = f / device.peak_flops, b / device.mem_bandwidth
+    _check_sums(t, flop_seconds, byte_seconds, names, device.kind)
     has_flops = f > 0
 
     def fit(mask: np.ndarray, overhead: float) -> tuple[float, float]:

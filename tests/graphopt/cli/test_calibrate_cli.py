@@ -75,3 +75,23 @@ def test_calibrate_refuses_bad_input_and_writes_nothing(run_cli, tmp_path) -> No
     )
     assert zero.returncode == 2 and "--min-ops must be a positive integer" in zero.stderr
     assert not out.exists()
+
+
+def test_measured_times_that_overflow_are_one_line_and_no_file(run_cli, tmp_path) -> None:
+    graph = CompGraph.load(TRAIN[0])
+    data = graph.to_json_dict()
+    kind = next(iter(graph.measured))
+    times = list(graph.measured[kind])
+    first = next(i for i, c in enumerate(graph.op_classes) if c != "source")
+    times[first] = 1.7e308
+    data["measured"] = {kind: times}
+    path = tmp_path / "huge.json"
+    path.write_text(json.dumps(data))
+    out = tmp_path / "c.yaml"
+    cluster = str(DATA / "cluster.yaml")
+    proc = run_cli(
+        "calibrate", str(path), "--cluster", cluster, "-o", str(out), "--json", check=False
+    )
+    assert proc.returncode == 2 and not out.exists() and proc.stdout == ""
+    (line,) = proc.stderr.strip().splitlines()
+    assert "cannot be summed" in line and f"/{graph.op_names[first]}' measured 1.7e+308 s" in line

@@ -118,3 +118,14 @@ def test_any_fusion_bound_never_exceeds_a_simulated_step(seed: int):
         )
         if np.isfinite(m.step_time):  # an illegal fusion has no step to bound
             assert bound <= m.step_time * (1 + 1e-12)
+
+
+def test_costs_beyond_float64_give_an_infinite_bound_without_a_numpy_warning():
+    import warnings
+
+    huge = 1.7e308  # two such ops on one device sum beyond float64
+    graph = make_graph([("a", huge, 0, 1, 0), ("b", huge, 0, 1, 0)], [])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # an overflow warning would fail the test
+        bounds = lower_bounds(graph, unit_cluster(1))
+    assert bounds.critical_path == huge and bounds.work == np.inf

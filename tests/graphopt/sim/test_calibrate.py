@@ -125,3 +125,14 @@ def test_bad_input_is_refused() -> None:
         calibrate(GRAPHS, other)
     with pytest.raises(ValueError, match="min_ops and min_sources must be >= 1"):
         calibrate(GRAPHS, DEVICE, min_ops=0)
+
+
+def test_times_whose_sum_overflows_are_refused_naming_the_op() -> None:
+    data = GRAPHS[1].to_json_dict()
+    data["measured"] = {DEVICE.kind: [1.7e308, *GRAPHS[1].measured[DEVICE.kind][1:]]}
+    huge = CompGraph.from_json_dict(data)
+    with pytest.raises(
+        ValueError,
+        match=r"device kind 'cpu-test' cannot be summed .*: op 'b-1/op0' measured 1\.7e\+308 s",
+    ):
+        calibrate([GRAPHS[0], huge], DEVICE)
