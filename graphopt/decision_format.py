@@ -174,10 +174,33 @@ def kernel_groups(graph: CompGraph, fusion: Any) -> list[tuple[int, ...]]:
     return [tuple(sorted(groups[root])) for root in sorted(groups) if len(groups[root]) > 1]
 
 
-def file_positions(graph: CompGraph) -> list[int]:
-    """The graph's op indices in the order its file lists them."""
+def names_in_file_order(graph: CompGraph) -> tuple[str, ...]:
+    """The graph's op names in the order its file lists them (the order of a decision's maps)."""
     order = graph.file_order
-    return list(range(graph.num_ops)) if order is None else order.tolist()
+    return graph.op_names if order is None else tuple(graph.op_names[i] for i in order.tolist())
+
+
+def in_file_order(graph: CompGraph, values: Any, key: str, who: str = "") -> np.ndarray:
+    """``values`` (one per op, graphopt's op order) as int64 in the graph file's op order.
+
+    Raises:
+        ValueError: ``values`` does not hold one entry per op (``key`` and ``who`` name it).
+    """
+    array = np.asarray(values, dtype=np.int64)
+    if array.shape != (graph.num_ops,):
+        raise ValueError(
+            f"{who or 'decision'}: {key} has {array.size} entries but graph {graph.name!r} has "
+            f"{graph.num_ops} ops"
+        )
+    return array if graph.file_order is None else array[graph.file_order]
+
+
+def kernel_names(graph: CompGraph, fusion: Any) -> tuple[tuple[str, ...], ...]:
+    """:func:`kernel_groups` by op name (empty without fusion)."""
+    if fusion is None or not np.any(fusion):
+        return ()
+    names = graph.op_names
+    return tuple(tuple(names[i] for i in group) for group in kernel_groups(graph, fusion))
 
 
 def record_of(
@@ -196,24 +219,14 @@ def record_of(
     Raises:
         ValueError: an array of ``decision`` does not hold one entry per op.
     """
-    order = file_positions(graph)
-    names = graph.op_names
+    names = names_in_file_order(graph)
 
     def keyed(key: str, values: Any) -> dict[str, int] | None:
         if values is None:
             return None
-        listed = np.asarray(values).tolist()
-        if len(listed) != graph.num_ops:
-            raise ValueError(
-                f"{method or 'decision'}: {key} has {len(listed)} entries but graph "
-                f"{graph.name!r} has {graph.num_ops} ops"
-            )
-        return {names[i]: int(listed[i]) for i in order}
+        ordered = in_file_order(graph, values, key, method)
+        return dict(zip(names, ordered.tolist(), strict=True))
 
-    kernels: tuple[tuple[str, ...], ...] = ()
-    if decision.fusion is not None and np.any(decision.fusion):
-        groups = kernel_groups(graph, decision.fusion)
-        kernels = tuple(tuple(names[i] for i in group) for group in groups)
     step = None if measurement is None else float(measurement.step_time)
     return DecisionRecord(
         graph=graph.name,
@@ -221,11 +234,11 @@ def record_of(
         cluster=cluster.name,
         cluster_fingerprint=cluster.fingerprint,
         devices=tuple(d.name for d in cluster.devices),
-        op_names=tuple(names[i] for i in order),
+        op_names=names,
         placement=keyed("placement", decision.placement),
         priority=keyed("priority", decision.priority),
         fusion=keyed("fusion", decision.fusion),
-        kernels=kernels,
+        kernels=kernel_names(graph, decision.fusion),
         method=method,
         task=task,
         seed=seed,

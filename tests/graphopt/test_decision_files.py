@@ -12,10 +12,12 @@ import pytest
 from graphopt.decision_files import (
     INDEX,
     DecisionDir,
+    dumps,
     file_name,
     save_decision,
     write_json_atomic,
 )
+from graphopt.decision_format import record_of, to_json
 from graphopt.decision_io import load_decision
 from graphopt.graph import CompGraph, Op
 from graphopt.hardware import get_cluster
@@ -119,3 +121,55 @@ def test_an_atomic_write_that_fails_leaves_nothing(tmp_path):
     with pytest.raises(ValueError):  # not JSON: the old file stays whole, no temporary is left
         write_json_atomic(target, {"a": float("nan")})
     assert target.read_text() == "old" and [p.name for p in tmp_path.iterdir()] == ["x.json"]
+
+
+def test_the_fast_text_is_that_of_the_record(tmp_path):
+    """The slow twin: a file written by DecisionDir (per-op arrays formatted from the graph's
+    encoded names) has exactly the text of the record's JSON, for names that need escaping, a '%'
+    and a graph file listing its ops out of order."""
+    names = ["out %d", 'q"uote', "ünï/cödé", "src"]
+    ops = [
+        Op(n, t, flops=1e9, output_bytes=1e6)
+        for n, t in zip(names, ["Add", "Relu", "Relu", "MatMul"], strict=True)
+    ]
+    g = CompGraph.build(
+        "odd",
+        ops,
+        [("src", 'q"uote', 1e6), ('q"uote', "ünï/cödé", 1e6), ("ünï/cödé", "out %d", 1e6)],
+    )
+    data = g.to_json_dict()
+    assert data["ops"]["name"][0] == "src"
+    order = [3, 1, 0, 2]
+    data["ops"] = {key: [column[i] for i in order] for key, column in data["ops"].items()}
+    (tmp_path / "g.json").write_text(json.dumps(data))
+    for graph in (g, CompGraph.load(tmp_path / "g.json")):
+        d = Decision(placement=np.array([0, 1, 1, 0]), fusion=np.array([0, 1, 0, 0]), priority=None)
+        m = simulate(graph, CLUSTER, d)
+        saved = DecisionDir(tmp_path / graph.fingerprint[:8])
+        name = saved.save(graph, CLUSTER, "m", d, m, task="joint", seed=1)
+        saved.flush()
+        record = record_of(graph, CLUSTER, d, method="m", measurement=m, task="joint", seed=1)
+        assert (saved.path / name).read_text() == dumps(to_json(record))
+        assert json.loads((saved.path / name).read_text()) == json.loads(
+            json.dumps(to_json(record))
+        )
+
+
+def test_dumps_breaks_lines_only_between_entries():
+    data = {"a": {'x, "y': 1, "q}, {": 2, "": 3}, "k": [["a], [b", "c"], ["d"]], "e": [], "f": {}}
+    data |= {"g": [{"m": "n}, {"}], "h": None, "i": 1.5}
+    text = dumps(data)
+    assert json.loads(text) == data and text.count("\n") == 18
+
+
+def test_a_file_that_cannot_be_written_fails_the_index(tmp_path):
+    """Files are written by a thread: a failure is raised by flush / write_index, and no index is
+    written."""
+    g = graph("g")
+    d = Decision(placement=np.zeros(3, dtype=np.int64))
+    saved = DecisionDir(tmp_path / "out")
+    (tmp_path / "out" / "g--m.json").mkdir()  # a directory where the file goes
+    saved.save(g, CLUSTER, "m", d)
+    with pytest.raises(ValueError, match="cannot write '.*g--m.json'"):
+        saved.write_index()
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["g--m.json"]

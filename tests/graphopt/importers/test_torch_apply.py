@@ -51,6 +51,7 @@ def test_an_exported_placement_runs_across_pseudo_devices_as_the_model(tmp_path,
     decision = Decision(placement=placement)
     saved = DecisionDir(tmp_path)
     name = saved.save(graph, cluster, "round-robin", decision, simulate(graph, cluster, decision))
+    saved.write_index()
 
     exported = export_torch(read_record(tmp_path / name), DEVICES)
     assert exported["placement"] == {
@@ -75,7 +76,9 @@ def test_fusion_is_exported_as_groups_of_fx_node_names(tmp_path, model_and_input
     fusion = np.zeros(graph.num_ops, dtype=np.int64)
     fusion[graph.index["addmm"]] = 1  # the first linear with its relu
     decision = Decision(fusion=fusion)
-    name = DecisionDir(tmp_path).save(graph, cluster, "f", decision)
+    saved = DecisionDir(tmp_path)
+    name = saved.save(graph, cluster, "f", decision)
+    saved.write_index()
     exported = export_torch(read_record(tmp_path / name))
     assert exported["fusion"] == [["addmm", "relu"]]
     assert exported["placement"] is None and exported["devices"] == default_devices(4)
@@ -86,7 +89,9 @@ def test_bad_device_lists_and_node_names_are_refused(tmp_path, model_and_input):
     graph = from_torch(model, (x,), name="block")
     cluster = get_cluster("v100-nvlink-2")
     decision = Decision(placement=np.zeros(graph.num_ops, dtype=np.int64))
-    name = DecisionDir(tmp_path).save(graph, cluster, "m", decision)
+    saved = DecisionDir(tmp_path)
+    name = saved.save(graph, cluster, "m", decision)
+    saved.write_index()
     with pytest.raises(ValueError, match="give one torch device per device of cluster"):
         export_torch(read_record(tmp_path / name), ["cpu"])
     with pytest.raises(ValueError, match="names node 'nope'"):
