@@ -14,8 +14,8 @@
     }
 
 Each file is a version-1 decision file (:mod:`graphopt.decision_format`) named
-``<graph>--<method>.json`` (characters other than letters, digits and ``.+@_-`` replaced by
-``_``; a ``-2``, ``-3``... suffix where two pairs would share a name). Saving into a directory that
+``<graph>--<method>.json`` (each run of characters other than letters, digits and ``.+@_-``
+replaced by one ``_``; a ``-2``, ``-3``... suffix where two pairs would share a name). Saving into a directory that
 already has an index keeps its entries; a pair saved again replaces its file and its entry.
 
 Every file, the index included, is written whole to a temporary file in the same directory and
@@ -51,10 +51,10 @@ from graphopt.decision_format import (
     record_of,
     to_json,
 )
-from graphopt.graph import CompGraph
 from graphopt.typing import Decision
 
 if TYPE_CHECKING:  # pragma: no cover
+    from graphopt.graph import CompGraph
     from graphopt.hardware import Cluster
     from graphopt.typing import Measured
 
@@ -75,9 +75,9 @@ class GraphText:
     """What every decision file of one graph shares, encoded once (most of the time of saving a
     decision went into encoding the same op names again).
 
-    - each op's line in a map (``\n  "name": %d``), in the graph file's order, joined into one
-      template: a per-op array is written with one ``%`` formatting, a tenth of the time of
-      encoding the map of names;
+    - each op's line in a map (a line break, two spaces, its quoted name, ``: %d``), in the graph
+      file's order, joined into one template: a per-op array is written with one ``%``
+      formatting, a sixth of the time of encoding the map of names (475 ops: 34 against 213 us);
     - the ``kernels`` text of each fusion seen (searches and later stages share their start's).
     """
 
