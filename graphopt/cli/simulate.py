@@ -142,9 +142,17 @@ def cluster_spec(args: argparse.Namespace) -> str:
 
 
 def method_name(args: argparse.Namespace) -> str:
-    """How a saved decision names its method: the placer, or the decision file's name."""
+    """How a saved decision names its method: the placer, the method a versioned decision file
+    names, or the decision file's name."""
     chosen = args.decision or args.placement
-    return Path(chosen).stem if chosen.endswith(".json") else chosen
+    if not args.decision and not chosen.endswith(".json"):
+        return str(chosen)
+    from graphopt.decision_format import is_versioned, read_json
+
+    data = read_json(chosen)
+    if is_versioned(data) and isinstance(data.get("method"), str) and data["method"]:
+        return str(data["method"])
+    return Path(chosen).stem
 
 
 def cmd_simulate(args: argparse.Namespace) -> int:

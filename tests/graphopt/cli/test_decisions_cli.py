@@ -137,6 +137,10 @@ def test_simulate_saves_and_converts_decisions(tmp_path, capsys):
     a = load_decision(old, graph)
     b = load_decision(converted, graph, cluster=get_cluster("v100-nvlink-2"))
     assert a.placement.tolist() == b.placement.tolist()
+    # saved again, a versioned file keeps its method's name
+    args = ["simulate", "gnmt-tiny", "--decision", str(converted), "--save-decisions"]
+    assert main([*args, str(tmp_path / "again")]) == 0
+    assert (tmp_path / "again" / "gnmt-tiny--old.json").is_file()
 
 
 def test_diff_and_export(run_cli, tmp_path):
