@@ -252,8 +252,8 @@ def cmd_baselines(args: argparse.Namespace) -> int:
     print_comparisons(comparisons, title)
     if saved is not None:
         index = save_decisions(comparisons, graphs, cluster, saved, task=args.task, seed=args.seed)
-        saved = sum(r.decision_file is not None for c in comparisons for r in c.results)
-        print(f"wrote {saved} decisions and {index}")
+        count = sum(r.decision_file is not None for c in comparisons for r in c.results)
+        print(f"wrote {count} decisions and {index}")
     if args.json:
         json_path, csv_path = write_json_and_csv(comparisons, Path(args.json))
         print(f"wrote {json_path} and {csv_path}")
