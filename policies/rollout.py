@@ -183,6 +183,11 @@ def run_policy(
         )
     if kind == "search" and isinstance(env, GraphOptEnv):
         return _decoder_search(model, env, index, amount, seed)
+    if kind == "plan" and getattr(env, "decoder", None) is not None:
+        raise ValueError(
+            f"mode {mode} refines a placement by the policy's device probabilities; a run with a "
+            "decoder takes greedy, sample:K, finetune:STEPS or search:K (annealing of its inputs)"
+        )
     if kind == "search":
         from policies.learned_search import learned_search
 

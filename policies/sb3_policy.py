@@ -86,6 +86,49 @@ def check_kwargs(policy: str, kwargs: dict[str, Any], allowed: str) -> dict[str,
     return kwargs
 
 
+def check_argument_types(
+    policy: str, defaults: Mapping[str, Any], kwargs: Mapping[str, Any]
+) -> None:
+    """Each of ``kwargs`` with a default in ``defaults`` has the default's type: a bool is a bool,
+    an int an int (not a float, bool or string), a float any number (not a bool), ``None``
+    defaults take None or an int; ``ValueError`` naming ``policy``, the argument and the value."""
+    for key, value in kwargs.items():
+        if key not in defaults:
+            continue
+        default = defaults[key]
+        number = isinstance(value, (int, float)) and not isinstance(value, bool)
+        if isinstance(default, bool):
+            ok, wanted = isinstance(value, bool), "true or false"
+        elif isinstance(default, int):
+            ok, wanted = isinstance(value, int) and not isinstance(value, bool), "an integer"
+        elif isinstance(default, float):
+            ok, wanted = number, "a number"
+        elif default is None:
+            ok = value is None or (isinstance(value, int) and not isinstance(value, bool))
+            wanted = "an integer or null"
+        else:
+            continue
+        if not ok:
+            raise ValueError(
+                f"{policy} argument {key!r} must be {wanted}, got {value!r} ({type(value).__name__})"
+            )
+
+
+def argument_defaults(policy_class: type) -> dict[str, Any]:
+    """The keyword arguments of a graphopt policy class with their defaults (its constructor's,
+    and :data:`NETWORK_DEFAULTS` for the GO policies)."""
+    import inspect
+
+    defaults = {
+        name: p.default
+        for name, p in inspect.signature(policy_class.__init__).parameters.items()
+        if p.default is not inspect.Parameter.empty
+    }
+    if issubclass(policy_class, GOPolicy):
+        defaults.update(NETWORK_DEFAULTS)
+    return defaults
+
+
 def own_parameters(data: dict[str, Any], **extra: Any) -> dict[str, Any]:
     """SB3's saved constructor parameters ``data`` without the MLP arguments graphopt's policies
     ignore, plus their own ``extra`` ones (for ``_get_constructor_parameters``)."""

@@ -53,7 +53,7 @@ from graphopt.graph import CompGraph
 from graphopt.hardware import Cluster, get_cluster
 from graphopt.sim import Simulator
 from graphopt.tasks import SIMULATED_MOVE_TASKS, get_task
-from graphopt.train.config import load_config
+from graphopt.train.config import TrainConfig, load_config
 from graphopt.train.trainer import load_model
 from graphopt.typing import Decision
 from policies.rollout import PolicyResult, check_compatible, parse_mode, run_policy
@@ -64,6 +64,14 @@ POLICY_KINDS = {
     **dict.fromkeys(SIMULATED_MOVE_TASKS, ("search",)),
 }
 """The budgeted modes of a task's policy on the anytime curves (others: sample, finetune)."""
+
+
+def policy_kinds(config: TrainConfig) -> tuple[str, ...]:
+    """The budgeted modes of ``config``'s policy on the anytime curves: :data:`POLICY_KINDS`, and
+    for a run with a decoder ``sample`` and ``search`` (annealing of the decoder's inputs)."""
+    if getattr(config, "decoder", "none") != "none":
+        return ("sample", "search")
+    return POLICY_KINDS.get(config.task, ("sample", "finetune"))
 
 
 def load_run_model(run: Path, path: Path | None = None, device: str | None = None) -> Any:
@@ -89,8 +97,10 @@ def model_sizes(model: Any, task: str) -> tuple[int, int]:
         if "op_features" in getattr(obs_space, "spaces", {}):  # a graph network's padding
             return obs_space["op_features"].shape[0], obs_space["edge_index"].shape[1]
         return 2**62, 2**62  # an edit policy's rows do not grow with the graph
-    blocks = 3 if task == "joint" else 1
-    max_ops = len(model.action_space.nvec) // blocks
+    if "op_features" in getattr(obs_space, "spaces", {}):  # also a decoder run's (Box actions)
+        max_ops = obs_space["op_features"].shape[0]
+    else:  # obs_mode="id": the action layout tells
+        max_ops = len(model.action_space.nvec) // (3 if task == "joint" else 1)
     max_edges = (
         obs_space["edge_index"].shape[1] if "edge_index" in obs_space.spaces else 4 * max_ops
     )
@@ -230,7 +240,7 @@ def curve_graph(
         policy=policy,
         index=index,
         finetune_max=finetune_max,
-        policy_kinds=POLICY_KINDS.get(config.task, ("sample", "finetune")),
+        policy_kinds=policy_kinds(config),
         sim=loaded.sim,
     )
 

@@ -171,6 +171,11 @@ class TrainConfig:
                     f"decoder {self.decoder} steers the one-shot tasks' decisions with the GO "
                     f"policy; task {self.task} with policy {self.policy} takes decoder: none"
                 )
+        cls = self.policy_class()
+        if not isinstance(cls, str):
+            from policies.sb3_policy import argument_defaults, check_argument_types
+
+            check_argument_types(cls.__name__, argument_defaults(cls), self.policy_kwargs)
         if self.max_ops is not None and self.max_ops < 1:
             raise ValueError(f"max_ops must be >= 1 (or left out), got {self.max_ops}")
         if self.cost_model != "simulator":
@@ -184,6 +189,19 @@ class TrainConfig:
                     f"cost-model run: {e}"
                 ) from None
         return self
+
+    def policy_class(self) -> Any:
+        """The policy the run trains: ``GOPolicy`` (one-shot), ``GODecoderPolicy`` (one-shot with
+        a decoder), ``MovePolicy`` or ``GOMovePolicy`` (``policy: graph``) for the edit tasks, or
+        SB3's stock ``MultiInputPolicy`` / ``MlpPolicy`` by name (``policy: mlp``)."""
+        edit = not get_task(self.task).one_shot
+        if self.policy == "mlp":
+            return "MlpPolicy" if edit else "MultiInputPolicy"
+        from policies import GODecoderPolicy, GOMovePolicy, GOPolicy, MovePolicy
+
+        if edit:
+            return GOMovePolicy if self.policy == "graph" else MovePolicy
+        return GOPolicy if self.decoder == "none" else GODecoderPolicy
 
     @property
     def decides(self) -> str:

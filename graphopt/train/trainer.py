@@ -32,7 +32,7 @@ from graphopt.train.vec_env import (  # make_envs, _constant: also imported from
     make_envs,  # noqa: F401
     make_vec_env,
 )
-from policies import GODecoderPolicy, GOMovePolicy, GOPolicy, MovePolicy, checkpoint
+from policies import checkpoint
 
 
 class RunAlreadyFinished(Exception):
@@ -57,14 +57,10 @@ class TrainingInterrupted(Exception):
 
 def _policy(config: TrainConfig) -> tuple[Any, dict[str, Any]]:
     kwargs = dict(config.policy_kwargs)
-    edit = not get_task(config.task).one_shot
-    if config.policy == "mlp":
-        return ("MlpPolicy" if edit else "MultiInputPolicy"), kwargs
-    if edit:
-        return (GOMovePolicy if config.policy == "graph" else MovePolicy), kwargs
-
-    kwargs.setdefault("task", config.task)
-    return (GOPolicy if config.decoder == "none" else GODecoderPolicy), kwargs
+    cls = config.policy_class()
+    if get_task(config.task).one_shot and not isinstance(cls, str):
+        kwargs.setdefault("task", config.task)
+    return cls, kwargs
 
 
 def build_model(

@@ -348,3 +348,48 @@ def test_a_corrupt_state_file_is_named(run_cli, tmp_path):
     ):
         proc = run_cli(*args, check=False)
         assert_one_line(proc, f"{run / 'state.json'} is corrupt (Unterminated string", "delete it")
+
+
+def test_decoder_run_trains_and_evaluates_with_its_decoder(run_cli, tmp_path):
+    runs = tmp_path / "runs"
+    config = write_config(tmp_path, 32)
+    config.write_text(config.read_text() + "decoder: heft-lc\n")
+    run_cli(
+        "train", "--config", str(config), "--runs-dir", str(runs), "--name", "d", "--no-progress"
+    )
+    run = runs / "placement" / "d_1"
+    assert "decoder: heft-lc" in (run / "config.yaml").read_text()  # the run records its decoder
+    text = run_cli("eval", str(run), "--graphs", "txl-tiny,random-sp-100-s0").stdout
+    greedy = json.loads((run / "eval" / "greedy" / "results.json").read_text())
+    for graph in greedy["graphs"]:  # at first every op stays on the best heuristic's device
+        rows = graph["results"]
+        policy = next(r for r in rows if r["kind"] == "policy")
+        best = min(r["step_time"] for r in rows if r["kind"] == "heuristic" and r["valid"])
+        assert policy["step_time"] <= best * (1 + 1e-12)
+    text = run_cli("eval", str(run), "--graphs", "txl-tiny", "--mode", "search:16").stdout
+    assert "policy (search:16)" in text
+    searched = json.loads((run / "eval" / "search-16" / "results.json").read_text())
+    row = next(r for r in searched["graphs"][0]["results"] if r["kind"] == "policy")
+    assert row["evaluations"] == 16
+    bad = run_cli("eval", str(run), "--graphs", "txl-tiny", "--mode", "plan:8", check=False)
+    assert bad.returncode == 2 and "a run with a decoder takes greedy" in bad.stderr
+    assert len(bad.stderr.strip().splitlines()) == 1
+
+
+def test_bad_decoder_settings_are_one_line(run_cli, tmp_path):
+    config = write_config(tmp_path, 32)
+    for extra, fragment in (
+        ("decoder: list\n", "decoder 'list' is unknown; choose none or one of: heft, heft-lc"),
+        (
+            "decoder: heft\ndecoder_anchor: 'yes'\n",
+            "config key 'decoder_anchor' must be true or false",
+        ),
+        ("decoder: heft\ntask: placement-edit\n", "takes decoder: none"),
+    ):
+        path = tmp_path / "bad.yaml"
+        path.write_text(config.read_text() + extra)
+        proc = run_cli(
+            "train", "--config", str(path), "--runs-dir", str(tmp_path / "r"), check=False
+        )
+        assert proc.returncode == 2, proc.stderr
+        assert fragment in proc.stderr and len(proc.stderr.strip().splitlines()) == 1

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from graphopt.train.config import CONFIG_VERSION, TrainConfig, load_config
@@ -71,3 +73,36 @@ def test_missing_file_and_bad_override(tmp_path):
         load_config(tmp_path / "nope.yaml")
     with pytest.raises(ValueError, match="unknown config key 'epochs'"):
         load_config(None, epochs=3)
+
+
+@pytest.mark.parametrize(
+    ("settings", "fragment"),
+    [
+        (
+            {"policy_kwargs": {"device_agnostic": "yes"}},
+            "GOPolicy argument 'device_agnostic' must be true or false",
+        ),
+        ({"policy_kwargs": {"device_agnostic": "no"}}, "must be true or false, got 'no' (str)"),
+        ({"policy_kwargs": {"hidden": 64.0}}, "GOPolicy argument 'hidden' must be an integer"),
+        ({"policy_kwargs": {"film": 1}}, "argument 'film' must be true or false"),
+        ({"policy_kwargs": {"head_layers": "1"}}, "'head_layers' must be an integer or null"),
+        ({"policy_kwargs": {"hint_weight": True}}, "'hint_weight' must be a number"),
+        (
+            {"decoder": "heft", "policy_kwargs": {"log_std_init": "low"}},
+            "GODecoderPolicy argument 'log_std_init' must be a number",
+        ),
+        (
+            {"task": "placement-edit", "policy_kwargs": {"hidden": "64"}},
+            "MovePolicy argument 'hidden'",
+        ),
+        ({"decoder_anchor": "yes"}, "config key 'decoder_anchor' must be true or false"),
+    ],
+)
+def test_config_and_policy_arguments_are_type_checked(settings, fragment):
+    with pytest.raises(ValueError, match=re.escape(fragment)):
+        TrainConfig(**settings).validate()
+
+
+def test_well_typed_policy_arguments_pass():
+    TrainConfig(policy_kwargs={"hidden": 32, "head_layers": None, "hint_weight": 2}).validate()
+    TrainConfig(decoder="heft-lc", policy_kwargs={"log_std_init": -1}).validate()
