@@ -84,7 +84,8 @@ def demo_policy(graphs: list[str], max_ops: int | None = None) -> tuple[Any, Any
     from stable_baselines3.common.vec_env import DummyVecEnv
 
     from graphopt.train.config import load_config
-    from graphopt.train.trainer import _constant, _policy, make_envs
+    from graphopt.train.env_spec import existing
+    from graphopt.train.trainer import _policy, make_envs
 
     config = load_config(ROOT / "graphopt" / "configs" / "demo.yaml")
     config = dataclasses.replace(
@@ -99,7 +100,7 @@ def demo_policy(graphs: list[str], max_ops: int | None = None) -> tuple[Any, Any
     policy, kwargs = _policy(config, env)
     model = PPO(
         policy,
-        DummyVecEnv([_constant(env)]),
+        DummyVecEnv([existing(env)]),
         n_steps=64,
         batch_size=64,
         device="cpu",

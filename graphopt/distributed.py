@@ -10,7 +10,7 @@ sent to it (``--workers`` above 1 or a ``--ray-address``), so every command star
   returns the results in the order of the jobs, the same either way (``fn`` and the jobs must be
   picklable plain data: functions of a module and dicts, strings, numbers).
 
-Errors are one line that names the fix: :class:`~graphopt.importers.zoo.DependencyNotInstalled`
+Errors are one line that names the fix: :class:`~graphopt.errors.DependencyNotInstalled`
 (Ray missing), ``ValueError`` (an unreachable address, more workers than the cluster has CPUs),
 :class:`WorkerDied` (a Ray worker process died while it held work).
 """
@@ -26,17 +26,13 @@ import threading
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypeVar
 
-from graphopt.importers.zoo import DependencyNotInstalled
+from graphopt.errors import DependencyNotInstalled, WorkerDied
 
 INSTALL_HINT = "pip install 'graphopt[ray]'"
 """How to install Ray for graphopt."""
 
 J = TypeVar("J")
 R = TypeVar("R")
-
-
-class WorkerDied(RuntimeError):
-    """A Ray worker process died (killed, out of memory, its node lost) while it held work."""
 
 
 def uses_ray(workers: int, address: str | None) -> bool:

@@ -44,6 +44,8 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
+from graphopt.errors import RunLocked
+
 try:
     import fcntl
 except ImportError:  # pragma: no cover - not on Windows: runs are not locked there
@@ -215,21 +217,6 @@ def write_state(run: Path, *, drop: Iterable[str] = (), **fields: Any) -> dict[s
     return state
 
 
-class RunLocked(ValueError):
-    """Raised by :func:`locked` for a run that another process holds; carries the run directory
-    and the holder's pid (``None`` when its lock file does not say)."""
-
-    def __init__(self, run: Path, pid: int | None) -> None:
-        holder = f"process {pid}" if pid is not None else "another process"
-        stop = f"stop it (kill {pid})" if pid is not None else "stop it"
-        super().__init__(
-            f"run {run} is in use: {holder} is training it (lock {run / LOCK}); wait for it to "
-            f"end or {stop}, then try again"
-        )
-        self.run = run
-        self.pid = pid
-
-
 def lock_holder(run: Path) -> int | None:
     """The pid written in the run's lock file (that of its last holder, alive or not)."""
     try:
@@ -259,7 +246,7 @@ def locked(run: Path) -> Iterator[None]:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            raise RunLocked(run, lock_holder(run)) from None
+            raise RunLocked(run, lock_holder(run), run / LOCK) from None
         os.ftruncate(fd, 0)
         os.write(fd, f"{os.getpid()}\n".encode())
         try:

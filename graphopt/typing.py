@@ -8,14 +8,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 import numpy.typing as npt
-
-if TYPE_CHECKING:  # pragma: no cover
-    from graphopt.graph import CompGraph
-    from graphopt.hardware import Cluster
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
@@ -189,8 +185,13 @@ class Measured(Protocol):
 
 @runtime_checkable
 class CostModel(Protocol):
-    """Anything that can price a decision: the simulator, or a learned model."""
+    """Anything that can price a decision: the simulator, or a learned model.
 
-    def evaluate(self, graph: CompGraph, cluster: Cluster, decision: Decision) -> Measurement:
+    ``graph`` is a :class:`graphopt.graph.CompGraph` and ``cluster`` a
+    :class:`graphopt.hardware.Cluster`; both are typed ``Any`` here because those modules import
+    this one (tests/test_layers.py refuses an import cycle, even one only for type checking).
+    """
+
+    def evaluate(self, graph: Any, cluster: Any, decision: Decision) -> Measurement:
         """Return the :class:`Measurement` of ``decision`` for ``graph`` on ``cluster``."""
         ...

@@ -3,7 +3,7 @@
 The order, lowest first (``docs/architecture.md`` draws it):
 
 1. ``graphopt.graph``, ``graphopt.op_classes``, ``graphopt.hardware``, ``graphopt.typing``, ``graphopt.tasks``,
-   ``graphopt.configs``
+   ``graphopt.configs``, ``graphopt.errors``
 2. ``graphopt.sim`` (engine, simulator, bounds, estimate), ``graphopt.workloads``,
    ``graphopt.importers``, ``graphopt.decision_io`` (with ``decision_format``, ``decision_files``,
    ``decision_diff``), ``graphopt.distributed``
@@ -15,12 +15,15 @@ The order, lowest first (``docs/architecture.md`` draws it):
 8. ``graphopt.eval``
 9. ``graphopt.cli``, ``graphopt.demo``
 
-Imports inside functions count as much as those at the top of a module.
+Imports inside functions and under ``TYPE_CHECKING`` count as much as those at the top of a
+module. No module imports itself through others either: an import cycle between modules (within
+one layer too) fails :func:`test_no_import_cycle`, even where it works at run time.
 """
 
 from __future__ import annotations
 
 import ast
+import itertools
 from pathlib import Path
 
 import pytest
@@ -31,6 +34,7 @@ LAYERS: dict[str, int] = {
     "graphopt": 1,
     "graphopt.graph": 1,
     "graphopt.accelerator": 1,
+    "graphopt.errors": 1,
     "graphopt.hardware": 1,
     "graphopt.typing": 1,
     "graphopt.tasks": 1,
@@ -102,6 +106,75 @@ def imported(module: str, path: Path, known: dict[str, Path]) -> list[tuple[str,
     return [(m, line) for m, line in out if m.split(".")[0] in PACKAGES]
 
 
+def resolve(target: str, known: dict[str, Path]) -> str:
+    """The module that an import of ``target`` names: itself, or its longest prefix that is a
+    module (``from graphopt.sim import Simulator`` imports the package ``graphopt.sim``)."""
+    parts = target.split(".")
+    for k in range(len(parts), 0, -1):
+        if ".".join(parts[:k]) in known:
+            return ".".join(parts[:k])
+    return target
+
+
+def import_graph(known: dict[str, Path]) -> dict[str, dict[str, str]]:
+    """``{module: {imported module: "path:line"}}`` over the modules ``known``, each import's
+    first line (imports of a module by itself left out)."""
+    graph: dict[str, dict[str, str]] = {}
+    for module, path in known.items():
+        edges = graph.setdefault(module, {})
+        where = path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
+        for target, line in imported(module, path, known):
+            found = resolve(target, known)
+            if found in known and found != module:
+                edges.setdefault(found, f"{where}:{line}")
+    return graph
+
+
+def cycles(graph: dict[str, dict[str, str]]) -> list[list[str]]:
+    """One cycle ``[a, b, ..., a]`` per strongly connected component of ``graph`` with more than
+    one module (Tarjan's algorithm, then the shortest way back to the component's first module)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    components: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in graph.get(v, {}):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while not component or component[-1] != v:
+                component.append(stack.pop())
+            if len(component) > 1:
+                components.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    out = []
+    for component in components:
+        start, members = component[0], set(component)
+        paths = {start: [start]}
+        frontier = [start]
+        while frontier:
+            v = frontier.pop(0)
+            for w in sorted(graph[v]):
+                if w == start:
+                    out.append([*paths[v], start])
+                    frontier = []
+                    break
+                if w in members and w not in paths:
+                    paths[w] = [*paths[v], w]
+                    frontier.append(w)
+    return out
+
+
 def violations() -> list[str]:
     known = modules()
     out = []
@@ -124,6 +197,35 @@ def test_every_module_has_a_layer() -> None:
 def test_no_import_against_the_layer_order() -> None:
     found = violations()
     assert not found, "imports against the layer order:\n" + "\n".join(found)
+
+
+def test_no_import_cycle() -> None:
+    graph = import_graph(modules())
+    found = [
+        " -> ".join(cycle)
+        + " ("
+        + ", ".join(graph[a][b] for a, b in itertools.pairwise(cycle))
+        + ")"
+        for cycle in cycles(graph)
+    ]
+    assert not found, "import cycles (move what both sides need to a module below them):\n" + (
+        "\n".join(found)
+    )
+
+
+def test_a_cycle_is_caught(tmp_path: Path) -> None:
+    first, second = tmp_path / "first.py", tmp_path / "second.py"
+    first.write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import envs.second\n"
+    )
+    second.write_text("def f():\n    from envs import first\n")
+    known = {"envs.first": first, "envs.second": second, "envs": ROOT / "envs" / "__init__.py"}
+    graph = import_graph(known)
+    assert graph["envs.first"] == {"envs.second": f"{first}:3"}
+    assert cycles({k: graph[k] for k in ("envs.first", "envs.second")}) == [
+        ["envs.first", "envs.second", "envs.first"]
+    ]
+    assert cycles({"a": {"b": ""}, "b": {"c": ""}, "c": {}}) == []
 
 
 def test_an_upward_import_is_caught(tmp_path: Path) -> None:

@@ -105,7 +105,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"graphopt: error: {e}", file=sys.stderr)
         return 2
     except ImportError as e:  # an optional dependency (its message holds the install hint)
-        from graphopt.importers.zoo import DependencyNotInstalled
+        from graphopt.errors import DependencyNotInstalled
 
         if not isinstance(e, DependencyNotInstalled):
             raise

@@ -50,6 +50,7 @@ from graphopt.costmodel.data import DecisionConfigs, GraphSamples, load_dataset,
 from graphopt.costmodel.losses import get_loss
 from graphopt.costmodel.metrics import grouped_report, ranking_report
 from graphopt.costmodel.model import CostNet
+from graphopt.errors import CostModelInterrupted
 from graphopt.sim import PreparedGraph
 
 TASK = rundir.COSTMODEL_TASK
@@ -59,17 +60,6 @@ STATE_FILE = rundir.STATE_FILE
 METRICS = rundir.METRICS
 MODEL = rundir.COSTMODEL_FILE
 TEST_METRICS = "test_metrics.json"
-
-
-class CostModelInterrupted(Exception):
-    """Raised after Ctrl-C once the run has been marked interrupted; carries the run directory."""
-
-    def __init__(self, run: Path, epochs: int) -> None:
-        saved = (run / MODEL).exists()
-        where = f"the best model so far is {run / MODEL}" if saved else "no epoch finished"
-        super().__init__(f"cost-model training interrupted after {epochs} epoch(s); {where}")
-        self.run = run
-        self.epochs = epochs
 
 
 # ---------------------------------------------------------------------- run directory
@@ -270,7 +260,8 @@ def train_run(
     except (Exception, KeyboardInterrupt) as e:  # Ctrl-C in a numba kernel surfaces as SystemError
         if rundir.is_interrupt(e):
             rundir.write_state(run, status="interrupted", epochs=done)
-            raise CostModelInterrupted(run, done) from None
+            saved = run / MODEL if (run / MODEL).exists() else None
+            raise CostModelInterrupted(run, done, saved) from None
         rundir.write_state(run, status="crashed", epochs=done, error=f"{type(e).__name__}: {e}")
         raise
 

@@ -46,6 +46,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from graphopt.errors import DependencyNotInstalled
 from graphopt.graph import CompGraph
 from graphopt.op_classes import TABLE_DIGEST
 
@@ -55,10 +56,6 @@ CACHE_VERSION = 1
 PREFIX = "torch:"
 CACHE_ENV = "GRAPHOPT_CACHE_DIR"
 INSTALL_HINT = 'pip install "graphopt[transformers]"'
-
-
-class DependencyNotInstalled(ImportError):
-    """An optional dependency of a zoo model is missing; the message says how to install it."""
 
 
 @dataclass(frozen=True)

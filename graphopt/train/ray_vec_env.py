@@ -1,6 +1,6 @@
 """A stable-baselines3 ``VecEnv`` whose environments run in Ray actors.
 
-The ``n`` environments of an :class:`~graphopt.train.vec_env.EnvSpec` are split into ``workers``
+The ``n`` environments of an :class:`~graphopt.train.env_spec.EnvSpec` are split into ``workers``
 contiguous shares (``numpy.array_split`` of ``0..n-1``); each share lives in one Ray actor
 (:class:`EnvHost`) as an SB3 ``DummyVecEnv`` over environments built there, from the spec's
 plain data, with one simulator. A step sends every actor its slice of the actions at once and
@@ -12,7 +12,7 @@ Actors need one CPU each. Without an address Ray is started on this machine with
 ``max(workers, cores)`` CPUs and shut down by :meth:`RayVecEnv.close`.
 
 An actor that dies (its process killed, its node lost) ends the step with
-:class:`graphopt.distributed.WorkerDied`; the trainer then checkpoints the run as crashed, and
+:class:`graphopt.errors.WorkerDied`; the trainer then checkpoints the run as crashed, and
 ``graphopt train --resume RUN`` continues it with new actors (the episodes in flight are
 collected again).
 """
@@ -33,7 +33,7 @@ from stable_baselines3.common.vec_env.base_vec_env import (
 )
 
 from graphopt.distributed import check_capacity, connect, died, import_ray
-from graphopt.train.vec_env import EnvSpec, _constant, build_envs
+from graphopt.train.env_spec import EnvSpec, build_envs, existing
 
 
 class EnvHost:
@@ -46,7 +46,7 @@ class EnvHost:
 
         torch.set_num_threads(1)  # the environments are single-threaded; keep torch off the cores
         envs = build_envs(spec, indices)
-        self.vec = DummyVecEnv([_constant(e) for e in envs])
+        self.vec = DummyVecEnv([existing(e) for e in envs])
 
     def spaces(self) -> tuple[Any, Any]:
         return self.vec.observation_space, self.vec.action_space
@@ -98,7 +98,7 @@ class RayVecEnv(VecEnv):
     Raises:
         ValueError: workers out of range, an address where no cluster answers, a cluster with
             fewer CPUs than workers.
-        graphopt.importers.zoo.DependencyNotInstalled: Ray is not installed.
+        graphopt.errors.DependencyNotInstalled: Ray is not installed.
     """
 
     def __init__(self, spec: EnvSpec, workers: int = 1, address: str | None = None) -> None:

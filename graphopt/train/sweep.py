@@ -39,6 +39,7 @@ import yaml
 
 from graphopt import rundir
 from graphopt.distributed import check_workers, import_ray, uses_ray
+from graphopt.errors import DependencyNotInstalled, SweepInterrupted
 from graphopt.train.config import FIELDS, TrainConfig, check_types
 
 SWEEP_FILE = "sweep.json"
@@ -46,17 +47,6 @@ SUMMARY_CSV = "summary.csv"
 SUMMARY_PNG = "summary.png"
 NOT_SWEPT = ("version", "seed", "name")
 """Config keys ``--set`` does not take: the format, the seeds (``--seeds``), the trial names."""
-
-
-class SweepInterrupted(Exception):
-    """Raised by :func:`sweep` after Ctrl-C or SIGTERM, once every trial's state is recorded;
-    carries the sweep directory, its trials and the summary rows of :func:`summarize`."""
-
-    def __init__(
-        self, sweep_dir: Path, trials: list[dict[str, Any]], rows: list[dict[str, Any]]
-    ) -> None:
-        super().__init__(f"sweep interrupted; continue with: graphopt sweep --resume {sweep_dir}")
-        self.sweep_dir, self.trials, self.rows = sweep_dir, trials, rows
 
 
 STOP_NOTICE = "stopping the sweep: no further trial starts ({how} again to stop at once)"
@@ -205,7 +195,6 @@ def _run_on_tune(
         from ray import tune
     except ImportError as e:
         from graphopt.distributed import INSTALL_HINT
-        from graphopt.importers.zoo import DependencyNotInstalled
 
         raise DependencyNotInstalled(f"sweeps on Ray need Ray Tune: {INSTALL_HINT}") from e
     os.environ.setdefault("RAY_CHDIR_TO_TRIAL_DIR", "0")  # trials keep the sweep's directory

@@ -24,35 +24,12 @@ import torch
 
 from graphopt import rundir
 from graphopt.accelerator import resolve_device
+from graphopt.errors import RunAlreadyFinished, TrainingInterrupted
 from graphopt.tasks import get_task
 from graphopt.train.callbacks import RunCallback
 from graphopt.train.config import TrainConfig, load_config
-from graphopt.train.vec_env import (  # make_envs, _constant: also imported from here
-    _constant,  # noqa: F401
-    make_envs,  # noqa: F401
-    make_vec_env,
-)
+from graphopt.train.vec_env import make_envs, make_vec_env  # noqa: F401 (make_envs: re-exported)
 from policies import checkpoint
-
-
-class RunAlreadyFinished(Exception):
-    """Raised by :func:`resume` for a finished run that is not given more timesteps; carries the
-    run directory (nothing was trained or written)."""
-
-    def __init__(self, run: Path, timesteps: int) -> None:
-        super().__init__(
-            f"run {run} already finished ({timesteps:,} timesteps); to train it further, give a "
-            f"larger total: graphopt train --resume {run} --total-timesteps N"
-        )
-        self.run = run
-
-
-class TrainingInterrupted(Exception):
-    """Raised after Ctrl-C or SIGTERM once the run has been checkpointed; carries the run directory."""
-
-    def __init__(self, run: Path) -> None:
-        super().__init__(f"training interrupted; resume with: graphopt train --resume {run}")
-        self.run = run
 
 
 def _policy(config: TrainConfig) -> tuple[Any, dict[str, Any]]:
@@ -319,7 +296,7 @@ def resume(
             that holds only SB3 ``.zip`` models is refused unopened), a checkpoint that is not a
             plain weights file, a corrupt ``state.json``, or a ``total_timesteps`` below what the
             run has done.
-        graphopt.rundir.RunLocked: another process trains the run (a ``ValueError``; nothing was
+        graphopt.errors.RunLocked: another process trains the run (a ``ValueError``; nothing was
             read or written).
         RunAlreadyFinished: a finished run and no larger ``total_timesteps``.
     """

@@ -16,7 +16,7 @@ Every backend builds environment ``i`` with the same graphs, cluster, settings a
 ``config.seed + i``, so they step through the same episodes: with the same seed a run's
 metrics and weights do not depend on the backend (tests/graphopt/train/test_ray_vec_env.py
 checks Ray against in-process). Environments in other processes are rebuilt there from an
-:class:`EnvSpec`, plain data (graph and cluster dicts, settings): nothing is unpickled from disk.
+:class:`~graphopt.train.env_spec.EnvSpec`, plain data (graph and cluster dicts, settings): nothing is unpickled from disk.
 
 The validation environment always runs in the learner's process.
 """
@@ -24,17 +24,16 @@ The validation environment always runs in the learner's process.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 from envs import make_env
 from envs.base import resolve_graph_list
 from graphopt.distributed import check_workers, uses_ray
 from graphopt.graph import CompGraph
-from graphopt.hardware import Cluster, get_cluster
+from graphopt.hardware import get_cluster
 from graphopt.sim import Simulator
 from graphopt.train.config import TrainConfig
+from graphopt.train.env_spec import EnvSpec, build_one, existing
 from graphopt.typing import CostModel
 
 BACKENDS = ("auto", "dummy", "subproc", "ray")
@@ -75,48 +74,6 @@ def choose_backend(
             "drop them or choose the ray backend"
         )
     return backend
-
-
-@dataclass(frozen=True)
-class EnvSpec:
-    """Plain data that rebuilds the training environments in another process."""
-
-    task: str
-    graphs: tuple[dict[str, Any], ...]
-    """The training graphs as :meth:`CompGraph.to_json_dict` dicts."""
-    cluster: dict[str, Any]
-    """:meth:`Cluster.to_dict`."""
-    settings: dict[str, Any]
-    """The keyword arguments of :func:`envs.make_env` (:meth:`TrainConfig.env_settings`)."""
-    seeds: tuple[int, ...]
-    """The seed of every environment (``config.seed + i``)."""
-    cost_model: str = "simulator"
-    """``simulator`` or the path of a learned cost model (loaded where the environments run)."""
-
-    @property
-    def n_envs(self) -> int:
-        return len(self.seeds)
-
-
-def build_envs(spec: EnvSpec, indices: list[int] | range | None = None) -> list[Any]:
-    """Environments ``indices`` (default: all) of ``spec``, sharing one simulator."""
-    graphs = [CompGraph.from_json_dict(g) for g in spec.graphs]
-    cluster = Cluster.from_dict(spec.cluster)
-    cost: CostModel = Simulator()
-    if spec.cost_model != "simulator":
-        from graphopt.costmodel.learned import LearnedCostModel  # torch_geometric: lazily
-
-        cost = LearnedCostModel.load(spec.cost_model)
-    indices = range(spec.n_envs) if indices is None else indices
-    return [
-        make_env(spec.task, graphs, cluster, cost_model=cost, seed=spec.seeds[i], **spec.settings)
-        for i in indices
-    ]
-
-
-def _build_one(spec: EnvSpec, index: int) -> Any:
-    """Environment ``index`` of ``spec`` (the factory ``SubprocVecEnv`` runs in its process)."""
-    return build_envs(spec, [index])[0]
 
 
 def _inputs(config: TrainConfig) -> tuple[list[CompGraph], list[CompGraph], dict[str, Any]]:
@@ -199,11 +156,6 @@ def env_spec(config: TrainConfig) -> tuple[EnvSpec, Any | None]:
     return spec, _val_env(config, val_graphs, settings, Simulator())
 
 
-def _constant(env: Any) -> Callable[[], Any]:
-    """An environment factory for ``DummyVecEnv`` that returns an existing environment."""
-    return lambda: env
-
-
 def make_vec_env(
     config: TrainConfig,
     *,
@@ -223,7 +175,7 @@ def make_vec_env(
     Raises:
         ValueError: see :func:`choose_backend`; more workers than environments; for ``ray``, an
             address where no cluster answers or a cluster with fewer CPUs than workers.
-        graphopt.importers.zoo.DependencyNotInstalled: ``ray`` without Ray installed.
+        graphopt.errors.DependencyNotInstalled: ``ray`` without Ray installed.
     """
     chosen = choose_backend(
         config.n_envs, backend=backend, workers=workers, ray_address=ray_address
@@ -232,7 +184,7 @@ def make_vec_env(
         from stable_baselines3.common.vec_env import DummyVecEnv
 
         envs, val_env = make_envs(config)
-        return DummyVecEnv([_constant(e) for e in envs]), val_env
+        return DummyVecEnv([existing(e) for e in envs]), val_env
     if workers > config.n_envs:
         raise ValueError(
             f"--workers {workers} is more than the {config.n_envs} environments (n_envs) they "
@@ -244,7 +196,7 @@ def make_vec_env(
 
         from stable_baselines3.common.vec_env import SubprocVecEnv
 
-        return SubprocVecEnv([partial(_build_one, spec, i) for i in range(spec.n_envs)]), val_env
+        return SubprocVecEnv([partial(build_one, spec, i) for i in range(spec.n_envs)]), val_env
     from graphopt.train.ray_vec_env import RayVecEnv
 
     return RayVecEnv(spec, workers=workers, address=ray_address), val_env

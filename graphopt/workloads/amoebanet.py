@@ -34,6 +34,7 @@ from __future__ import annotations
 from graphopt.graph import CompGraph
 from graphopt.workloads import layers, ops
 from graphopt.workloads._checks import check_positive
+from graphopt.workloads.backward import add_backward
 from graphopt.workloads.builder import GraphBuilder, Tensor
 
 NUM_CELLS = 6
@@ -180,7 +181,7 @@ def amoebanet(
         logits = layers.dense(b, h, num_classes, scope="FC")
         loss = ops.sparse_softmax_cross_entropy(b, logits, labels)
     total = layers.mean_loss(b, [loss] if aux is None else [loss, aux])
-    b.add_backward(total, optimizer=optimizer)
+    add_backward(b, total, optimizer=optimizer)
     config = {
         "num_cells": num_cells,
         "filters": filters,

@@ -65,10 +65,12 @@ def add_backward(b: GraphBuilder, loss: Tensor, *, optimizer: str = "sgd") -> No
         optimizer: a key of :data:`OPTIMIZERS`.
 
     Raises:
-        ValueError: unknown optimizer, or a forward op needing a gradient whose rule is unknown.
+        ValueError: unknown optimizer, a second call on ``b`` or one inside a scope, or a forward
+            op needing a gradient whose rule is unknown.
     """
     if optimizer not in OPTIMIZERS:
         raise ValueError(f"unknown optimizer {optimizer!r}; choose one of: {', '.join(OPTIMIZERS)}")
+    b.start_backward()
     opt = OPTIMIZERS[optimizer]
     reach = [False] * (loss.op + 1)
     reach[loss.op] = True

@@ -1,8 +1,8 @@
 """A recorder of TensorFlow-style training graphs: forward ops in, a :class:`CompGraph` out.
 
 :class:`GraphBuilder` records forward ops one at a time (each with its input tensors, output shapes,
-FLOPs, layer and colocation group), then :meth:`GraphBuilder.add_backward` appends the backward
-pass and one parameter-update op per trainable weight (:mod:`graphopt.workloads.backward`, with
+FLOPs, layer and colocation group), then :func:`graphopt.workloads.backward.add_backward` appends the
+backward pass and one parameter-update op per trainable weight (:mod:`graphopt.workloads.backward`, with
 the per-op rules of :mod:`graphopt.workloads.gradients`), and :meth:`GraphBuilder.build` returns
 the immutable graph.
 Shapes and costs of the common ops are computed by the helpers in :mod:`graphopt.workloads.ops`.
@@ -87,7 +87,8 @@ class GraphBuilder:
         >>> w = b.variable("dense/kernel", (784, 10))
         >>> y = ops.matmul(b, x, w)
         >>> loss = ops.reduce(b, "Mean", y, axes=(0, 1))
-        >>> b.add_backward(loss)
+        >>> from graphopt.workloads.backward import add_backward
+        >>> add_backward(b, loss)
         >>> b.build().num_ops  # x, kernel, MatMul, Mean, Fill, Tile, MatMul (dW), update
         8
     """
@@ -263,7 +264,7 @@ class GraphBuilder:
 
         Its ``param_bytes`` is the weight's size in bytes; its ``output_bytes``, ``flops`` and
         ``bytes_accessed`` are 0. Without ``colocation`` (or a scope group) the variable joins the
-        group of its first reader. :meth:`add_backward` adds its update op when it is trainable
+        group of its first reader. :func:`~graphopt.workloads.backward.add_backward` adds its update op when it is trainable
         and the loss depends on it.
         """
         full = self._unique(f"{self._prefix}/{name}" if self._prefix else name)
@@ -341,16 +342,13 @@ class GraphBuilder:
         return self._param_bytes[i]
 
     # ------------------------------------------------------------------ backward and build
-    def add_backward(self, loss: Tensor, *, optimizer: str = "sgd") -> None:
-        """Append the backward pass of ``loss`` and one update op per trainable variable.
-
-        See :mod:`graphopt.workloads.backward` and :mod:`graphopt.workloads.gradients`.
+    def start_backward(self) -> None:
+        """Mark the backward pass recorded (:func:`graphopt.workloads.backward.add_backward` calls
+        this before it records one).
 
         Raises:
-            ValueError: called twice, an unknown optimizer, or an op without a gradient rule.
+            ValueError: a backward pass was already recorded, or a scope is open.
         """
-        from graphopt.workloads.backward import add_backward
-
         if self._backward_added:
             raise ValueError(f"graph {self.name!r}: add_backward was already called")
         if self._prefix:
@@ -358,7 +356,6 @@ class GraphBuilder:
                 f"graph {self.name!r}: call add_backward outside of any scope "
                 f"(current scope {self._prefix!r})"
             )
-        add_backward(self, loss, optimizer=optimizer)
         self._backward_added = True
 
     def build(self, metadata: Mapping[str, Any] | None = None) -> CompGraph:

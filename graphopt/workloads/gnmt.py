@@ -38,6 +38,7 @@ from __future__ import annotations
 from graphopt.graph import CompGraph
 from graphopt.workloads import attention, layers, ops
 from graphopt.workloads._checks import check_positive
+from graphopt.workloads.backward import add_backward
 from graphopt.workloads.builder import GraphBuilder
 from graphopt.workloads.recurrent import LSTMState, lstm_layer, lstm_param_count, stacked_lstm
 
@@ -138,7 +139,7 @@ def gnmt(
         with b.scope("softmax", layer="softmax"):
             losses.append(layers.softmax_loss(b, x, labels[t], w_out, b_out, scope=f"t{t}"))
     loss = layers.mean_loss(b, losses)
-    b.add_backward(loss, optimizer=optimizer)
+    add_backward(b, loss, optimizer=optimizer)
     config = {
         "num_layers": num_layers,
         "hidden": hidden,

@@ -17,6 +17,7 @@ from __future__ import annotations
 from graphopt.graph import CompGraph
 from graphopt.workloads import layers, ops
 from graphopt.workloads._checks import check_positive
+from graphopt.workloads.backward import add_backward
 from graphopt.workloads.builder import GraphBuilder, Tensor
 
 BATCH = 32
@@ -108,7 +109,7 @@ def inception_v3(
             logits = layers.dense(b, x, num_classes, scope="Conv2d_1c_1x1")
             loss = ops.sparse_softmax_cross_entropy(b, logits, labels)
     total = layers.mean_loss(b, [loss] if aux is None else [loss, aux])
-    b.add_backward(total, optimizer=optimizer)
+    add_backward(b, total, optimizer=optimizer)
     config = {
         "batch": batch,
         "image_size": image_size,

@@ -30,6 +30,7 @@ from __future__ import annotations
 from graphopt.graph import CompGraph
 from graphopt.workloads import layers, ops
 from graphopt.workloads._checks import check_positive
+from graphopt.workloads.backward import add_backward
 from graphopt.workloads.builder import GraphBuilder
 from graphopt.workloads.recurrent import lstm_param_count, stacked_lstm
 
@@ -82,7 +83,7 @@ def rnnlm(
             for t, h in enumerate(hs)
         ]
     loss = layers.mean_loss(b, losses)
-    b.add_backward(loss, optimizer=optimizer)
+    add_backward(b, loss, optimizer=optimizer)
     config = {
         "num_layers": num_layers,
         "hidden": hidden,

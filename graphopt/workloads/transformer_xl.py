@@ -32,6 +32,7 @@ from __future__ import annotations
 from graphopt.graph import CompGraph
 from graphopt.workloads import attention, layers, ops
 from graphopt.workloads._checks import check_positive
+from graphopt.workloads.backward import add_backward
 from graphopt.workloads.builder import GraphBuilder, Tensor
 
 D_MODEL = 512
@@ -131,7 +132,7 @@ def transformer_xl(
             )
             losses.append(ops.sparse_softmax_cross_entropy(b, logits, labels))
     loss = layers.mean_loss(b, losses)
-    b.add_backward(loss, optimizer=optimizer)
+    add_backward(b, loss, optimizer=optimizer)
     config = {
         "num_layers": num_layers,
         "d_model": d_model,

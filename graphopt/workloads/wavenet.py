@@ -34,6 +34,7 @@ from __future__ import annotations
 from graphopt.graph import CompGraph
 from graphopt.workloads import layers, ops
 from graphopt.workloads._checks import check_positive
+from graphopt.workloads.backward import add_backward
 from graphopt.workloads.builder import GraphBuilder, Tensor
 
 LAYERS_PER_STACK = 10  # dilations 1 .. 512
@@ -113,7 +114,7 @@ def wavenet(
         logits = ops.reshape(b, h, (batch * samples, quantization))
         loss = ops.sparse_softmax_cross_entropy(b, logits, labels)
     total_loss = layers.mean_loss(b, [loss])
-    b.add_backward(total_loss, optimizer=optimizer)
+    add_backward(b, total_loss, optimizer=optimizer)
     config = {
         "num_stacks": num_stacks,
         "layers_per_stack": layers_per_stack,

@@ -6,14 +6,8 @@ import numpy as np
 import pytest
 from tiny_runs import tiny_config
 
-from graphopt.train.vec_env import (
-    EnvSpec,
-    build_envs,
-    check_inputs,
-    choose_backend,
-    env_spec,
-    make_envs,
-)
+from graphopt.train.env_spec import EnvSpec, build_envs
+from graphopt.train.vec_env import check_inputs, choose_backend, env_spec, make_envs
 
 
 @pytest.mark.parametrize(

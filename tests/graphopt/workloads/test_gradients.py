@@ -7,7 +7,7 @@ import pytest
 
 from graphopt.graph import CompGraph
 from graphopt.workloads import layers, ops
-from graphopt.workloads.backward import ADDN_MAX_INPUTS, OPTIMIZERS
+from graphopt.workloads.backward import ADDN_MAX_INPUTS, OPTIMIZERS, add_backward
 from graphopt.workloads.builder import GraphBuilder
 
 
@@ -28,7 +28,7 @@ def _two_matmuls(optimizer: str = "sgd") -> CompGraph:
     x = ops.placeholder(b, (16, 32), "x")
     h = ops.matmul(b, x, b.variable("w1", (32, 64)), name="mm1")
     y = ops.matmul(b, h, b.variable("w2", (64, 8)), name="mm2")
-    b.add_backward(ops.reduce(b, "Mean", y, (0, 1)), optimizer=optimizer)
+    add_backward(b, ops.reduce(b, "Mean", y, (0, 1)), optimizer=optimizer)
     return b.build()
 
 
@@ -78,7 +78,7 @@ def test_unknown_optimizer() -> None:
     x = ops.placeholder(b, (2, 2), "x")
     loss = ops.reduce(b, "Mean", ops.matmul(b, x, b.variable("w", (2, 2))), (0, 1))
     with pytest.raises(ValueError, match="choose one of: sgd, momentum, adam"):
-        b.add_backward(loss, optimizer="lamb")
+        add_backward(b, loss, optimizer="lamb")
 
 
 def test_conv_backward() -> None:
@@ -86,7 +86,7 @@ def test_conv_backward() -> None:
     x = ops.placeholder(b, (4, 16, 16, 8), "x")
     h = ops.unary(b, "Relu", ops.conv2d(b, x, b.variable("w1", (3, 3, 8, 8)), name="c1"))
     y = ops.conv2d(b, h, b.variable("w2", (3, 3, 8, 4)), name="c2")
-    b.add_backward(ops.reduce(b, "Mean", y, (0, 1, 2, 3)))
+    add_backward(b, ops.reduce(b, "Mean", y, (0, 1, 2, 3)))
     g = b.build()
     assert sorted(_types_by_prefix(g, "gradients/c2_grad/")) == [
         "Conv2DBackpropFilter",
@@ -103,7 +103,7 @@ def test_several_consumers_are_summed_by_addn() -> None:
     x = ops.placeholder(b, (4, 8), "x")
     h = ops.matmul(b, x, b.variable("w", (8, 8)))
     y = ops.binary(b, "AddV2", ops.unary(b, "Tanh", h), ops.unary(b, "Sigmoid", h))
-    b.add_backward(ops.reduce(b, "Mean", y, (0, 1)))
+    add_backward(b, ops.reduce(b, "Mean", y, (0, 1)))
     g = b.build()
     addn = g.index["gradients/MatMul/AddN"]
     assert g.op_types[addn] == "AddN" and g.flops[addn] == 4 * 8
@@ -118,7 +118,7 @@ def test_shared_weight_gradients_summed_once_per_variable() -> None:
     w = b.variable("w", (8, 8))
     for t in range(3):
         h = ops.unary(b, "Tanh", ops.matmul(b, h, w, name=f"mm{t}"))
-    b.add_backward(ops.reduce(b, "Mean", h, (0, 1)))
+    add_backward(b, ops.reduce(b, "Mean", h, (0, 1)))
     g = b.build()
     assert g.param_bytes.sum() == 4 * 8 * 8
     agg = g.index["gradients/w/AddN"]
@@ -135,7 +135,7 @@ def test_many_contributions_are_accumulated_as_they_arrive() -> None:
     steps = ADDN_MAX_INPUTS + 2
     for t in range(steps):
         h = ops.unary(b, "Tanh", ops.matmul(b, h, w, name=f"mm{t}"))
-    b.add_backward(ops.reduce(b, "Mean", h, (0, 1)))
+    add_backward(b, ops.reduce(b, "Mean", h, (0, 1)))
     g = b.build()
     acc = [i for i, n in enumerate(g.op_names) if n.startswith("gradients/w/accumulate")]
     assert len(acc) == steps - 1 and "gradients/w/AddN" not in g.index
@@ -152,7 +152,7 @@ def test_broadcast_input_gets_a_sum() -> None:
     x = ops.placeholder(b, (4, 8), "x")
     h = ops.matmul(b, x, b.variable("w", (8, 8)))
     y = ops.binary(b, "Mul", h, b.variable("scale", (8,)))
-    b.add_backward(ops.reduce(b, "Mean", y, (0, 1)))
+    add_backward(b, ops.reduce(b, "Mean", y, (0, 1)))
     g = b.build()
     assert sorted(_types_by_prefix(g, "gradients/Mul_grad/")) == ["Mul", "Mul", "Sum"]
 
@@ -165,7 +165,7 @@ def test_embedding_gradient_is_sparse() -> None:
         e1 = ops.gather(b, table, ids, name="lookup1")
         e2 = ops.gather(b, table, ids, name="lookup2")
     y = ops.binary(b, "AddV2", e1, e2)
-    b.add_backward(ops.reduce(b, "Mean", y, (0, 1, 2)))
+    add_backward(b, ops.reduce(b, "Mean", y, (0, 1, 2)))
     g = b.build()
     update = g.index["train/update_embedding/embedding/ScatterSub"]
     rows = 2 * 4 * 3 * 16 * 4  # two lookups of 12 rows of 16 floats
@@ -181,7 +181,7 @@ def test_layer_norm_backward_builds() -> None:
     x = ops.placeholder(b, (4, 6, 8), "x")
     h = layers.dense(b, x, 8)
     y = layers.layer_norm(b, h)
-    b.add_backward(ops.reduce(b, "Mean", y, (0, 1, 2)))
+    add_backward(b, ops.reduce(b, "Mean", y, (0, 1, 2)))
     g = b.build()
     fwd = [t for n, t in zip(g.op_names, g.op_types, strict=True) if n.startswith("LayerNorm/")]
     assert len(fwd) == 13  # 11 ops and 2 variables
@@ -197,7 +197,7 @@ def test_missing_rule_names_the_op() -> None:
     h = ops.matmul(b, x, b.variable("w", (2, 2)))
     y = b.op("Erf", "erf", (h,), h.shape)
     with pytest.raises(ValueError, match="'erf' of type 'Erf' has no gradient rule"):
-        b.add_backward(ops.reduce(b, "Mean", y, (0, 1)))
+        add_backward(b, ops.reduce(b, "Mean", y, (0, 1)))
 
 
 def test_stop_gradient_blocks() -> None:
@@ -206,7 +206,7 @@ def test_stop_gradient_blocks() -> None:
     h = ops.matmul(b, x, b.variable("w", (2, 2)))
     s = b.op("StopGradient", "stop", (h,), h.shape, differentiable=False)
     y = ops.binary(b, "Mul", s, b.variable("v", (2, 2)))
-    b.add_backward(ops.reduce(b, "Mean", y, (0, 1)))
+    add_backward(b, ops.reduce(b, "Mean", y, (0, 1)))
     g = b.build()
     assert "train/update_w/ApplyGradientDescent" not in g.index
     assert "train/update_v/ApplyGradientDescent" in g.index

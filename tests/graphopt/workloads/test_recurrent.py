@@ -5,6 +5,7 @@ from __future__ import annotations
 import collections
 
 from graphopt.workloads import ops
+from graphopt.workloads.backward import add_backward
 from graphopt.workloads.builder import GraphBuilder
 from graphopt.workloads.recurrent import lstm_layer, lstm_param_count, stacked_lstm
 
@@ -35,7 +36,7 @@ def test_unrolled_weights_counted_once_and_steps_grouped() -> None:
     xs = [ops.placeholder(b, (4, 16), f"x{t}") for t in range(5)]
     out = stacked_lstm(b, xs, 16, 2, scope="rnn", residual_from=1)
     loss = ops.reduce(b, "Mean", ops.add_n(b, out), (0, 1))
-    b.add_backward(loss)
+    add_backward(b, loss)
     g = b.build()
     assert g.param_bytes.sum() == 4 * 2 * lstm_param_count(16, 16)
     assert g.colocation[g.index["rnn/layer_1/t3/MatMul"]] == "rnn/layer_1/t3"

@@ -1,0 +1,80 @@
+"""The project's exception types, in one module that imports nothing of graphopt, so that any
+layer may raise them and a caller may catch them without importing the module that raised them
+(CompilerGym's ``errors/``). Each is also importable where it was first defined (for example
+``graphopt.importers.zoo.DependencyNotInstalled``).
+
+Bad input is a ``ValueError`` whose message says what was received, what is allowed and how to
+fix it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+
+class DependencyNotInstalled(ImportError):
+    """An optional dependency is missing; the message says how to install it (Gymnasium's
+    ``DependencyNotInstalled``): ``pip install "graphopt[transformers]"``."""
+
+
+class WorkerDied(RuntimeError):
+    """A Ray worker process died (killed, out of memory, its node lost) while it held work."""
+
+
+class RunLocked(ValueError):
+    """A run directory that another process holds (:func:`graphopt.rundir.locked`); carries the
+    run directory and the holder's pid (``None`` when its lock file does not say)."""
+
+    def __init__(self, run: Path, pid: int | None, lock: Path) -> None:
+        holder = f"process {pid}" if pid is not None else "another process"
+        stop = f"stop it (kill {pid})" if pid is not None else "stop it"
+        super().__init__(
+            f"run {run} is in use: {holder} is training it (lock {lock}); wait for it to "
+            f"end or {stop}, then try again"
+        )
+        self.run = run
+        self.pid = pid
+
+
+class RunAlreadyFinished(Exception):
+    """Raised by :func:`graphopt.train.trainer.resume` for a finished run that is not given more
+    timesteps; carries the run directory (nothing was trained or written)."""
+
+    def __init__(self, run: Path, timesteps: int) -> None:
+        super().__init__(
+            f"run {run} already finished ({timesteps:,} timesteps); to train it further, give a "
+            f"larger total: graphopt train --resume {run} --total-timesteps N"
+        )
+        self.run = run
+
+
+class TrainingInterrupted(Exception):
+    """Raised after Ctrl-C or SIGTERM once the run has been checkpointed; carries the run directory."""
+
+    def __init__(self, run: Path) -> None:
+        super().__init__(f"training interrupted; resume with: graphopt train --resume {run}")
+        self.run = run
+
+
+class SweepInterrupted(Exception):
+    """Raised by :func:`graphopt.train.sweep.sweep` after Ctrl-C or SIGTERM, once every trial's
+    state is recorded; carries the sweep directory, its trials and the summary rows."""
+
+    def __init__(
+        self, sweep_dir: Path, trials: list[dict[str, Any]], rows: list[dict[str, Any]]
+    ) -> None:
+        super().__init__(f"sweep interrupted; continue with: graphopt sweep --resume {sweep_dir}")
+        self.sweep_dir, self.trials, self.rows = sweep_dir, trials, rows
+
+
+class CostModelInterrupted(Exception):
+    """Raised after Ctrl-C once a cost-model run has been marked interrupted; carries the run
+    directory and the epochs done. ``model``: the best model saved so far (None: no epoch
+    finished)."""
+
+    def __init__(self, run: Path, epochs: int, model: Path | None) -> None:
+        where = f"the best model so far is {model}" if model is not None else "no epoch finished"
+        super().__init__(f"cost-model training interrupted after {epochs} epoch(s); {where}")
+        self.run = run
+        self.epochs = epochs

@@ -1,0 +1,45 @@
+"""The exception types of graphopt.errors, and the old paths that still export them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from graphopt import errors
+
+
+@pytest.mark.parametrize(
+    ("module", "name"),
+    [
+        ("graphopt.importers.zoo", "DependencyNotInstalled"),
+        ("graphopt.distributed", "WorkerDied"),
+        ("graphopt.rundir", "RunLocked"),
+        ("graphopt.train.trainer", "RunAlreadyFinished"),
+        ("graphopt.train.trainer", "TrainingInterrupted"),
+        ("graphopt.train.sweep", "SweepInterrupted"),
+        ("graphopt.costmodel.runs", "CostModelInterrupted"),
+    ],
+)
+def test_old_paths_export_the_same_types(module: str, name: str) -> None:
+    import importlib
+
+    assert getattr(importlib.import_module(module), name) is getattr(errors, name)
+
+
+def test_errors_imports_nothing_of_graphopt() -> None:
+    text = Path(errors.__file__).read_text()
+    assert "from graphopt" not in text and "import graphopt" not in text
+
+
+def test_messages() -> None:
+    locked = errors.RunLocked(Path("runs/a"), 12, Path("runs/a/.lock"))
+    assert (
+        isinstance(locked, ValueError) and "process 12" in str(locked) and "kill 12" in str(locked)
+    )
+    assert "another process" in str(errors.RunLocked(Path("r"), None, Path("r/.lock")))
+    assert "no epoch finished" in str(errors.CostModelInterrupted(Path("r"), 0, None))
+    assert "best model so far is r/model.pt" in str(
+        errors.CostModelInterrupted(Path("r"), 2, Path("r/model.pt"))
+    )
+    assert issubclass(errors.DependencyNotInstalled, ImportError)
