@@ -252,7 +252,8 @@ def _decoder_search(
         return decision, env.cost_model.evaluate(graph, env.cluster, decision)
 
     gate = env.channels.index("gate") if "gate" in env.channels else None
-    found = decoder_search(evaluate, start, budget, seed=seed, gate_channel=gate)
+    devices = [c for c, name in enumerate(env.channels) if name.startswith("affinity:")]
+    found = decoder_search(evaluate, start, budget, seed=seed, gate_channel=gate, affinity=devices)
     return PolicyResult(
         graph.name, found.decision, found.measurement, ref.measurement.step_time, found.calls
     )

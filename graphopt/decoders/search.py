@@ -2,27 +2,39 @@
 state is the per-op outputs ``(C, N)`` that steer :func:`graphopt.decoders.decision.decode`, not
 the decision itself, so every state decodes to a coherent decision.
 
-The search starts from ``start`` (the network's greedy outputs; zeros: the reference). A move
-draws ``k ~ 1 + Geometric`` ops (mean :data:`MOVE_OPS` of the graph, at least 1) and, for each,
-flips its gate (released <-> anchored: ``gate = -gate``, or ``+-1`` near 0) with probability 1/2
-and adds ``N(0, sigma^2)`` noise to its other channels. A move is accepted if the decoded decision
-is faster, or with the Metropolis probability ``exp(-(log t' - log t) / T)`` under a temperature
-falling geometrically from ``t_start`` to ``t_end`` over the budget; the best decision seen is
-returned. Each step is one decode and one cost-model call; the network is not called again.
+The search starts from ``start`` (the network's greedy outputs; zeros: the reference). Moves:
+
+- **window** (probability :data:`P_WINDOW`): a contiguous window of the topological order, of a
+  length drawn uniformly from ``1 .. WINDOW * N``, is released from the anchor (``gate = +1``)
+  and pulled towards (or pushed from) one random device: its affinity for that device is set to
+  ``N(0, 3^2)``, the others to 0. The list scheduler re-places the whole window against the
+  schedule of the rest: a large, coherent move that a search over placements cannot make in one
+  step. Without a gate channel (scheduling, fusion) the window's other channels get ``N(0,
+  sigma^2)`` noise instead.
+- **op** (probability ``(1 - P_WINDOW) * 2/3``): one op released towards a random device
+  (affinity noise ``N(0, sigma^2)``, +4 for that device), or, without a gate, noise on one op.
+- **anchor** (the rest): one released op anchored again (``gate = -1``).
+
+A move is accepted if the decoded decision is faster, or with the Metropolis probability
+``exp(-(log t' - log t) / T)`` under a temperature falling geometrically from ``t_start`` to
+``t_end`` over the budget; the best decision seen is returned. Each step is one decode and one
+cost-model call; the network is not called again.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from graphopt.typing import Decision, FloatArray, Measurement
 
-MOVE_OPS = 0.01
-"""Mean share of the ops a move changes."""
+WINDOW = 0.2
+"""Longest window of a window move, as a share of the ops."""
+P_WINDOW = 0.7
+"""Share of the moves that release a window."""
 
 
 @dataclass(frozen=True)
@@ -49,6 +61,7 @@ def decoder_search(
     seed: int = 0,
     sigma: float = 1.0,
     gate_channel: int | None = 1,
+    affinity: Sequence[int] | None = None,
     t_start: float = 0.003,
     t_end: float = 1e-5,
 ) -> DecoderSearchResult:
@@ -60,8 +73,9 @@ def decoder_search(
         start: the starting outputs (the network's; counted as the first call).
         budget: cost-model calls, the start's included (>= 1).
         seed: seeds the moves.
-        sigma: standard deviation of the noise on non-gate channels.
+        sigma: standard deviation of the noise of op moves.
         gate_channel: the channel whose sign releases an op (placement's ``gate``), or None.
+        affinity: the device affinity channels (default: every channel after the gate).
         t_start, t_end: temperatures on ``log`` step time.
 
     Raises:
@@ -76,25 +90,19 @@ def decoder_search(
         raise ValueError(f"temperatures must satisfy 0 < t_end <= t_start, got {t_start}, {t_end}")
     rng = np.random.default_rng(seed)
     channels, n = current.shape
+    devices: list[int] = []
+    if gate_channel is not None:
+        after = range(gate_channel + 1, channels)
+        devices = list(affinity) if affinity is not None else list(after)
+    others = [c for c in range(channels) if c != gate_channel and c not in devices]
     decision, m = evaluate(current)
     cur_key = _key(m)
     best = (current.copy(), decision, m, cur_key)
     trace = [m.step_time if m.valid else math.inf]
-    others = [c for c in range(channels) if c != gate_channel]
-    p_more = 1.0 - 1.0 / max(1.0, MOVE_OPS * n)  # geometric: mean MOVE_OPS * n ops
+    longest = max(1, int(WINDOW * n))
     for step in range(1, budget):
         temp = t_start * (t_end / t_start) ** (step / max(1, budget - 1))
-        cand = current.copy()
-        k = 1 + (int(rng.geometric(1.0 - p_more)) - 1 if p_more > 0 else 0)
-        ops = rng.choice(n, size=min(n, k), replace=False)
-        if gate_channel is not None:
-            flip = ops[rng.random(len(ops)) < 0.5]
-            g = cand[gate_channel, flip]
-            cand[gate_channel, flip] = np.where(
-                np.abs(g) < 0.1, np.sign(rng.normal(size=len(g))), -g
-            )
-        if others:
-            cand[np.ix_(others, ops)] += rng.normal(0.0, sigma, (len(others), len(ops)))
+        cand = _move(current, rng, gate_channel, devices, others, longest, sigma)
         decision, m = evaluate(cand)
         key = _key(m)
         if key <= cur_key or (
@@ -105,3 +113,43 @@ def decoder_search(
                 best = (cand.copy(), decision, m, key)
         trace.append(best[2].step_time if math.isfinite(best[3]) else math.inf)
     return DecoderSearchResult(best[0], best[1], best[2], budget, trace)
+
+
+def _move(
+    current: FloatArray,
+    rng: np.random.Generator,
+    gate: int | None,
+    devices: list[int],
+    others: list[int],
+    longest: int,
+    sigma: float,
+) -> FloatArray:
+    """One move of the module docstring from ``current`` (a new array)."""
+    cand = current.copy()
+    n = cand.shape[1]
+    r = rng.random()
+    if r < P_WINDOW:
+        first = int(rng.integers(0, n))
+        ops = np.arange(first, min(n, first + int(rng.integers(1, longest + 1))))
+        if gate is not None:
+            cand[gate, ops] = 1.0
+            if devices:
+                cand[np.ix_(devices, ops)] = 0.0
+                cand[devices[int(rng.integers(0, len(devices)))], ops] = rng.normal(0.0, 3.0)
+        elif others:
+            cand[np.ix_(others, ops)] += rng.normal(0.0, sigma, (len(others), len(ops)))
+        return cand
+    if gate is None or r < P_WINDOW + (1.0 - P_WINDOW) * 2.0 / 3.0:
+        op = int(rng.integers(0, n))
+        if gate is not None:
+            cand[gate, op] = 1.0
+            if devices:
+                cand[devices, op] = rng.normal(0.0, sigma, len(devices))
+                cand[devices[int(rng.integers(0, len(devices)))], op] += 4.0
+        elif others:
+            cand[others, op] += rng.normal(0.0, sigma, len(others))
+        return cand
+    released = np.flatnonzero(cand[gate] > 0)
+    if len(released):
+        cand[gate, released[int(rng.integers(0, len(released)))]] = -1.0
+    return cand
