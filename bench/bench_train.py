@@ -3,7 +3,7 @@
 Usage: python bench/bench_train.py [--timesteps N] [--config FILE.yaml] [--threads T]
 
 Runs ``graphopt train`` (:func:`graphopt.train.trainer.train`) with the default configuration
-(``graphopt/configs/ppo_default.yaml``: placement on ``suite:default``, validation on
+(the defaults of :class:`graphopt.train.config.TrainConfig`: placement on ``suite:default``, validation on
 ``suite:heldout-small``, ``v100-nvlink-4``, 4 environments, rollouts of 4 x 64 decisions) for
 ``--timesteps`` decisions into a temporary run directory, validating once at the end. Prints:
 
@@ -44,7 +44,7 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--timesteps", type=int, default=2048)
-    parser.add_argument("--config", type=Path, default=None, help="default: ppo_default.yaml")
+    parser.add_argument("--config", type=Path, default=None, help="default: TrainConfig's defaults")
     parser.add_argument("--threads", type=int, default=None, help="default: the config's")
     args = parser.parse_args()
     config = load_config(args.config)

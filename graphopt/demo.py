@@ -185,7 +185,8 @@ def _main(argv: list[str] | None) -> int:
 def _gantt(run, graph_name, eval_graphs, config, model, console) -> None:
     graphs = [g for g in resolve_graph_list(eval_graphs) if g.name == graph_name][:1]
     max_ops, max_edges = model_sizes(model, config.task)
-    env = make_env(config.task, graphs, config.cluster, **config.env_settings(max_ops, max_edges))
+    cluster = config.resolved_cluster
+    env = make_env(config.task, graphs, cluster, **config.env_settings(max_ops, max_edges))
     result = run_policy(model, env, 0)
     m = simulate(graphs[0], env.cluster, result.decision, schedule=True)
     assert m.schedule is not None

@@ -28,6 +28,7 @@ import math
 import os
 import pickle
 import re
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, TypeGuard
 
@@ -380,13 +381,17 @@ def write_model_info(run: Path, model: Any, task: str) -> None:
     rundir.atomic_write_text(run / rundir.MODEL_INFO, json.dumps(info, indent=1) + "\n")
 
 
-def read_model_info(run: Path) -> tuple[spaces.Space, spaces.Space]:
+def read_model_info(
+    run: Path, defaults: Mapping[str, Any] | None = None
+) -> tuple[spaces.Space, spaces.Space]:
     """``(observation_space, action_space)`` of ``run/model.json``, their sizes checked before
     anything is built: against fixed bounds (:func:`space_from_json`; an encoding's op, edge and
     device slots: :data:`graphopt.encoding.MAX_OPS`, :data:`~graphopt.encoding.MAX_EDGES`,
     :data:`~graphopt.encoding.MAX_DEVICES`) and against the run's ``config.yaml`` (its
     ``max_ops``, cluster, priorities and candidates; its policy's sizes, :data:`POLICY_BOUNDS`;
-    its rollout buffer against this machine's memory): :func:`check_run_sizes`.
+    its rollout buffer against this machine's memory): :func:`check_run_sizes`. ``defaults``:
+    the settings a key missing from ``config.yaml`` takes (the training config's defaults,
+    which this layer does not import; None: such a key is not checked).
 
     Raises:
         ValueError: no such file, not JSON, not a description of spaces, or a size beyond those
@@ -415,15 +420,21 @@ def read_model_info(run: Path) -> tuple[spaces.Space, spaces.Space]:
     except (ValueError, KeyError, TypeError, AssertionError, RecursionError) as e:
         # JSONDecodeError is a ValueError; RecursionError: nesting too deep for the parser
         raise ValueError(f"{path}: not a graphopt model description: {e}") from None
-    check_run_sizes(run, observation_space, action_space)
+    check_run_sizes(run, observation_space, action_space, defaults)
     return observation_space, action_space
 
 
-def check_run_sizes(run: Path, observation_space: spaces.Space, action_space: spaces.Space) -> None:
+def check_run_sizes(
+    run: Path,
+    observation_space: spaces.Space,
+    action_space: spaces.Space,
+    defaults: Mapping[str, Any] | None = None,
+) -> None:
     """Refuse spaces of ``run/model.json`` that an encoding never has, or that the run's
     ``config.yaml`` does not build, and a config whose policy or rollout buffer would not fit
     (module bounds): all before the model is built. A missing or unreadable ``config.yaml`` is
-    left to the config loader; the checks that need it are skipped then.
+    left to the config loader; the checks that need it are skipped then. ``defaults``: see
+    :func:`read_model_info`.
 
     Raises:
         ValueError: one line naming the file and the field, the size and the bound.
@@ -442,7 +453,7 @@ def check_run_sizes(run: Path, observation_space: spaces.Space, action_space: sp
                 f"{info}: observation_space.{key} has {shape[axis]:,} {what}; an encoding has at "
                 f"most {bound:,} ({name})"
             )
-    config, where = _run_config(Path(run))
+    config, where = _run_config(Path(run), defaults)
     if config is None:
         return
     op_shape = members["op_features"].shape if "op_features" in members else None
@@ -480,23 +491,22 @@ def _count(value: Any) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 1
 
 
-def _run_config(run: Path) -> tuple[dict[str, Any] | None, Path]:
-    """The run's settings as the config loader reads them (the defaults, then its
+def _run_config(
+    run: Path, defaults: Mapping[str, Any] | None
+) -> tuple[dict[str, Any] | None, Path]:
+    """The run's settings as the config loader reads them (``defaults``, then its
     ``config.yaml``) as plain data, and the file's path; None when the file is missing, too
     large or not a mapping (the loader says why)."""
-    from graphopt.configs import CONFIG_DIR
-
     path = run / rundir.CONFIG_FILE
     try:
         if path.stat().st_size > rundir.MAX_RUN_FILE_BYTES:
             return None, path
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
-        defaults = yaml.safe_load((CONFIG_DIR / "ppo_default.yaml").read_text(encoding="utf-8"))
     except (OSError, ValueError, yaml.YAMLError, RecursionError):
         return None, path
     if not isinstance(data, dict):
         return None, path
-    return {**(defaults if isinstance(defaults, dict) else {}), **data}, path
+    return {**(defaults or {}), **data}, path
 
 
 def _devices(cluster: Any) -> int:

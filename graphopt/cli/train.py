@@ -35,7 +35,7 @@ def register(sub: Any) -> None:
     p = sub.add_parser(
         NAME,
         help=HELP,
-        description="Train a GO policy with PPO. Defaults come from graphopt/configs/ppo_default.yaml; "
+        description="Train a GO policy with PPO. Defaults are TrainConfig's (graphopt/train/config.py); "
         "--config FILE.yaml overrides them and flags override both. Ctrl-C leaves a resumable run: "
         "--resume RUN continues it with its own configuration, and --resume RUN --total-timesteps N "
         "extends a run (a finished one too) to N timesteps in all.",

@@ -134,8 +134,8 @@ def load_run(
     """
     path = rundir.check_run_dir(run)
     config = load_config(path / rundir.CONFIG_FILE)
-    target = get_cluster(cluster or config.cluster)
-    trained = get_cluster(config.cluster)
+    trained = config.resolved_cluster
+    target = trained if cluster is None else get_cluster(cluster)
     if device is not None:
         resolve_device(device)  # no such device: refused before the model is read
     model = load_run_model(path, device=device)

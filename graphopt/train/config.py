@@ -1,7 +1,11 @@
 """Training configuration: one dataclass, parsed only at the edge (YAML file and CLI flags).
 
-Defaults live in ``graphopt/configs/ppo_default.yaml`` (versioned); a ``--config FILE.yaml`` sets any
-subset of the keys below, and CLI flags override both. Unknown keys are errors that name the key.
+:class:`TrainConfig` is the one source of the defaults (each documented under its field); a
+``--config FILE.yaml`` sets any subset of its keys, and CLI flags override both. Unknown keys are
+errors that name the key. A config is validated once (:meth:`TrainConfig.validate`, which
+:func:`load_config` calls): types and values checked, the device name checked and the cluster
+resolved to a :class:`~graphopt.hardware.Cluster` (:attr:`TrainConfig.resolved_cluster`), which
+every environment of a run then shares.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ from typing import Any
 import yaml
 
 from graphopt.accelerator import check_device_name
-from graphopt.configs import CONFIG_DIR
+from graphopt.hardware import Cluster, get_cluster
 from graphopt.tasks import SIMULATED_MOVE_TASKS, get_task
 
 CONFIG_VERSION = 1
@@ -118,16 +122,26 @@ class TrainConfig:
     compare on the same graphs). A new key with a default: older config files stay valid."""
 
     def validate(self) -> TrainConfig:
-        """Check types and values; returns self. Raises ValueError naming the bad key."""
+        """Check types and values, check the device name and resolve the cluster
+        (:attr:`resolved_cluster`); returns self. A config validated before and unchanged since
+        is not checked again, so :func:`~graphopt.train.trainer.train` of a config that
+        :func:`load_config` returned costs nothing more.
+
+        Raises:
+            ValueError: naming the bad key (or the cluster preset or file).
+        """
+        if getattr(self, "_validated", None) == self.to_dict():
+            return self
         for key, value in check_types(self.to_dict()).items():
             setattr(self, key, value)
         if self.version != CONFIG_VERSION:
             raise ValueError(
                 f"config version {self.version} is not supported; this graphopt reads version "
-                f"{CONFIG_VERSION} (see graphopt/configs/ppo_default.yaml)"
+                f"{CONFIG_VERSION} (graphopt.train.config.TrainConfig)"
             )
         get_task(self.task)
         check_device_name(self.device)
+        self._cluster = get_cluster(self.cluster)
         if self.policy not in POLICIES:
             raise ValueError(
                 f"policy {self.policy!r} is unknown; choose one of: {', '.join(POLICIES)}"
@@ -188,7 +202,14 @@ class TrainConfig:
                     f"cost_model {self.cost_model!r} is neither 'simulator' nor a usable "
                     f"cost-model run: {e}"
                 ) from None
+        self._validated = self.to_dict()
         return self
+
+    @property
+    def resolved_cluster(self) -> Cluster:
+        """The :class:`~graphopt.hardware.Cluster` of :attr:`cluster`, resolved once by
+        :meth:`validate` (a cluster file is read once, not once per environment)."""
+        return self.validate()._cluster
 
     def policy_class(self) -> Any:
         """The policy the run trains: ``GOPolicy`` (one-shot), ``GODecoderPolicy`` (one-shot with
@@ -310,13 +331,14 @@ def _read_yaml(path: Path) -> dict[str, Any]:
 
 
 def load_config(path: str | Path | None = None, **overrides: Any) -> TrainConfig:
-    """Defaults, then the YAML file at ``path`` (if any), then ``overrides`` (None values skipped).
+    """The defaults of :class:`TrainConfig`, then the YAML file at ``path`` (if any), then
+    ``overrides`` (None values skipped); validated (:meth:`TrainConfig.validate`).
 
     Raises:
         ValueError: a missing or malformed file, an unknown key (named), a value of the wrong type
             (key, type and value named), or a bad value.
     """
-    data = _read_yaml(CONFIG_DIR / "ppo_default.yaml")
+    data: dict[str, Any] = {}
     if path is not None:
         from_file = _read_yaml(Path(path))
         try:  # checked here only to name the file; validate() checks every value's type

@@ -31,6 +31,10 @@ from graphopt.train.config import TrainConfig, load_config
 from graphopt.train.vec_env import make_envs, make_vec_env  # noqa: F401 (make_envs: re-exported)
 from policies import checkpoint
 
+DEFAULTS = TrainConfig().to_dict()
+"""The settings a key missing from a run's ``config.yaml`` takes (for
+:func:`policies.checkpoint.read_model_info`, whose layer does not import the config)."""
+
 
 def _policy(config: TrainConfig) -> tuple[Any, dict[str, Any]]:
     kwargs = dict(config.policy_kwargs)
@@ -48,8 +52,9 @@ def build_model(
     action_space: Any | None = None,
     device: str | None = None,
 ) -> Any:
-    """A new PPO of ``config``'s policy and hyper-parameters, on ``device`` (default: the
-    config's, :func:`graphopt.accelerator.resolve_device`).
+    """A new PPO of ``config``'s policy and hyper-parameters, on ``device`` (a torch device
+    name as :func:`graphopt.accelerator.resolve_device` returns it; default: the config's,
+    resolved here).
 
     Args:
         env: the (vectorised) training environment; or None and
@@ -72,7 +77,7 @@ def build_model(
         vf_coef=config.vf_coef,
         max_grad_norm=config.max_grad_norm,
         seed=config.seed,
-        device=resolve_device(device or config.device),
+        device=device or resolve_device(config.device),
         policy_kwargs=policy_kwargs,
         verbose=0,
     )
@@ -113,9 +118,10 @@ def load_model(
     if weights is None:
         weights = checkpoint.read_weights(path)  # refuse a bad file before building anything
     config = load_config(run / rundir.CONFIG_FILE)
-    observation_space, action_space = checkpoint.read_model_info(run)
+    observation_space, action_space = checkpoint.read_model_info(run, DEFAULTS)
     if spaces is not None:  # a device-agnostic policy on another cluster
         observation_space, action_space = spaces.observation_space, spaces.action_space
+    device = resolve_device(device or config.device)
     if env is None:
         model = build_model(
             config, observation_space=observation_space, action_space=action_space, device=device
@@ -221,19 +227,21 @@ def train(
             ``runs_root`` that cannot be created (both before any work), graphs that cannot be
             resolved; no run directory is created then.
     """
-    config.validate()
+    if config.cost_model != "simulator":  # config.yaml keeps a path that works from any directory
+        absolute = str(Path(config.cost_model).resolve())
+        if absolute != config.cost_model:
+            config = dataclasses.replace(config, cost_model=absolute)
+    config.validate()  # once: nothing more for a config that load_config returned
     rundir.check_run_name(config.name)
     rundir.check_output_path(runs_root, "runs directory", directory=True)
-    if config.cost_model != "simulator":  # config.yaml keeps a path that works from any directory
-        config = dataclasses.replace(config, cost_model=str(Path(config.cost_model).resolve()))
-    resolve_device(config.device)  # no such device: refused before any work
+    device = resolve_device(config.device)  # no such device: refused before any work
     torch.set_num_threads(config.threads)
     # resolve everything before creating the run directory
     vec_env, val_env = make_vec_env(
         config, backend=backend, workers=workers, ray_address=ray_address
     )
     try:
-        model = build_model(config, vec_env)
+        model = build_model(config, vec_env, device=device)
         run = rundir.new_run_dir(runs_root, config.task, config.name)  # once all of that worked
         _train_new(model, run, config, val_env, show_progress, on_start)
     finally:
@@ -324,7 +332,7 @@ def _resume(
             raise rundir.legacy_model_error(path, legacy)
         raise ValueError(f"run {path} has no checkpoint to resume from ({rundir.LAST})")
     weights = checkpoint.read_weights(path / rundir.LAST)  # fails before anything is written
-    checkpoint.read_model_info(path)
+    checkpoint.read_model_info(path, DEFAULTS)
     done = int(state.get("timesteps", 0))
     if total_timesteps is not None:
         if total_timesteps < done:
@@ -338,7 +346,7 @@ def _resume(
             rundir.write_state(path, total_timesteps=total_timesteps)
     if state.get("status") == "finished" and config.total_timesteps <= done:
         raise RunAlreadyFinished(path, done)
-    resolve_device(device or config.device)  # no such device: refused before any work
+    device = resolve_device(device or config.device)  # no such device: refused before any work
     torch.set_num_threads(config.threads)
     vec_env, val_env = make_vec_env(config, **(where or {}))
     try:

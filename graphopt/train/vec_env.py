@@ -16,7 +16,9 @@ Every backend builds environment ``i`` with the same graphs, cluster, settings a
 ``config.seed + i``, so they step through the same episodes: with the same seed a run's
 metrics and weights do not depend on the backend (tests/graphopt/train/test_ray_vec_env.py
 checks Ray against in-process). Environments in other processes are rebuilt there from an
-:class:`~graphopt.train.env_spec.EnvSpec`, plain data (graph and cluster dicts, settings): nothing is unpickled from disk.
+:class:`~graphopt.train.env_spec.EnvSpec`, plain data (graph and cluster dicts, settings):
+nothing is unpickled from disk. The cluster is the config's, resolved once
+(:attr:`~graphopt.train.config.TrainConfig.resolved_cluster`) and shared by every environment.
 
 The validation environment always runs in the learner's process.
 """
@@ -30,7 +32,6 @@ from envs import make_env
 from envs.base import resolve_graph_list
 from graphopt.distributed import check_workers, uses_ray
 from graphopt.graph import CompGraph
-from graphopt.hardware import get_cluster
 from graphopt.sim import Simulator
 from graphopt.train.config import TrainConfig
 from graphopt.train.env_spec import EnvSpec, build_one, existing
@@ -96,9 +97,10 @@ def check_inputs(config: TrainConfig) -> None:
         ValueError: the message of the first refusal (the same as training would give).
     """
     train_graphs, val_graphs, settings = _inputs(config)
+    cluster = config.resolved_cluster
     for graphs in (train_graphs, val_graphs):
         if graphs:
-            make_env(config.task, graphs, config.cluster, seed=config.seed, **settings)
+            make_env(config.task, graphs, cluster, seed=config.seed, **settings)
 
 
 def _val_env(
@@ -107,7 +109,7 @@ def _val_env(
     if not graphs:
         return None
     return make_env(
-        config.task, graphs, config.cluster, cost_model=sim, seed=config.seed, **settings
+        config.task, graphs, config.resolved_cluster, cost_model=sim, seed=config.seed, **settings
     )
 
 
@@ -127,11 +129,12 @@ def make_envs(config: TrainConfig, sim: Simulator | None = None) -> tuple[list[A
 
         train_cost = LearnedCostModel.load(config.cost_model)
     train_graphs, val_graphs, settings = _inputs(config)
+    cluster = config.resolved_cluster  # resolved once: every environment shares it
     envs = [
         make_env(
             config.task,
             train_graphs,
-            config.cluster,
+            cluster,
             cost_model=train_cost,
             seed=config.seed + i,
             **settings,
@@ -148,7 +151,7 @@ def env_spec(config: TrainConfig) -> tuple[EnvSpec, Any | None]:
     spec = EnvSpec(
         task=config.task,
         graphs=tuple(g.to_json_dict() for g in train_graphs),
-        cluster=get_cluster(config.cluster).to_dict(),
+        cluster=config.resolved_cluster.to_dict(),
         settings=settings,
         seeds=tuple(config.seed + i for i in range(config.n_envs)),
         cost_model=config.cost_model,

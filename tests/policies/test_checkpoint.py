@@ -138,9 +138,12 @@ def test_a_torch_whose_safe_loader_can_be_bypassed_reads_nothing(tmp_path, monke
 def hostile_run(tmp_path, *, observation=None, action=None, **config):
     """A run directory of the tiny placement model whose model.json or config.yaml is edited:
     ``observation`` / ``action`` replace a member of the observation space or the action space,
-    ``config`` keys replace the config's (policy_kwargs merged)."""
+    ``config`` keys replace the config's (policy_kwargs merged). The config holds every key,
+    as a run's config.yaml does."""
     import yaml
     from tiny_runs import TINY
+
+    from graphopt.train.config import TrainConfig
 
     tmp_path.mkdir(parents=True, exist_ok=True)
     checkpoint.write_model_info(tmp_path, tiny_model(), "placement")
@@ -150,7 +153,7 @@ def hostile_run(tmp_path, *, observation=None, action=None, **config):
         info["action_space"] = action
     (tmp_path / "model.json").write_text(json.dumps(info))
     kwargs = {**TINY["policy_kwargs"], **config.pop("policy_kwargs", {})}  # type: ignore[dict-item]
-    data = {**TINY, **config, "policy_kwargs": kwargs}
+    data = {**TrainConfig().to_dict(), **TINY, **config, "policy_kwargs": kwargs}
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(data))
     return tmp_path
 
@@ -324,3 +327,17 @@ def test_eval_of_a_hostile_run_is_refused_under_a_memory_limit(tmp_path):
     (line,) = proc.stderr.strip().splitlines()
     assert line.startswith(f"graphopt: error: {run / 'model.json'}: ")
     assert "observation_space.op_features" in line and "MemoryError" not in proc.stderr
+
+
+def test_a_key_missing_from_config_yaml_takes_the_defaults_given(tmp_path):
+    run = hostile_run(
+        tmp_path,
+        action={"type": "MultiDiscrete", "nvec": [[8, 227]], "start": [[0, 227]], "dtype": "int64"},
+    )
+    text = (run / "config.yaml").read_text()
+    (run / "config.yaml").write_text(
+        "\n".join(line for line in text.splitlines() if not line.startswith("num_priorities"))
+    )
+    with pytest.raises(ValueError, match=r"8 values per op; .* give at most 2"):
+        checkpoint.read_model_info(run)  # without defaults: 2 devices, no priorities
+    checkpoint.read_model_info(run, {"num_priorities": 8})

@@ -4,13 +4,45 @@ import re
 
 import pytest
 
+from graphopt.configs import CONFIG_DIR
+from graphopt.hardware import get_cluster
 from graphopt.train.config import CONFIG_VERSION, TrainConfig, load_config
 
 
-def test_defaults_file_matches_dataclass():
+def test_the_defaults_are_the_dataclass_fields():
     config = load_config()
     assert config.version == CONFIG_VERSION and config.task == "placement"
-    assert config == TrainConfig(**config.to_dict())
+    assert config == TrainConfig(**config.to_dict()) == TrainConfig()
+    assert not (CONFIG_DIR / "ppo_default.yaml").exists()  # no second copy of the defaults
+
+
+def test_validated_once_with_the_cluster_resolved_once(tmp_path, monkeypatch):
+    import graphopt.train.config as config_module
+
+    cluster = tmp_path / "c.yaml"
+    get_cluster("v100-nvlink-2").save(cluster)
+    resolved = []
+    monkeypatch.setattr(
+        config_module, "get_cluster", lambda spec: resolved.append(spec) or get_cluster(spec)
+    )
+    config = load_config(cluster=str(cluster))
+    assert config.validate() is config and config.resolved_cluster is config.resolved_cluster
+    assert resolved == [str(cluster)] and config.resolved_cluster.num_devices == 2
+    config.n_envs = 0  # a changed config is checked again
+    with pytest.raises(ValueError, match="n_envs must be >= 1"):
+        config.validate()
+    with pytest.raises(ValueError, match="unknown cluster preset 'v100x3'"):
+        TrainConfig(cluster="v100x3").validate()
+
+
+def test_every_environment_shares_the_resolved_cluster():
+    from tiny_runs import tiny_config
+
+    from graphopt.train.vec_env import make_envs
+
+    config = tiny_config(n_envs=2)
+    envs, val_env = make_envs(config)
+    assert all(env.cluster is config.resolved_cluster for env in [*envs, val_env])
 
 
 def test_file_and_overrides(tmp_path):
