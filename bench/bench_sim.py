@@ -6,8 +6,9 @@ Prints ops/s for one decision at a time and for a batch of decisions (per-graph 
 reused), and the fast path's speed-up over the readable reference (tests/graphopt/sim/reference.py)
 measured on the same graph and decision. Decisions: a contiguous split of the topological order over
 the devices (communication only at the cuts), random priorities in [0, 4), and fusion of half of the
-single-consumer ops (always legal); plus a worst case with a uniformly random placement, where most
-edges cross devices.
+elementwise ops whose one consumer is an elementwise op on the same device (always legal: the
+fusion rules refuse sources, and fusion across devices); plus a worst case with a uniformly random
+placement, where most edges cross devices.
 """
 
 from __future__ import annotations
@@ -41,7 +42,13 @@ def decisions(
         placement = np.arange(n, dtype=np.int64) * num_devices // max(n, 1)
     priority = rng.integers(0, 4, n)
     single_consumer = np.bincount(graph.edge_src, minlength=n) == 1
-    fusion = (single_consumer & (rng.random(n) < 0.5)).astype(np.int64)
+    consumer = np.zeros(n, dtype=np.int64)
+    consumer[graph.edge_src] = graph.edge_dst  # the one consumer, where there is one
+    elementwise = np.array(graph.op_classes) == "elementwise"
+    fusable = (
+        single_consumer & elementwise & elementwise[consumer] & (placement[consumer] == placement)
+    )
+    fusion = (fusable & (rng.random(n) < 0.5)).astype(np.int64)
     return Decision(placement=placement, priority=priority, fusion=fusion)
 
 
@@ -87,6 +94,7 @@ def main() -> None:
     for label, random_placement in (("contiguous split", False), ("random placement", True)):
         decision = decisions(graph, cluster.num_devices, np.random.default_rng(1), random_placement)
         t_one, m = timed(lambda d=decision: prepared.evaluate(d), args.repeats)
+        assert m.valid, m.reason  # an invalid decision would time the fusion rules, not the loop
         print(
             f"\n[{label}] step {m.step_time * 1e3:.2f} ms, valid={m.valid}, "
             f"{m.bytes_moved / 1e9:.2f} GB moved"
