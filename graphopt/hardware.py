@@ -4,8 +4,8 @@ A :class:`Cluster` is what cost models price a decision on: ``D`` :class:`Device
 directed link for every ordered pair of devices. Contract (the simulator relies on it):
 
 - Every ordered pair ``(src, dst)``, ``src != dst``, is its own link with its own bandwidth
-  (bytes/s) and latency (s); a transfer takes ``latency + nbytes / bandwidth``; transfers on one
-  link run one at a time (the simulator serialises them).
+  (bytes/s) and latency (s); a transfer takes ``latency + nbytes / bandwidth``; by default
+  transfers on one link run one at a time (the simulator serialises them: ``contention`` below).
 - Devices with no direct link still get an entry for the slower route real systems take (PCIe
   through the host, across sockets). The diagonal is unused: bandwidth ``inf``, latency ``0``,
   so a "transfer" to the same device costs nothing.
@@ -28,6 +28,30 @@ File format (YAML or JSON by suffix; :meth:`Cluster.load`, :meth:`Cluster.save`)
       pairs:                                             # optional, by device name
         - {src: gpu0, dst: gpu1, bandwidth: 50.0e+9, latency: 5.0e-6}   # both directions
         - {src: cpu, dst: gpu0, bandwidth: 10.0e+9, latency: 1.0e-5, bidirectional: false}
+    contention: link                    # optional model options, each shown at its default
+    route: direct
+    send: per-device
+    copies: charged
+
+Model options (:data:`MODEL_OPTIONS`; the first value of each is the default, and a file that
+leaves an option out behaves, and fingerprints, as before the option existed). Rules 5 and 8 of
+:mod:`graphopt.sim` apply them:
+
+- ``contention``: ``link``, a link carries one transfer at a time, the others queue; ``none``,
+  every transfer starts as soon as it is sent (when its producer's kernel ends, or its first hop
+  arrives) and takes ``latency + nbytes / bandwidth``, any number at once on one link.
+- ``route``: ``direct``, every transfer takes the link from its source to its destination;
+  ``via-host``, a transfer between two devices that are both not the *host* goes through the
+  host's memory in two hops: ``src -> host``, then ``host -> dst`` once the first hop has
+  arrived, each hop on its own link at that link's figures. Transfers to or from the host are
+  direct. The host is the device named by ``host: <device name>``, else the first device of
+  kind ``CPU``; ``via-host`` with neither is refused, and so is ``host`` with ``route: direct``.
+- ``send``: ``per-device``, an op's output is sent once to each other device that hosts a
+  consumer (the largest of those edges' bytes); under ``via-host`` its first hop to the host is
+  shared: one upload per op, then one ``host -> dst`` hop per device; ``per-consumer``, once for
+  every consuming op on another device (that edge's bytes), each send routed on its own.
+- ``copies``: ``charged``, a received copy (and, under ``via-host``, the copy relayed through
+  the host) uses the receiver's memory; ``free``, it uses none.
 
 Size: a cluster has at most :data:`MAX_DEVICES` (4,096) devices, ``count`` included; a larger
 one is refused with a ``ValueError`` naming the limit (the reasons are at :data:`MAX_DEVICES`).
@@ -141,6 +165,16 @@ PRESET_DIR = Path(__file__).with_name("hardware_presets")
 DEFAULT_CLUSTER = "v100-nvlink-4"
 
 _DEVICE_FIELDS = ("name", "kind", "peak_flops", "mem_bandwidth", "memory", "launch_overhead")
+MODEL_OPTIONS: dict[str, tuple[str, ...]] = {
+    "contention": ("link", "none"),
+    "route": ("direct", "via-host"),
+    "send": ("per-device", "per-consumer"),
+    "copies": ("charged", "free"),
+}
+"""The model options of a cluster file and their values, the default first (module docstring)."""
+HOST_KIND = "CPU"
+"""The kind of the device that relays transfers under ``route: via-host`` when ``host`` names
+none: the first device of this kind."""
 MAX_EFFICIENCY_ENTRIES = 4096
 """The most entries a device's ``efficiency`` table may have (one per op type or class)."""
 _UNITS = {"peak_flops": "FLOP/s", "mem_bandwidth": "bytes/s", "memory": "bytes"}
@@ -300,13 +334,26 @@ class Cluster:
         bandwidth: ``(D, D)`` bytes/s of the directed link ``src -> dst``; diagonal ``inf``.
         latency: ``(D, D)`` seconds of each link; diagonal ``0``.
         description: free text; not part of the fingerprint.
+        contention: ``"link"`` (one transfer at a time per link) or ``"none"``.
+        route: ``"direct"`` or ``"via-host"`` (transfers between non-host devices in two hops
+            through the host's memory).
+        host: under ``route="via-host"``, the name of the device that relays; ``None`` there
+            means the first device of kind :data:`HOST_KIND` (the name is filled in). Must be
+            ``None`` under ``route="direct"``.
+        send: ``"per-device"`` (one send per destination device) or ``"per-consumer"`` (one per
+            consuming op).
+        copies: ``"charged"`` (a received copy uses the receiver's memory) or ``"free"``.
 
+    The model options are described in the module docstring; their defaults leave the cluster,
+    its fingerprint and every simulated figure as they were before the options existed.
     The link arrays are copied, their diagonals reset, and made read-only.
 
     Raises:
         ValueError: no devices, more than :data:`MAX_DEVICES`, duplicate device names, link
-            arrays of the wrong shape, or an off-diagonal bandwidth not finite and positive /
-            latency not finite and >= 0.
+            arrays of the wrong shape, an off-diagonal bandwidth not finite and positive /
+            latency not finite and >= 0, an unknown model option value, ``via-host`` without a
+            host device, or a ``host`` that is no device of the cluster or is given without
+            ``via-host``.
     """
 
     name: str
@@ -314,6 +361,11 @@ class Cluster:
     bandwidth: FloatArray
     latency: FloatArray
     description: str = ""
+    contention: str = "link"
+    route: str = "direct"
+    host: str | None = None
+    send: str = "per-device"
+    copies: str = "charged"
 
     def __post_init__(self) -> None:
         devices = tuple(self.devices)
@@ -343,6 +395,60 @@ class Cluster:
             np.fill_diagonal(array, np.inf if key == "bandwidth" else 0.0)
             object.__setattr__(self, key, _readonly(array))
         object.__setattr__(self, "devices", devices)
+        self._check_model(names)
+
+    def _check_model(self, names: list[str]) -> None:
+        """Check the model options and fill in the host (``__post_init__``)."""
+        where = f"cluster {self.name!r}"
+        for key, choices in MODEL_OPTIONS.items():
+            value = getattr(self, key)
+            if not isinstance(value, str) or value not in choices:
+                raise ValueError(
+                    f"{where}: unknown {key} {value!r}; choose one of: {', '.join(choices)}"
+                )
+        if self.route == "direct":
+            if self.host is not None:
+                raise ValueError(
+                    f"{where}: host {self.host!r} is only used with route: via-host; "
+                    "remove it or set route: via-host"
+                )
+            return
+        if self.host is None:
+            cpus = [d.name for d in self.devices if d.kind == HOST_KIND]
+            if not cpus:
+                raise ValueError(
+                    f"{where}: route 'via-host' needs a host device, and no device is of kind "
+                    f"{HOST_KIND!r} (devices: {_some(names)}); name one with `host: <device name>`"
+                    " or set route: direct"
+                )
+            object.__setattr__(self, "host", cpus[0])
+        elif self.host not in names:
+            raise ValueError(
+                f"{where}: host {self.host!r} is no device of the cluster; "
+                f"devices are: {_some(names)}"
+            )
+
+    @property
+    def host_index(self) -> int:
+        """The index of the device that relays transfers under ``route: via-host``; -1 under
+        ``route: direct``."""
+        if self.route == "direct":
+            return -1
+        assert self.host is not None  # filled in by __post_init__
+        return [d.name for d in self.devices].index(self.host)
+
+    def model_options(self) -> dict[str, str]:
+        """The model options that differ from their defaults, with ``host`` under ``via-host``:
+        what the file format writes and the fingerprint hashes (nothing for a default cluster)."""
+        out = {
+            key: getattr(self, key)
+            for key, choices in MODEL_OPTIONS.items()
+            if getattr(self, key) != choices[0]
+        }
+        if self.route == "via-host":
+            assert self.host is not None  # filled in by __post_init__
+            out["host"] = self.host
+        return out
 
     # ------------------------------------------------------------------ views
     @property
@@ -390,10 +496,13 @@ class Cluster:
 
     @cached_property
     def fingerprint(self) -> str:
-        """SHA-256 of the name, devices and link arrays: equal content, equal hash."""
-        # A device without an efficiency table hashes as before the table existed.
+        """SHA-256 of the name, devices, model options and link arrays: equal content, equal
+        hash."""
+        # A device without an efficiency table, and a cluster with the default model options,
+        # hash as before the table and the options existed.
         rows = [astuple(d) if d.efficiency else astuple(d)[:-1] for d in self.devices]
-        h = hashlib.sha256(json.dumps([self.name, rows]).encode())
+        options = self.model_options()
+        h = hashlib.sha256(json.dumps([self.name, rows, *([options] if options else [])]).encode())
         h.update(self.bandwidth.tobytes())
         h.update(self.latency.tobytes())
         return h.hexdigest()
@@ -443,6 +552,7 @@ class Cluster:
             "description": self.description,
             "devices": devices,
             "links": links,
+            **self.model_options(),
         }
 
     @classmethod
@@ -452,13 +562,18 @@ class Cluster:
         Raises:
             ValueError: naming the culprit: unknown or missing keys, an unknown device preset, a
                 bad ``count``, a bad figure, duplicate device names, a link naming an unknown
-                device, a link given twice, or an ordered pair left without figures.
+                device, a link given twice, an ordered pair left without figures, or a bad model
+                option (an unknown value, ``via-host`` without a host device).
         """
-        _check_keys(data, "cluster", ("name", "devices"), ("description", "links"))
+        optional = ("description", "links", *MODEL_OPTIONS, "host")
+        _check_keys(data, "cluster", ("name", "devices"), optional)
         devices = _parse_devices(data["devices"])
         bandwidth, latency = _parse_links(data.get("links"), [d.name for d in devices])
         description = str(data.get("description") or "")
-        return cls(str(data["name"]), devices, bandwidth, latency, description=description)
+        options = {key: data[key] for key in (*MODEL_OPTIONS, "host") if key in data}
+        return cls(
+            str(data["name"]), devices, bandwidth, latency, description=description, **options
+        )
 
     def save(self, path: str | os.PathLike) -> None:
         """Write :meth:`to_dict` to ``path``: YAML for ``.yaml`` / ``.yml``, else JSON."""

@@ -3,6 +3,8 @@
 Every rule the simulator applies, in order. ``N`` ops in topological order, ``D`` devices,
 decision arrays ``placement`` (device per op), ``priority`` (level per op), ``fusion`` (bit per op);
 missing arrays default to all zeros (everything on device 0, topological order, no fusion).
+The cluster's model options (``contention``, ``route``, ``send``, ``copies``:
+:mod:`graphopt.hardware`) choose among the variants of rules 5 and 8, the default first.
 
 1. **Kernels (fusion).** An op whose fusion bit is 1 is merged with *every* one of its consumers
    (union-find over those edges; the bit of an op without consumers is ignored). Each connected group
@@ -35,11 +37,28 @@ missing arrays default to all zeros (everything on device 0, topological order, 
    ``peak_flops`` and the border bytes over ``mem_bandwidth``.
 5. **Dependencies and transfers.** A kernel is ready when every input edge from another kernel is
    satisfied: by the producer kernel's end when both are on the same device, else by the arrival
-   of a transfer. The output of op ``u`` is sent once to each remote device that hosts a consumer
-   kernel, over the directed link ``(src, dst)``; its size is the largest byte count among the
-   edges from ``u`` to that device; it is queued when ``u``'s kernel ends and takes
-   ``latency + bytes / bandwidth``. Transfers on one link run one at a time, in order of
-   ``(queue time, producer index)``; they overlap with compute and with other links.
+   of the send that carries it.
+
+   a. *Sends* (``send``). ``per-device``: the output of op ``u`` is sent once to each remote
+      device that hosts a consumer kernel; its size is the largest byte count among the edges
+      from ``u`` to that device, and its arrival satisfies all of them. ``per-consumer``: it is
+      sent once for every edge into a kernel on another device, with that edge's bytes, and the
+      arrival satisfies that edge alone.
+   b. *Routes* (``route``). ``direct``: a send is one transfer over the directed link
+      ``(src, dst)``. ``via-host``: a send between two devices of which neither is the host
+      ``h`` is two transfers, the first hop ``src -> h`` and the second ``h -> dst``, queued when
+      the first arrives; sends to or from ``h`` stay one transfer. Per device, ``u``'s first hop
+      is its one send to ``h`` (sized by the largest of its edges into ``h`` and into every
+      device it relays to), shared by all of ``u``'s relayed sends; per consumer, each send has
+      a first hop of its own.
+   c. A transfer is queued when ``u``'s kernel ends (a second hop: when its first hop arrives)
+      and takes ``latency + bytes / bandwidth`` of its link.
+   d. *Contention* (``contention``). ``link``: transfers on one link run one at a time, in order
+      of ``(queue time, producer index, consumer index)`` (the consumer index only orders the
+      several sends of one producer that ``per-consumer`` puts on one link). ``none``: every
+      transfer starts as soon as it is queued, any number at once on one link.
+
+   Transfers overlap with compute and with other links.
 6. **Devices.** A device runs one kernel at a time, without preemption. Whenever it is idle, it
    starts the ready kernel with the lowest ``(priority, root index)``.
 7. **Event order.** Time advances to the earliest end of a running kernel or transfer; *all* jobs
@@ -50,13 +69,14 @@ missing arrays default to all zeros (everything on device 0, topological order, 
    kernel are never stored) occupies its device from the kernel's start until the last consumer
    kernel, local or remote, has finished; an output with no consumer is freed when its kernel ends.
    A transferred copy occupies the destination from the transfer's start until the last consumer
-   kernel there has finished. Releases at an instant happen before allocations at that instant
-   (rule 7). Peak memory per device = parameters + the peak of live activations; a peak above the
-   device's capacity makes the decision invalid (OOM), naming the first such device. The step time
-   is still reported.
+   kernel whose edge it satisfies has finished (a first hop's copy on the host: and until every
+   second hop it feeds has arrived); with ``copies: free`` a copy occupies no memory. Releases at
+   an instant happen before allocations at that instant (rule 7). Peak memory per device =
+   parameters + the peak of live activations; a peak above the device's capacity makes the
+   decision invalid (OOM), naming the first such device. The step time is still reported.
 9. **Results.** Step time = the latest kernel end (0 for an empty graph); busy time per device = the
-   sum of its kernels' times; bytes moved = the sum over transfers. A step time that is not finite
-   (costs that overflow) makes the decision invalid.
+   sum of its kernels' times; bytes moved = the sum over transfers (both hops of a routed send).
+   A step time that is not finite (costs that overflow) makes the decision invalid.
 
 Lower bounds (:mod:`graphopt.sim.bounds`), valid for every placement and schedule with the same
 fusion: the critical path with every kernel at its fastest device time and no communication; and the

@@ -7,14 +7,16 @@ device classes, ``K`` kernels and ``T`` transfers:
   (:class:`~graphopt.sim.simulator.PreparedGraph`): the graph in CSR form (``int32`` ``succ_ptr``
   and ``pred_ptr`` ``[N+1]``, ``succ_dst`` and ``succ_to_pred`` ``[E]``), ``float64`` per-edge
   bytes ``[E]``, per-op FLOPs and bytes ``[N]``, modelled and measured op times per device class
-  ``[N, C]``, every device's class (``int64 [D]``) and specs (``float64 [D]``), and the links
-  (``float64 [D, D]``). :func:`succ_to_pred` computes its ``succ_to_pred`` field.
+  ``[N, C]``, every device's class (``int64 [D]``) and specs (``float64 [D]``), the links
+  (``float64 [D, D]``), and the cluster's model options as scalars (``contention``, ``host``,
+  ``per_consumer``, ``charge_copies``). :func:`succ_to_pred` computes its ``succ_to_pred`` field.
 - :class:`Workspace`, scratch written by every call, sized once per graph by
-  :meth:`Workspace.allocate`: rows of length ``N + 1`` (``op_int`` ``int32 [7, N+1]``, ``op_key``
-  ``int64 [2, N+1]``, ``op_float`` ``float64 [4, N+1]``), rows of length ``E + 1`` (``edge_int``
-  ``int32 [6, E+1]``, ``edge_float`` ``float64 [7, E+1]``, ``edge_pair`` ``int32 [2, E+1, 2]``),
-  per-op records ``op_rec`` ``int32 [N+1, 4]``, and per memory slot ``slot_int``
-  ``int32 [N+E+2, 2]`` and ``slot_float`` ``float64 [N+E+2]``.
+  :meth:`Workspace.allocate` for at most ``T`` transfers (``T = E`` unless transfers are routed
+  through a host, ``2 E`` then): rows of length ``N + 1`` (``op_int`` ``int32 [7, N+1]``,
+  ``op_key`` ``int64 [2, N+1]``, ``op_float`` ``float64 [4, N+1]``), rows of length
+  ``max(E, T) + 1`` (``edge_int`` ``int32 [10, T+1]``, ``edge_float`` ``float64 [7, T+1]``),
+  ``edge_pair`` ``int32 [2, E+1, 2]``, per-op records ``op_rec`` ``int32 [N+1, 4]``, and per
+  memory slot ``slot_int`` ``int32 [N+T+2, 2]`` and ``slot_float`` ``float64 [N+T+2]``.
 - :class:`CoreResult`, one simulation's result: ``status``, ``culprit``, ``step`` and ``moved``
   scalars, ``float64 [D]`` busy times and peak memory, and ``int32`` / ``float64`` per-op
   (``[N]``), per-kernel (``[K]``) and per-transfer (``[T]``) views into the workspace.
@@ -82,13 +84,25 @@ class GraphArrays(NamedTuple):
     """``float64 [D, D]``: bytes/s from one device to another."""
     link_lat: np.ndarray
     """``float64 [D, D]``: seconds."""
+    contention: bool
+    """True: a link carries one transfer at a time (``contention: link``); False: any number
+    (``none``). The model options are scalars, so that the compiled code branches on a value
+    in a register (rules 5 and 8 of :mod:`graphopt.sim`)."""
+    host: int
+    """The device that relays transfers between other devices (``route: via-host``); -1 for
+    ``route: direct``."""
+    per_consumer: bool
+    """True: one send per consuming op (``send: per-consumer``); False: per device."""
+    charge_copies: bool
+    """True: a received copy uses the receiver's memory (``copies: charged``)."""
 
 
 # Rows of the workspace. Per-op rows have length N + 1, per-edge rows length E + 1.
 _OP_INT_ROWS = 7  # kernel_of, roots, member_ptr, members, k_dev, need, kmark
 _OP_KEY_ROWS = 2  # k_key, ready
 _OP_FLOAT_ROWS = 4  # dur, k_start, k_end, k_alloc
-_EDGE_INT_ROWS = 6  # t_op, t_src, t_dst, t_link, l_tie, l_tid
+# t_op, t_src, t_dst, t_link, l_tie, l_tid, then for routed sends t_parent, t_edge, t_clo, t_chi
+_EDGE_INT_ROWS = 10
 _EDGE_FLOAT_ROWS = 7  # t_bytes, t_dur, l_time, l_dur, l_bytes, t_start, t_end
 _EDGE_PAIR_ROWS = 2  # e_cons, p_slot
 
@@ -115,18 +129,22 @@ class Workspace(NamedTuple):
     slot_float: np.ndarray
 
     @classmethod
-    def allocate(cls, num_ops: int, num_edges: int) -> Workspace:
-        n1, e1 = num_ops + 1, num_edges + 1
+    def allocate(cls, num_ops: int, num_edges: int, num_transfers: int | None = None) -> Workspace:
+        """Scratch for a graph of ``num_ops`` ops and ``num_edges`` edges on which a decision
+        makes at most ``num_transfers`` transfers (default ``num_edges``: one per edge at most,
+        unless transfers are routed in two hops)."""
+        num_t = num_edges if num_transfers is None else max(num_transfers, num_edges)
+        n1, e1, t1 = num_ops + 1, num_edges + 1, num_t + 1
         return cls(
             op_int=np.empty((_OP_INT_ROWS, n1), dtype=np.int32),
             op_key=np.empty((_OP_KEY_ROWS, n1), dtype=np.int64),
             op_float=np.empty((_OP_FLOAT_ROWS, n1), dtype=np.float64),
-            edge_int=np.empty((_EDGE_INT_ROWS, e1), dtype=np.int32),
-            edge_float=np.empty((_EDGE_FLOAT_ROWS, e1), dtype=np.float64),
+            edge_int=np.empty((_EDGE_INT_ROWS, t1), dtype=np.int32),
+            edge_float=np.empty((_EDGE_FLOAT_ROWS, t1), dtype=np.float64),
             edge_pair=np.empty((_EDGE_PAIR_ROWS, e1, 2), dtype=np.int32),
             op_rec=np.empty((n1, 4), dtype=np.int32),
-            slot_int=np.empty((n1 + e1, 2), dtype=np.int32),
-            slot_float=np.empty(n1 + e1, dtype=np.float64),
+            slot_int=np.empty((n1 + t1, 2), dtype=np.int32),
+            slot_float=np.empty(n1 + t1, dtype=np.float64),
         )
 
 

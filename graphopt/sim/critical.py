@@ -10,7 +10,8 @@ device order alike. With ``K`` kernels and ``E`` edges:
 
 - ``ready[v]``: when all of the inputs of ``v``'s kernel were on its device (the producer's end
   on the same device, the transfer's end from another one; 0 for a source). Inputs from inside
-  the kernel do not count.
+  the kernel do not count. Where one producer sends several transfers into a device (the
+  cluster's ``send: per-consumer``), an input counts as there when the last of them is.
 - ``wait[v] = start[v] - ready[v]``: how long ``v`` waited for its device (``>= 0``).
 - ``slack[v]``: the latest start of ``v``'s kernel that keeps every later kernel on time, minus
   its start; from a backward pass over the kernels in decreasing start order, with

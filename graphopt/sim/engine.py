@@ -12,8 +12,9 @@ Performance notes (why the code looks like this):
   hence values that are read together are stored together (``op_rec``, ``e_cons``, ``p_slot``,
   ``slot_int``), and per-decision work is done once in :func:`plan_transfers` so that the event
   loop reads sequential per-edge rows instead of chasing ``kernel_of[succ_dst[e]]``.
-- Transfers are known before the loop starts: one per ``(producer op, remote device)``, numbered
-  by producer, with their link, bytes and duration; the counts per link size the link queues.
+- Transfers are known before the loop starts: by default one per ``(producer op, remote
+  device)`` (other link models: :func:`plan_routes`), numbered by producer, with their link,
+  bytes and duration; the counts per link size the link queues.
 - Memory is reference-counted per slot (an op's output, a transfer's copy); a consumer kernel that
   reads one producer through several members releases it once, which the pre-pass encodes in
   ``p_slot`` (no per-call marks in the loop). A release is branch-free (``x - 0.0 == x``).
@@ -27,9 +28,23 @@ Performance notes (why the code looks like this):
   ``(end, resource)``: the next one is the last entry, and an insert shifts a few entries. This
   beat a binary heap (a chain of unpredictable swaps) and a tournament tree.
 - Link queues are FIFO slices, not heaps: transfers are queued at the current time, which never
-  decreases, so ``(queue time, producer)`` order only needs a sorted insert among the entries
-  queued at the same instant. An entry carries its transfer's duration, so starting it reads the
-  queue sequentially.
+  decreases, so ``(queue time, producer, transfer)`` order (the rules' ``(queue time, producer,
+  consumer)``: one producer's transfers on one link are numbered by consumer) only needs a
+  sorted insert among the entries queued at the same instant. An entry carries its transfer's
+  duration, so starting it reads the queue sequentially.
+- The cluster's model options (:class:`GraphArrays` ``contention``, ``host``, ``per_consumer``,
+  ``charge_copies``) are scalars that the loop branches on; with the defaults every such branch
+  goes the same way every time, so the predictor makes them free, and the default plan is
+  :func:`plan_transfers` itself. Other link models plan with :func:`plan_routes`, which records
+  per transfer what the default plan leaves implicit (the edge it satisfies, the hop before it,
+  the hops after it), and numbers the second hops through the host after every other transfer,
+  so that the loop queues a producer's transfers with the same code in every model. What only
+  other models do (start every queued transfer of a link at once, a transfer's arrival) lives
+  in functions the loop calls, not inlined: measured on ``bench/bench_sim.py``'s decisions,
+  their code inside the loop, or even the resource marking written as an inlined call, slowed
+  the default model by 5-15%. Without contention a transfer is its own resource
+  (``num_r + transfer``) in the pending events, which then hold up to one entry per transfer
+  besides the devices.
 - Dispatch only visits resources marked dirty (freed, or given new work) since the last dispatch,
   instead of scanning all ``D + D*(D-1)`` devices and links after every event.
 - Device ready queues are binary heaps of ``(priority << 32) | kernel`` keys, one slice per
@@ -218,6 +233,14 @@ def _transfer_rows(ws, num_t):
     return ei[0, :num_t], ei[1, :num_t], ei[2, :num_t], ei[3, :num_t], ef[0, :num_t], ef[1, :num_t]
 
 
+@njit(cache=True, inline="always", error_model="numpy")
+def _route_rows(ws, num_t):
+    """Views of the rows :func:`plan_routes` adds per transfer: ``(t_parent, t_edge, t_clo,
+    t_chi)``."""
+    ei = ws.edge_int
+    return ei[6, :num_t], ei[7, :num_t], ei[8, :num_t], ei[9, :num_t]
+
+
 @njit(cache=True, error_model="numpy")
 def plan_transfers(g, kernel_of, k_dev, ws):
     """The per-decision pre-pass over every out-edge (rules 5 and 8 of :mod:`graphopt.sim`) of
@@ -330,6 +353,171 @@ def plan_transfers(g, kernel_of, k_dev, ws):
     return num_t, link_count
 
 
+@njit(cache=True, error_model="numpy")
+def plan_routes(g, kernel_of, k_dev, ws):
+    """:func:`plan_transfers` for the link models it does not cover: ``send: per-consumer`` or
+    ``route: via-host`` (``g.per_consumer``, ``g.host >= 0``; rules 5 and 8 of
+    :mod:`graphopt.sim`). Fills the same rows, with the same meaning, plus per transfer ``i``:
+
+    - ``t_parent[i]``: the first hop it follows (through the host), -1 for a transfer sent as
+      its producer's kernel ends;
+    - ``t_edge[i]``: what its arrival satisfies: -1 every edge from its producer into its
+      destination (a send per device), ``e`` the edge ``e`` alone (a send per consumer), -2
+      nothing (a first hop that only relays);
+    - ``t_clo[i]:t_chi[i]``: the second hops that follow it (queued when it arrives).
+
+    The ``R`` transfers sent when their producer's kernel ends come first, numbered by producer
+    and then by consumer edge, so that ``op_rec[u, 2]:op_rec[u + 1, 2]`` are ``u``'s as in
+    :func:`plan_transfers` and the event loop queues them with the same code; the second hops
+    follow, numbered ``R`` on in the same order, with memory slot ``N + i`` (a first pass counts
+    ``R``). Under ``per-device`` a producer's first hop is its one transfer to the host, shared
+    by the host's consumer kernels and every relayed device; its copy on the host is counted once
+    per host consumer kernel and once per second hop (each releases it at its end). Under
+    ``per-consumer`` every remote edge has its own send (one transfer, or a first hop and a
+    second), each copy counted once.
+
+    Returns ``(num_transfers, link_count[D*(D-1)])``.
+    """
+    n = len(kernel_of)
+    num_k = len(k_dev)
+    num_t_max = ws.edge_int.shape[1] - 1
+    num_dev = g.link_bw.shape[0]
+    host = g.host
+    per_consumer = g.per_consumer
+    need, e_cons, p_slot = _edge_plan_rows(ws, num_k)
+    kmark = ws.op_int[6, :num_k]
+    t_op, t_src, t_dst, t_link, t_bytes, t_dur = _transfer_rows(ws, num_t_max)
+    t_parent, t_edge, t_clo, t_chi = _route_rows(ws, num_t_max)
+    op_rec, slot_int, slot_float = ws.op_rec, ws.slot_int, ws.slot_float
+    dmark = np.full(num_dev, -1, dtype=np.int64)  # dmark[t] == u: u already sends to t
+    dtid = np.zeros(num_dev, dtype=np.int64)  # ... with transfer dtid[t]
+    # first pass: R, the transfers sent when their producer's kernel ends
+    num_roots = 0
+    for u in range(n):
+        k = kernel_of[u]
+        s = k_dev[k]
+        for e in range(g.succ_ptr[u], g.succ_ptr[u + 1]):
+            h = kernel_of[g.succ_dst[e]]
+            t = k_dev[h]
+            if h == k or t == s:
+                continue
+            if not per_consumer:
+                if host >= 0 and s != host:
+                    t = host  # relayed or to the host: u's one transfer to the host
+                if dmark[t] == u:
+                    continue
+                dmark[t] = u
+            num_roots += 1
+    need[:] = 0
+    kmark[:] = -1
+    dmark[:] = -1
+    link_count = np.zeros(num_dev * (num_dev - 1), dtype=np.int64)
+    num_t = 0  # the next transfer sent at its producer's end
+    num_c = num_roots  # the next second hop
+    for u in range(n):
+        k = kernel_of[u]
+        s = k_dev[k]
+        first = num_t
+        first_c = num_c
+        oslot = u + first
+        ext = 0
+        for e in range(g.succ_ptr[u], g.succ_ptr[u + 1]):
+            h = kernel_of[g.succ_dst[e]]
+            e_cons[e, 0] = h
+            p = g.succ_to_pred[e]
+            if h == k:
+                e_cons[e, 1] = -1
+                p_slot[p, 0] = -1
+                p_slot[p, 1] = -1
+                continue
+            need[h] += 1
+            t = k_dev[h]
+            e_cons[e, 1] = t
+            new_consumer = kmark[h] != u
+            if new_consumer:
+                kmark[h] = u
+                ext += 1
+            p_slot[p, 0] = oslot if new_consumer else -1
+            p_slot[p, 1] = -1
+            if t == s:
+                continue
+            relay = host >= 0 and s != host and t != host
+            nbytes = g.edge_bytes[e]
+            # the transfer sent at u's end: to t, or the first hop to the host
+            if per_consumer or dmark[host if relay else t] != u:
+                i = num_t
+                num_t += 1
+                t_src[i] = s
+                t_dst[i] = host if relay else t
+                t_bytes[i] = nbytes
+                t_parent[i] = -1
+                t_edge[i] = (-2 if relay else e) if per_consumer else -1
+                t_clo[i] = 0
+                t_chi[i] = 0
+                slot_int[u + 1 + i, 0] = 0
+                if not per_consumer:
+                    dmark[t_dst[i]] = u
+                    dtid[t_dst[i]] = i
+            else:
+                i = dtid[host if relay else t]
+                t_bytes[i] = _max(t_bytes[i], nbytes)
+            slot = u + 1 + i
+            if relay:  # the second hop, host -> t
+                root = i
+                if per_consumer or dmark[t] != u:
+                    i = num_c
+                    num_c += 1
+                    t_src[i] = host
+                    t_dst[i] = t
+                    t_bytes[i] = nbytes
+                    t_parent[i] = root
+                    t_edge[i] = e if per_consumer else -1
+                    t_clo[i] = 0
+                    t_chi[i] = 0
+                    slot_int[n + i, 0] = 0
+                    slot_int[u + 1 + root, 0] += 1  # released when the second hop arrives
+                    if per_consumer:
+                        t_clo[root] = i
+                        t_chi[root] = i + 1
+                    else:
+                        dmark[t] = u
+                        dtid[t] = i
+                        t_clo[root] = first_c  # every second hop of u follows it
+                else:
+                    i = dtid[t]
+                    t_bytes[i] = _max(t_bytes[i], nbytes)
+                slot = n + i
+            if per_consumer or new_consumer:  # released when the consumer kernel ends
+                p_slot[p, 1] = slot
+                slot_int[slot, 0] += 1
+        if not per_consumer and num_c > first_c:
+            t_chi[first] = num_c
+        op_rec[u, 0] = g.pred_ptr[u]
+        op_rec[u, 1] = g.succ_ptr[u]
+        op_rec[u, 2] = first
+        op_rec[u, 3] = g.succ_ptr[u + 1] == g.succ_ptr[u] or ext > 0
+        slot_int[oslot, 0] = ext
+        slot_int[oslot, 1] = s
+        slot_float[oslot] = g.out_bytes[u]
+        for i in range(first, num_t):
+            t_op[i] = u
+        for i in range(first_c, num_c):
+            t_op[i] = u
+    op_rec[n, 0] = g.pred_ptr[n]
+    op_rec[n, 1] = g.succ_ptr[n]
+    op_rec[n, 2] = num_t
+    for i in range(num_c):
+        slot = t_op[i] + 1 + i if i < num_roots else n + i
+        slot_int[slot, 1] = t_dst[i]
+        slot_float[slot] = t_bytes[i] if g.charge_copies else 0.0
+        s = t_src[i]
+        t = t_dst[i]
+        t_dur[i] = g.link_lat[s, t] + t_bytes[i] / g.link_bw[s, t]
+        t_link[i] = link_index(s, t, num_dev)
+        link_count[t_link[i]] += 1
+    return num_c, link_count
+
+
 @njit(cache=True, inline="always", error_model="numpy")
 def _release(slot_int, slot_float, slot, cur):
     """One consumer kernel of memory slot ``slot`` has finished: free the slot after the last."""
@@ -370,11 +558,117 @@ def simulate_core(graph, placement, priority, fusion, workspace):
     return _simulate(GraphArrays(*graph), placement, priority, fusion, Workspace(*workspace))[:]
 
 
+@njit(cache=True, inline="always", error_model="numpy")
+def _mark(dirty, in_dirty, num_dirty, r):
+    """Add resource ``r`` to the ``num_dirty`` resources to visit at the next dispatch; returns
+    the new count."""
+    if not in_dirty[r]:
+        in_dirty[r] = True
+        dirty[num_dirty] = r
+        num_dirty += 1
+    return num_dirty
+
+
+@njit(cache=True, inline="always", error_model="numpy")
+def _enqueue(lq, l_head, l_tail, j, now, u, tid, dur, nbytes):
+    """Queue transfer ``tid`` (producer ``u``) on link ``j`` at ``now``. Queue order is
+    ``(queue time, producer, transfer)``: a producer's transfers on one link are numbered by
+    consumer (:func:`plan_routes`). Times only grow, so this is a FIFO in which entries queued
+    at the same instant are kept sorted: insert from the tail (nearly always at the tail
+    itself). ``lq`` holds the queue rows ``(l_time, l_tie, l_tid, l_dur, l_bytes)``."""
+    l_time, l_tie, l_tid, l_dur, l_bytes = lq
+    i = l_tail[j]
+    l_tail[j] += 1
+    while (
+        i > l_head[j]
+        and l_time[i - 1] == now
+        and (l_tie[i - 1] > u or (l_tie[i - 1] == u and l_tid[i - 1] > tid))
+    ):
+        l_time[i] = l_time[i - 1]
+        l_tie[i] = l_tie[i - 1]
+        l_tid[i] = l_tid[i - 1]
+        l_dur[i] = l_dur[i - 1]
+        l_bytes[i] = l_bytes[i - 1]
+        i -= 1
+    l_time[i] = now
+    l_tie[i] = u
+    l_tid[i] = tid
+    l_dur[i] = dur
+    l_bytes[i] = nbytes
+
+
+@njit(cache=True, error_model="numpy")
+def _start_all(
+    lq, l_head, l_tail, j, d, now, t_start, t_end, charge, cur, peak_act, ev_time, ev_res,
+    num_ev, num_r,
+):  # fmt: skip
+    """Without contention: start every transfer queued on link ``j`` (to device ``d``) at
+    ``now``, each an event of its own (resource ``num_r + transfer``). Returns the new event
+    count and the bytes sent. Not inlined: the default model never calls it, and keeping it out
+    of the event loop keeps that loop small."""
+    l_time, l_tie, l_tid, l_dur, l_bytes = lq
+    sent = 0.0
+    while l_head[j] < l_tail[j]:
+        i = l_head[j]
+        l_head[j] += 1
+        k = l_tid[i]
+        t_start[k] = now
+        t_end[k] = now + l_dur[i]
+        if charge:
+            cur[d] += l_bytes[i]
+            if cur[d] > peak_act[d]:
+                peak_act[d] = cur[d]
+        sent += l_bytes[i]
+        num_ev = _insert_event(ev_time, ev_res, num_ev, t_end[k], num_r + k)
+    return num_ev, sent
+
+
+@njit(cache=True, error_model="numpy")
+def _arrive(
+    k, now, num_dev, routed, t_op, t_dst, t_edge, t_parent, t_clo, t_chi, t_link, t_dur, t_bytes,
+    op_rec, e_cons, need, k_key, ready, dev_base, dev_size, slot_int, slot_float, cur, lq, l_head,
+    l_tail, dirty, in_dirty, num_dirty,
+):  # fmt: skip
+    """Transfer ``k`` arrives, under any link model but the default (whose arrival the event
+    loop handles itself): it satisfies the edges its ``t_edge`` names, releases its first hop's
+    copy on the host, and queues the hops after it. Returns the new count of dirty resources.
+    Not inlined, like :func:`_start_all`."""
+    u = t_op[k]
+    d = t_dst[k]
+    te = t_edge[k] if routed else -1
+    if te == -1:  # a send to the device: every edge from u into it
+        for e in range(op_rec[u, 1], op_rec[u + 1, 1]):
+            if e_cons[e, 1] == d:
+                h = e_cons[e, 0]
+                need[h] -= 1
+                if need[h] == 0:
+                    iheap_push(ready, dev_base, dev_size, d, k_key[h])
+                    num_dirty = _mark(dirty, in_dirty, num_dirty, d)
+    elif te >= 0:  # a send to one consumer: its edge alone
+        h = e_cons[te, 0]
+        need[h] -= 1
+        if need[h] == 0:
+            iheap_push(ready, dev_base, dev_size, d, k_key[h])
+            num_dirty = _mark(dirty, in_dirty, num_dirty, d)
+    if routed:
+        if t_parent[k] >= 0:  # the copy relayed by the host has done its part
+            _release(slot_int, slot_float, u + 1 + t_parent[k], cur)
+        for c in range(t_clo[k], t_chi[k]):  # the hops after this one
+            j = t_link[c]
+            _enqueue(lq, l_head, l_tail, j, now, u, c, t_dur[c], t_bytes[c])
+            num_dirty = _mark(dirty, in_dirty, num_dirty, num_dev + j)
+    return num_dirty
+
+
 @njit(cache=True, error_model="numpy")
 def _simulate(g, placement, priority, fusion, ws):
     """:func:`simulate_core` on the named tuples."""
     n = len(g.flops)
     num_dev = len(g.peak)
+    contention = g.contention
+    routed = g.host >= 0 or g.per_consumer  # planned by plan_routes, not plan_transfers
+    plain = contention and not routed  # the default link model
+    charge = g.charge_copies
     op_rec, slot_int, slot_float = ws.op_rec, ws.slot_int, ws.slot_float
     kernel_of, roots, member_ptr, members = build_kernels(g.succ_ptr, g.succ_dst, fusion, ws.op_int)
     num_k = len(roots)
@@ -386,9 +680,16 @@ def _simulate(g, placement, priority, fusion, ws):
         k_dev[k] = placement[r]
         k_key[k] = (priority[r] << 32) | k  # kernels are numbered by root: k orders like r
         dev_count[k_dev[k]] += 1
-    num_t, link_count = plan_transfers(g, kernel_of, k_dev, ws)
+    if routed:
+        num_t, link_count = plan_routes(g, kernel_of, k_dev, ws)
+    else:
+        num_t, link_count = plan_transfers(g, kernel_of, k_dev, ws)
     need, e_cons, p_slot = _edge_plan_rows(ws, num_k)
     t_op, t_src, t_dst, t_link, t_bytes, t_dur = _transfer_rows(ws, num_t)
+    t_parent, t_edge, t_clo, t_chi = _route_rows(ws, num_t)
+    if not charge and not routed:  # copies use no memory (plan_routes does this itself)
+        for i in range(num_t):
+            slot_float[t_op[i] + 1 + i] = 0.0
     dur = kernel_durations(g, roots, member_ptr, members, k_dev, e_cons[:, 0], ws.op_float[0])
 
     # ---- queues --------------------------------------------------------------------------------
@@ -405,6 +706,7 @@ def _simulate(g, placement, priority, fusion, ws):
     l_tid = ws.edge_int[5]
     l_dur = ws.edge_float[3]
     l_bytes = ws.edge_float[4]
+    lq = (l_time, l_tie, l_tid, l_dur, l_bytes)
     link_dst = np.empty(num_l, dtype=np.int64)
     for s in range(num_dev):
         for t in range(num_dev):
@@ -416,9 +718,11 @@ def _simulate(g, placement, priority, fusion, ws):
     l_head = l_base.copy()  # link queues: FIFO slices [l_head[j], l_tail[j]) of the l_* rows
     l_tail = l_base.copy()
     num_r = num_dev + num_l  # resources: devices, then links in link_index order
-    # events: the running jobs' (end, resource), at most one per resource, sorted decreasingly
-    ev_time = np.empty(num_r, dtype=np.float64)
-    ev_res = np.empty(num_r, dtype=np.int64)
+    # events: the running jobs' (end, resource), at most one per resource, sorted decreasingly;
+    # without contention every transfer is a resource of its own, num_r + transfer
+    num_slots = num_r if contention else num_r + num_t
+    ev_time = np.empty(num_slots, dtype=np.float64)
+    ev_res = np.empty(num_slots, dtype=np.int64)
     num_ev = 0
     busy_res = np.zeros(num_r, dtype=np.bool_)
     job = np.empty(num_r, dtype=np.int64)  # running kernel or transfer
@@ -489,6 +793,14 @@ def _simulate(g, placement, priority, fusion, ws):
                 j = r - num_dev
                 if l_head[j] == l_tail[j]:
                     continue
+                d = link_dst[j]
+                if not contention:  # the link never becomes busy
+                    num_ev, sent = _start_all(
+                        lq, l_head, l_tail, j, d, now, t_start, t_end, charge, cur, peak_act,
+                        ev_time, ev_res, num_ev, num_r,
+                    )  # fmt: skip
+                    moved += sent
+                    continue
                 i = l_head[j]
                 l_head[j] += 1
                 k = l_tid[i]  # k: transfer id
@@ -496,10 +808,10 @@ def _simulate(g, placement, priority, fusion, ws):
                 t_start[k] = now
                 end = now + l_dur[i]
                 t_end[k] = end
-                d = link_dst[j]
-                cur[d] += l_bytes[i]
-                if cur[d] > peak_act[d]:
-                    peak_act[d] = cur[d]
+                if charge:
+                    cur[d] += l_bytes[i]
+                    if cur[d] > peak_act[d]:
+                        peak_act[d] = cur[d]
                 moved += l_bytes[i]
             busy_res[r] = True
             job[r] = k
@@ -512,12 +824,15 @@ def _simulate(g, placement, priority, fusion, ws):
         while num_ev > 0 and ev_time[num_ev - 1] == now:
             num_ev -= 1
             r = ev_res[num_ev]
-            busy_res[r] = False
-            if not in_dirty[r]:
-                in_dirty[r] = True
-                dirty[num_dirty] = r
-                num_dirty += 1
-            k = job[r]
+            if r < num_r:
+                busy_res[r] = False
+                if not in_dirty[r]:
+                    in_dirty[r] = True
+                    dirty[num_dirty] = r
+                    num_dirty += 1
+                k = job[r]
+            else:  # a transfer without contention
+                k = r - num_r
             if r < num_dev:
                 finished += 1
                 d = r
@@ -527,8 +842,8 @@ def _simulate(g, placement, priority, fusion, ws):
                     for p in range(op_rec[u, 0], op_rec[u + 1, 0]):
                         if p_slot[p, 0] >= 0:
                             _release(slot_int, slot_float, p_slot[p, 0], cur)
-                            if p_slot[p, 1] >= 0:  # the copy on this device
-                                _release(slot_int, slot_float, p_slot[p, 1], cur)
+                        if p_slot[p, 1] >= 0:  # the copy on this device
+                            _release(slot_int, slot_float, p_slot[p, 1], cur)
                     if op_rec[u + 1, 1] == op_rec[u, 1]:  # graph output: freed when its kernel ends
                         cur[d] -= g.out_bytes[u]
                     # local consumers
@@ -538,32 +853,17 @@ def _simulate(g, placement, priority, fusion, ws):
                             need[h] -= 1
                             if need[h] == 0:
                                 iheap_push(ready, dev_base, dev_size, d, k_key[h])
-                    # remote consumers: queue the transfers of this output
+                    # remote consumers: queue the transfers of this output (second hops
+                    # through the host are not among them: they wait for their first hop)
                     for tid in range(op_rec[u, 2], op_rec[u + 1, 2]):
                         j = t_link[tid]
-                        # Queue order is (queue time, producer). Times only grow, so this is a
-                        # FIFO in which entries queued at the same instant are kept sorted by
-                        # producer: insert from the tail (nearly always at the tail itself).
-                        i = l_tail[j]
-                        l_tail[j] += 1
-                        while i > l_head[j] and l_time[i - 1] == now and l_tie[i - 1] > u:
-                            l_time[i] = l_time[i - 1]
-                            l_tie[i] = l_tie[i - 1]
-                            l_tid[i] = l_tid[i - 1]
-                            l_dur[i] = l_dur[i - 1]
-                            l_bytes[i] = l_bytes[i - 1]
-                            i -= 1
-                        l_time[i] = now
-                        l_tie[i] = u
-                        l_tid[i] = tid
-                        l_dur[i] = t_dur[tid]
-                        l_bytes[i] = t_bytes[tid]
+                        _enqueue(lq, l_head, l_tail, j, now, u, tid, t_dur[tid], t_bytes[tid])
                         lr = num_dev + j
-                        if not in_dirty[lr]:
+                        if not in_dirty[lr]:  # (written out: as a call, the loop ran slower)
                             in_dirty[lr] = True
                             dirty[num_dirty] = lr
                             num_dirty += 1
-            else:
+            elif plain:
                 u = job_op[r]
                 d = link_dst[r - num_dev]
                 for e in range(op_rec[u, 1], op_rec[u + 1, 1]):
@@ -576,6 +876,12 @@ def _simulate(g, placement, priority, fusion, ws):
                                 in_dirty[d] = True
                                 dirty[num_dirty] = d
                                 num_dirty += 1
+            else:  # any other link model: the transfer's own records say what it does
+                num_dirty = _arrive(
+                    k, now, num_dev, routed, t_op, t_dst, t_edge, t_parent, t_clo, t_chi, t_link,
+                    t_dur, t_bytes, op_rec, e_cons, need, k_key, ready, dev_base, dev_size,
+                    slot_int, slot_float, cur, lq, l_head, l_tail, dirty, in_dirty, num_dirty,
+                )  # fmt: skip
 
     # ---- results -------------------------------------------------------------------------------
     peak_mem = np.zeros(num_dev, dtype=np.float64)

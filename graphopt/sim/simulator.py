@@ -193,6 +193,10 @@ class PreparedGraph:
             capacity=self.capacity,
             link_bw=self.link_bw,
             link_lat=self.link_lat,
+            contention=cluster.contention == "link",
+            host=cluster.host_index,
+            per_consumer=cluster.send == "per-consumer",
+            charge_copies=cluster.copies == "charged",
         )
         self._engine_graph = tuple(self.engine_arrays)  # plain: see engine.simulate_core
         self._zeros = np.zeros(n, dtype=np.int64)
@@ -209,7 +213,12 @@ class PreparedGraph:
     def workspace(self) -> Workspace:
         """The engine's scratch arrays, allocated on first use and reused (see arrays.Workspace)."""
         if self._workspace is None:
-            self._workspace = Workspace.allocate(self.graph.num_ops, self.graph.num_edges)
+            num_e = self.graph.num_edges
+            # routed through the host, a send may take two transfers (engine.plan_routes)
+            routed = self.cluster.route == "via-host"
+            self._workspace = Workspace.allocate(
+                self.graph.num_ops, num_e, 2 * num_e if routed else num_e
+            )
         return self._workspace
 
     @property

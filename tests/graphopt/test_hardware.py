@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+import yaml
 
 from graphopt import hardware
 from graphopt.hardware import (
@@ -558,3 +559,99 @@ def test_round_trip_of_many_mixed_links() -> None:
         assert pair["bidirectional"] == symmetric
         assert i < j or not symmetric  # a symmetric link is written once, src before dst
     assert_same(Cluster.from_dict(data), c)
+
+
+# ---------------------------------------------------------------------- model options
+def host_dict(**options: Any) -> dict[str, Any]:
+    """``base_dict()`` with a CPU host added first, and the given model options."""
+    data = base_dict()
+    data["devices"].insert(0, {"name": "cpu", "preset": "Xeon-8180-2S"})
+    data.update(options)
+    return data
+
+
+def test_model_options_default_and_leave_the_fingerprint_alone() -> None:
+    plain = Cluster.from_dict(base_dict())
+    assert (plain.contention, plain.route, plain.send, plain.copies) == (
+        "link",
+        "direct",
+        "per-device",
+        "charged",
+    )
+    assert plain.host is None and plain.host_index == -1 and plain.model_options() == {}
+    defaults = {key: choices[0] for key, choices in hardware.MODEL_OPTIONS.items()}
+    spelled_out = Cluster.from_dict({**base_dict(), **defaults})
+    assert_same(spelled_out, plain)
+    assert not set(defaults) & set(plain.to_dict())  # defaults are not written
+    for name in PRESETS:  # no preset sets an option
+        assert get_cluster(name).model_options() == {}
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"contention": "none"},
+        {"send": "per-consumer"},
+        {"copies": "free"},
+        {"route": "via-host"},
+        {"route": "via-host", "host": "gpu1"},
+        {"contention": "none", "route": "via-host", "send": "per-consumer", "copies": "free"},
+    ],
+)
+def test_model_options_change_the_fingerprint_and_round_trip(
+    tmp_path: Path, options: dict[str, str]
+) -> None:
+    plain = Cluster.from_dict(host_dict())
+    c = Cluster.from_dict(host_dict(**options))
+    assert c != plain and c.fingerprint != plain.fingerprint
+    written = c.to_dict()
+    assert {key: written[key] for key in options} == options
+    if c.route == "via-host":
+        assert written["host"] == options.get("host", "cpu")  # the host is written out
+    for suffix in (".yaml", ".json"):
+        c.save(tmp_path / f"c{suffix}")
+        assert_same(Cluster.load(tmp_path / f"c{suffix}"), c)
+        assert Cluster.load(tmp_path / f"c{suffix}").model_options() == c.model_options()
+
+
+def test_via_host_takes_the_first_cpu_unless_a_host_is_named() -> None:
+    c = Cluster.from_dict(host_dict(route="via-host"))
+    assert c.host == "cpu" and c.host_index == 0
+    named = Cluster.from_dict(host_dict(route="via-host", host="gpu1"))
+    assert named.host_index == 2
+    # naming the device the default would pick is the same cluster
+    assert_same(Cluster.from_dict(host_dict(route="via-host", host="cpu")), c)
+
+
+MODEL_ERRORS = [
+    (
+        {"contention": "sometimes"},
+        r"cluster 'pair': unknown contention 'sometimes'; choose one of: link, none",
+    ),
+    ({"route": "hub"}, r"unknown route 'hub'; choose one of: direct, via-host"),
+    ({"send": "per-op"}, r"unknown send 'per-op'; choose one of: per-device, per-consumer"),
+    ({"copies": False}, r"unknown copies False; choose one of: charged, free"),
+    (
+        {"route": "via-host"},
+        r"route 'via-host' needs a host device, and no device is of kind 'CPU' "
+        r"\(devices: gpu0, gpu1\); name one with `host: <device name>`",
+    ),
+    (
+        {"route": "via-host", "host": "cpu9"},
+        r"host 'cpu9' is no device of the cluster; devices are: gpu0, gpu1",
+    ),
+    ({"host": "gpu0"}, r"host 'gpu0' is only used with route: via-host"),
+]
+
+
+@pytest.mark.parametrize(("options", "match"), MODEL_ERRORS)
+def test_bad_model_options_name_the_problem(
+    tmp_path: Path, options: dict[str, Any], match: str
+) -> None:
+    with pytest.raises(ValueError, match=match):
+        Cluster.from_dict({**base_dict(), **options})
+    path = tmp_path / "bad.yaml"
+    path.write_text(yaml.safe_dump({**base_dict(), **options}))
+    with pytest.raises(ValueError, match=r"cluster file '.*bad.yaml': cluster 'pair': ") as e:
+        Cluster.load(path)
+    assert "\n" not in str(e.value)

@@ -28,8 +28,24 @@ class ReferenceResult:
     oom_device: int = -1
     kernels: dict[int, tuple[int, float, float]] = field(default_factory=dict)
     """root op -> (device, start, end)"""
-    transfers: dict[tuple[int, int], tuple[float, float, float]] = field(default_factory=dict)
-    """(producer op, destination device) -> (bytes, start, end)"""
+    transfers: list[tuple[int, int, int, float, float, float]] = field(default_factory=list)
+    """(producer op, source device, destination device, bytes, start, end), in start order"""
+
+
+@dataclass
+class Send:
+    """One transfer of rule 5: ``u``'s output from device ``src`` to ``dst``; ``order`` places
+    it among the sends of ``u`` queued at one instant on one link (the consumer op under
+    per-consumer sends); its arrival satisfies ``edges``; ``after`` is the send it waits for
+    (its first hop through the host), if any."""
+
+    u: int
+    src: int
+    dst: int
+    nbytes: float
+    order: int
+    edges: list[tuple[int, int]]
+    after: int | None = None
 
 
 def fusion_violation(
@@ -191,13 +207,51 @@ def simulate_reference(graph: CompGraph, cluster: Cluster, decision: Decision) -
 
     duration = {k: kernel_time(k) for k in members}
 
-    # Rule 5: one transfer per (producer, remote device hosting a consumer kernel).
-    transfer_bytes: dict[tuple[int, int], float] = {}
+    # Rule 5: the sends. Per device: one per (producer, remote device hosting a consumer kernel),
+    # the largest edge into that device; per consumer: one per edge into a remote kernel. Under
+    # via-host, a send between two devices that are not the host is two hops through the host;
+    # per device, the producer's one send to the host is the first hop of all of them.
+    host = cluster.host_index  # -1: direct
+    per_consumer = cluster.send == "per-consumer"
+    sends: list[Send] = []
+
+    def relayed(s: int, t: int) -> bool:
+        return host >= 0 and host not in (s, t)
+
     for u in range(n):
-        for v in consumers[u]:
-            if kernel_of[v] != kernel_of[u] and device[kernel_of[v]] != device[kernel_of[u]]:
-                key = (u, device[kernel_of[v]])
-                transfer_bytes[key] = max(transfer_bytes.get(key, 0.0), edge_bytes[(u, v)])
+        s = device[kernel_of[u]]
+        remote = [
+            v for v in consumers[u] if kernel_of[v] != kernel_of[u] and device[kernel_of[v]] != s
+        ]
+        if per_consumer:
+            for v in remote:
+                t, nbytes = device[kernel_of[v]], edge_bytes[(u, v)]
+                if relayed(s, t):
+                    sends.append(Send(u, s, host, nbytes, order=v, edges=[]))
+                    sends.append(Send(u, host, t, nbytes, order=v, edges=[(u, v)]))
+                    sends[-1].after = len(sends) - 2
+                else:
+                    sends.append(Send(u, s, t, nbytes, order=v, edges=[(u, v)]))
+            continue
+        into: dict[int, list[int]] = {}
+        for v in remote:
+            into.setdefault(device[kernel_of[v]], []).append(v)
+        hops = [t for t in into if relayed(s, t)]
+        to_host = None
+        if hops and host not in into:
+            into[host] = []  # the first hop: u's send to the host, with no consumer there
+        for t in sorted(into):
+            if t in hops:
+                continue
+            nbytes = max((edge_bytes[(u, v)] for v in into[t]), default=0.0)
+            if t == host:
+                nbytes = max([nbytes] + [edge_bytes[(u, v)] for h in hops for v in into[h]])
+                to_host = len(sends)
+            sends.append(Send(u, s, t, nbytes, order=0, edges=[(u, v) for v in into[t]]))
+        for t in sorted(hops):
+            nbytes = max(edge_bytes[(u, v)] for v in into[t])
+            sends.append(Send(u, host, t, nbytes, order=0, edges=[(u, v) for v in into[t]]))
+            sends[-1].after = to_host
 
     waiting = {k: 0 for k in members}  # unmet input edges per kernel
     for u in range(n):
@@ -205,22 +259,45 @@ def simulate_reference(graph: CompGraph, cluster: Cluster, decision: Decision) -
             if kernel_of[u] != kernel_of[v]:
                 waiting[kernel_of[v]] += 1
 
-    # Rule 8 bookkeeping: who still needs each stored output and each transferred copy.
+    # Rule 8 bookkeeping: who still needs each stored output and each received copy (the
+    # consumer kernels of the edges a send satisfies, and the hops after it).
     outside = {u: {kernel_of[v] for v in consumers[u]} - {kernel_of[u]} for u in range(n)}
     stored = {u for u in range(n) if not consumers[u] or outside[u]}
     still_needed = {u: set(outside[u]) for u in stored}
-    copy_needed = {
-        (u, t): {kernel_of[v] for v in consumers[u] if device[kernel_of[v]] == t} - {kernel_of[u]}
-        for (u, t) in transfer_bytes
-    }
+    readers: list[set[tuple[str, int]]] = [
+        {("kernel", kernel_of[v]) for _, v in send.edges} for send in sends
+    ]
+    sends_of: dict[int, list[int]] = {u: [] for u in range(n)}  # u's sends
+    hops_after: dict[int, list[int]] = {i: [] for i in range(len(sends))}
+    copies_read_by: dict[int, list[int]] = {k: [] for k in members}  # the sends a kernel reads
+    for i, send in enumerate(sends):
+        sends_of[send.u].append(i)
+        if send.after is not None:
+            readers[send.after].add(("hop", i))
+            hops_after[send.after].append(i)
+        for reader, k in readers[i]:
+            if reader == "kernel":
+                copies_read_by[k].append(i)
+    charged = cluster.copies == "charged"
     memory = [0.0] * num_dev
     peak = [0.0] * num_dev
 
+    def read(i: int, reader: tuple[str, int]) -> None:  # a reader of send i's copy is done
+        if reader in readers[i]:
+            readers[i].discard(reader)
+            if not readers[i] and charged:
+                memory[sends[i].dst] -= sends[i].nbytes
+
     ready: list[list[tuple[int, int]]] = [[] for _ in range(num_dev)]
-    links: dict[tuple[int, int], list[tuple[float, int]]] = {}
+    links: dict[tuple[int, int], list[tuple[float, int, int, int]]] = {}
     running_device: dict[int, tuple[float, int]] = {}  # device -> (end, kernel)
-    running_link: dict[tuple[int, int], tuple[float, int]] = {}  # link -> (end, producer)
+    running_send: dict[int, float] = {}  # send -> end
+    busy_links: set[tuple[int, int]] = set()
     result = ReferenceResult("ok", 0.0, busy, peak, 0.0)
+
+    def queue(i: int, now: float) -> None:  # rule 5: order (queue time, producer, consumer)
+        send = sends[i]
+        heapq.heappush(links.setdefault((send.src, send.dst), []), (now, send.u, send.order, i))
 
     for k in sorted(members):
         if waiting[k] == 0:
@@ -246,19 +323,23 @@ def simulate_reference(graph: CompGraph, cluster: Cluster, decision: Decision) -
                         memory[d] += float(graph.output_bytes[u])
                 peak[d] = max(peak[d], memory[d])
         for link in sorted(links):
-            if link not in running_link and links[link]:
-                _, u = heapq.heappop(links[link])
+            # with contention one transfer at a time per link; without, all that are queued
+            while link not in busy_links and links[link]:
+                *_, i = heapq.heappop(links[link])
                 s, t = link
-                nbytes = transfer_bytes[(u, t)]
-                end = now + (cluster.latency[s, t] + nbytes / cluster.bandwidth[s, t])
-                running_link[link] = (end, u)
-                result.transfers[(u, t)] = (nbytes, now, end)
-                memory[t] += nbytes
-                peak[t] = max(peak[t], memory[t])
-                result.bytes_moved += nbytes
-        if not running_device and not running_link:
+                send = sends[i]
+                end = now + (cluster.latency[s, t] + send.nbytes / cluster.bandwidth[s, t])
+                running_send[i] = end
+                if cluster.contention == "link":
+                    busy_links.add(link)
+                result.transfers.append((send.u, s, t, send.nbytes, now, end))
+                if charged:
+                    memory[t] += send.nbytes
+                    peak[t] = max(peak[t], memory[t])
+                result.bytes_moved += send.nbytes
+        if not running_device and not running_send:
             break
-        now = min(end for end, _ in list(running_device.values()) + list(running_link.values()))
+        now = min([end for end, _ in running_device.values()] + list(running_send.values()))
         for d in sorted(running_device):
             end, k = running_device[d]
             if end != now:
@@ -272,28 +353,30 @@ def simulate_reference(graph: CompGraph, cluster: Cluster, decision: Decision) -
                     still_needed[w].discard(k)
                     if not still_needed[w]:
                         memory[device[g]] -= float(graph.output_bytes[w])
-                    if device[g] != d:
-                        copy_needed[(w, d)].discard(k)
-                        if not copy_needed[(w, d)]:
-                            memory[d] -= transfer_bytes[(w, d)]
                 if u in stored and not outside[u]:
                     memory[d] -= float(graph.output_bytes[u])
                 for v in consumers[u]:
                     h = kernel_of[v]
                     if h != k and device[h] == d:
                         make_ready(h)
-                for t in range(num_dev):
-                    if (u, t) in transfer_bytes and device[k] != t:
-                        heapq.heappush(links.setdefault((d, t), []), (now, u))
-        for link in sorted(running_link):
-            end, u = running_link[link]
-            if end != now:
+            for i in copies_read_by[k]:  # the copies this kernel was the last to read
+                read(i, ("kernel", k))
+            for u in members[k]:
+                for i in sends_of[u]:
+                    if sends[i].after is None:
+                        queue(i, now)
+        for i in sorted(running_send):
+            if running_send[i] != now:
                 continue
-            del running_link[link]
-            for v in consumers[u]:
-                h = kernel_of[v]
-                if h != kernel_of[u] and device[h] == link[1]:
-                    make_ready(h)
+            del running_send[i]
+            send = sends[i]
+            busy_links.discard((send.src, send.dst))
+            for _, v in send.edges:
+                make_ready(kernel_of[v])
+            if send.after is not None:  # the host's copy has been passed on
+                read(send.after, ("hop", i))
+            for j in hops_after[i]:
+                queue(j, now)
 
     for u in range(n):
         peak[device[kernel_of[u]]] += float(graph.param_bytes[u])

@@ -16,7 +16,7 @@ def test_workspace_allocate_shapes_and_dtypes() -> None:
         "op_int": ((7, n + 1), np.int32),
         "op_key": ((2, n + 1), np.int64),
         "op_float": ((4, n + 1), np.float64),
-        "edge_int": ((6, e + 1), np.int32),
+        "edge_int": ((10, e + 1), np.int32),
         "edge_float": ((7, e + 1), np.float64),
         "edge_pair": ((2, e + 1, 2), np.int32),
         "op_rec": ((n + 1, 4), np.int32),
@@ -28,6 +28,16 @@ def test_workspace_allocate_shapes_and_dtypes() -> None:
         arr = getattr(ws, name)
         assert arr.shape == shape, name
         assert arr.dtype == dtype, name
+
+
+def test_workspace_allocate_room_for_routed_transfers() -> None:
+    # routed through a host, a decision may make two transfers per edge: the per-transfer rows
+    # and the memory slots grow, the per-edge pairs do not
+    n, e = 5, 7
+    ws = Workspace.allocate(n, e, 2 * e)
+    assert ws.edge_int.shape == (10, 2 * e + 1) and ws.edge_float.shape == (7, 2 * e + 1)
+    assert ws.edge_pair.shape == (2, e + 1, 2)
+    assert ws.slot_int.shape == (n + 2 * e + 2, 2) and ws.slot_float.shape == (n + 2 * e + 2,)
 
 
 def test_workspace_allocate_empty_graph() -> None:
@@ -68,6 +78,8 @@ def test_prepared_graph_arrays_match_the_documented_layout() -> None:
         assert getattr(g, name).shape == (d,) and getattr(g, name).dtype == np.float64
     for name in ("link_bw", "link_lat"):
         assert getattr(g, name).shape == (d, d) and getattr(g, name).dtype == np.float64
+    # the default model options, as scalars
+    assert (g.contention, g.host, g.per_consumer, g.charge_copies) == (True, -1, False, True)
 
 
 def test_simulate_core_returns_core_result_fields_in_order() -> None:

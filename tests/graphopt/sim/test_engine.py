@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import itertools
 import math
 
 import numpy as np
@@ -10,7 +12,7 @@ from conftest import unit_cluster
 from reference import fusion_violation, simulate_reference
 
 from graphopt.graph import CompGraph
-from graphopt.hardware import Cluster, Device
+from graphopt.hardware import MODEL_OPTIONS, Cluster, Device
 from graphopt.op_classes import OP_CLASSES
 from graphopt.sim import PreparedGraph
 from graphopt.sim.fusion_rules import FusionRules
@@ -97,33 +99,93 @@ def random_case(seed: int) -> tuple[CompGraph, Cluster, Decision]:
     return graph, cluster, decision
 
 
+MODELS = list(itertools.product(*MODEL_OPTIONS.values()))
+"""Every combination of the cluster's model options (contention, route, send, copies)."""
+
+
+def with_model(cluster: Cluster, seed: int, model: tuple[str, ...]) -> Cluster:
+    """``cluster`` under the model options ``model`` (in :data:`MODEL_OPTIONS` order); under
+    via-host the host is a device chosen by the seed."""
+    options = dict(zip(MODEL_OPTIONS, model, strict=True))
+    host = (
+        cluster.devices[seed % cluster.num_devices].name if options["route"] == "via-host" else None
+    )
+    return dataclasses.replace(cluster, host=host, **options)
+
+
+def spread(graph: CompGraph, decision: Decision, seed: int, num_devices: int) -> Decision:
+    """``decision``, or where it keeps every op on device 0, a random placement over all the
+    devices without fusion: transfers are what the link models change."""
+    if decision.placement.any() or num_devices == 1:
+        return decision
+    rng = np.random.default_rng(seed + 2_000_000)
+    placement = rng.integers(0, num_devices, graph.num_ops)
+    return Decision(placement, decision.priority, np.zeros(graph.num_ops, np.int64))
+
+
+def assert_agree(graph: CompGraph, cluster: Cluster, decision: Decision, label: str) -> str:
+    """Engine and twin give the same result (every figure, kernel and transfer); returns the
+    twin's status."""
+    ref = simulate_reference(graph, cluster, decision)
+    fast = PreparedGraph(graph, cluster).evaluate(decision, schedule=True)
+    assert fast.valid == (ref.status == "ok"), label
+    if ref.status == "illegal_fusion":
+        assert math.isinf(fast.step_time) and "illegal fusion" in fast.reason, label
+        return ref.status
+    assert fast.step_time == ref.step_time, label
+    assert ("out of memory" in fast.reason) == (ref.status == "oom"), label
+    if ref.status == "oom":
+        assert f"device {ref.oom_device} " in fast.reason, label
+    np.testing.assert_allclose(fast.busy_time, ref.busy_time, rtol=1e-12, err_msg=label)
+    np.testing.assert_allclose(fast.peak_memory, ref.peak_memory, rtol=1e-9, err_msg=label)
+    assert fast.bytes_moved == pytest.approx(ref.bytes_moved, rel=1e-12), label
+    kernels = {k.ops[-1]: (k.device, k.start, k.end) for k in fast.schedule.kernels}
+    assert kernels == ref.kernels, label
+    transfers = [
+        (t.producer, t.src, t.dst, t.nbytes, t.start, t.end) for t in fast.schedule.transfers
+    ]
+    assert sorted(transfers) == sorted(ref.transfers), label
+    return ref.status
+
+
 @pytest.mark.parametrize("chunk", range(8))
 def test_engine_matches_reference(chunk: int) -> None:
     statuses = set()
     for seed in range(chunk, NUM_CASES, 8):
         graph, cluster, decision = random_case(seed)
-        ref = simulate_reference(graph, cluster, decision)
-        fast = PreparedGraph(graph, cluster).evaluate(decision, schedule=True)
-        statuses.add(ref.status)
-        label = f"seed {seed}"
-        assert fast.valid == (ref.status == "ok"), label
-        if ref.status == "illegal_fusion":
-            assert math.isinf(fast.step_time) and "illegal fusion" in fast.reason, label
-            continue
-        assert fast.step_time == ref.step_time, label
-        assert ("out of memory" in fast.reason) == (ref.status == "oom"), label
-        if ref.status == "oom":
-            assert f"device {ref.oom_device} " in fast.reason, label
-        np.testing.assert_allclose(fast.busy_time, ref.busy_time, rtol=1e-12, err_msg=label)
-        np.testing.assert_allclose(fast.peak_memory, ref.peak_memory, rtol=1e-9, err_msg=label)
-        assert fast.bytes_moved == pytest.approx(ref.bytes_moved, rel=1e-12), label
-        kernels = {k.ops[-1]: (k.device, k.start, k.end) for k in fast.schedule.kernels}
-        assert kernels == ref.kernels, label
-        transfers = {
-            (t.producer, t.dst): (t.nbytes, t.start, t.end) for t in fast.schedule.transfers
-        }
-        assert transfers == ref.transfers, label
+        statuses.add(assert_agree(graph, cluster, decision, f"seed {seed}"))
     assert "ok" in statuses
+
+
+@pytest.mark.parametrize("model", MODELS, ids=["-".join(m) for m in MODELS])
+def test_engine_matches_reference_under_every_model(model: tuple[str, ...]) -> None:
+    statuses = set()
+    for seed in range(0, NUM_CASES, 3):
+        graph, cluster, decision = random_case(seed)
+        cluster = with_model(cluster, seed, model)
+        decision = spread(graph, decision, seed, cluster.num_devices)
+        statuses.add(assert_agree(graph, cluster, decision, f"seed {seed}, {model}"))
+    assert {"ok", "oom"} <= statuses
+
+
+def test_every_model_option_changes_some_random_case() -> None:
+    """Each option on its own changes the outcome of some of the cases above (the step time,
+    the bytes moved or the peak memory), or the agreement tests would not test it."""
+    defaults = tuple(choices[0] for choices in MODEL_OPTIONS.values())
+    for position, choices in enumerate(MODEL_OPTIONS.values()):
+        model = defaults[:position] + (choices[1],) + defaults[position + 1 :]
+        changed = 0
+        for seed in range(0, NUM_CASES, 3):
+            graph, cluster, decision = random_case(seed)
+            decision = spread(graph, decision, seed, cluster.num_devices)
+            a = simulate_reference(graph, with_model(cluster, seed, defaults), decision)
+            b = simulate_reference(graph, with_model(cluster, seed, model), decision)
+            changed += (a.step_time, a.bytes_moved, a.peak_memory) != (
+                b.step_time,
+                b.bytes_moved,
+                b.peak_memory,
+            )
+        assert changed >= 5, model
 
 
 def test_random_cases_cover_every_outcome() -> None:
