@@ -32,10 +32,11 @@ File format (YAML or JSON by suffix; :meth:`Cluster.load`, :meth:`Cluster.save`)
     route: direct
     send: per-device
     copies: charged
+    dispatch: priority
 
 Model options (:data:`MODEL_OPTIONS`; the first value of each is the default, and a file that
-leaves an option out behaves, and fingerprints, as before the option existed). Rules 5 and 8 of
-:mod:`graphopt.sim` apply them:
+leaves an option out behaves, and fingerprints, as before the option existed). Rules 5, 6 and 8
+of :mod:`graphopt.sim` apply them:
 
 - ``contention``: ``link``, a link carries one transfer at a time, the others queue; ``none``,
   every transfer starts as soon as it is sent (when its producer's kernel ends, or its first hop
@@ -52,6 +53,10 @@ leaves an option out behaves, and fingerprints, as before the option existed). R
   every consuming op on another device (that edge's bytes), each send routed on its own.
 - ``copies``: ``charged``, a received copy (and, under ``via-host``, the copy relayed through
   the host) uses the receiver's memory; ``free``, it uses none.
+- ``dispatch``: what an idle device starts among its ready kernels. ``priority``, the one with
+  the lowest ``(priority, root index)`` of the decision; ``fcfs``, first come first served: the
+  one that became ready first, ties by root index; the decision's priorities are ignored (a
+  runtime that launches ops in the order their inputs arrive).
 
 Size: a cluster has at most :data:`MAX_DEVICES` (4,096) devices, ``count`` included; a larger
 one is refused with a ``ValueError`` naming the limit (the reasons are at :data:`MAX_DEVICES`).
@@ -170,6 +175,7 @@ MODEL_OPTIONS: dict[str, tuple[str, ...]] = {
     "route": ("direct", "via-host"),
     "send": ("per-device", "per-consumer"),
     "copies": ("charged", "free"),
+    "dispatch": ("priority", "fcfs"),
 }
 """The model options of a cluster file and their values, the default first (module docstring)."""
 HOST_KIND = "CPU"
@@ -343,6 +349,8 @@ class Cluster:
         send: ``"per-device"`` (one send per destination device) or ``"per-consumer"`` (one per
             consuming op).
         copies: ``"charged"`` (a received copy uses the receiver's memory) or ``"free"``.
+        dispatch: ``"priority"`` (an idle device starts its ready kernel of lowest priority) or
+            ``"fcfs"`` (the one ready first; priorities ignored).
 
     The model options are described in the module docstring; their defaults leave the cluster,
     its fingerprint and every simulated figure as they were before the options existed.
@@ -366,6 +374,7 @@ class Cluster:
     host: str | None = None
     send: str = "per-device"
     copies: str = "charged"
+    dispatch: str = "priority"
 
     def __post_init__(self) -> None:
         devices = tuple(self.devices)

@@ -3,7 +3,8 @@
 - placement (:mod:`.placement`, registry ``PLACERS``): single device, round-robin, layer split,
   METIS (:mod:`.metis`), HEFT and HEFT with link contention (:mod:`.heft`), Baechi's m-TOPO and
   m-ETF (:mod:`.baechi`);
-- scheduling (:mod:`.scheduling`, ``SCHEDULERS``): topological, critical-path, HEFT rank;
+- scheduling (:mod:`.scheduling`, ``SCHEDULERS``): topological, critical-path, HEFT rank,
+  first come first served;
 - fusion (:mod:`.fusion`, ``FUSERS``): none, XLA-like rules, simulator-guided greedy;
 - search at a budget (:mod:`.search`): random search, simulated annealing;
 - exact optimum for small graphs (:mod:`.exact`): CP-SAT.

@@ -12,13 +12,27 @@ Each scheduler takes ``(graph, cluster, placement)`` and returns ``(N,)`` ``int6
   priorities are a permutation of ``0..N-1``.
 - ``"heft-rank"``: the same ranking by HEFT's upward rank (mean op time over devices, mean link
   cost per edge; :mod:`graphopt.baselines.heft`), which ignores the placement.
+- ``"fcfs"``: first come first served, the order of a runtime that launches ops as their inputs
+  arrive (``dispatch: fcfs`` of :mod:`graphopt.hardware`) written as priorities. The placement is
+  simulated unfused on the cluster under its own link and memory model with ``dispatch: fcfs``;
+  the ops are ranked by ``(start, end, index)`` in that timeline: priority ``k`` for the ``k``-th.
+  Under the default dispatch (lowest priority first) these priorities give back exactly that
+  timeline whenever no device starts two kernels at one instant, which holds whenever every op
+  takes a positive time: each dispatch then sees the same ready kernels as under ``fcfs`` and
+  ranks the one ``fcfs`` starts first lowest (every other ready kernel of the device starts
+  after it). Ops of 0 s that one device starts at the same instant are ranked by index, which
+  may differ from the order ``fcfs`` ran them in, so there the two timelines can differ. Fused
+  afterwards, a kernel takes its root's rank; the replay then no longer holds.
 
-Both rankings list every producer before its consumers, so on one device they are valid list
-schedules; the simulator's transfers and link queues are not part of the b-level.
+The critical-path and HEFT rankings list every producer before its consumers, so on one device
+they are valid list schedules; the simulator's transfers and link queues are not part of the
+b-level. The ``fcfs`` ranking does too: a consumer starts after its producer ends, or at the same
+instant after a producer of 0 s of lower index.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 
 import numpy as np
@@ -33,7 +47,8 @@ from graphopt.baselines._costs import (
 from graphopt.baselines.heft import upward_rank
 from graphopt.graph import CompGraph
 from graphopt.hardware import Cluster
-from graphopt.typing import FloatArray, IntArray
+from graphopt.sim import PreparedGraph
+from graphopt.typing import Decision, FloatArray, IntArray
 
 
 def _check_placement(graph: CompGraph, cluster: Cluster, placement: object) -> IntArray:
@@ -79,9 +94,23 @@ def heft_rank(graph: CompGraph, cluster: Cluster, placement: object) -> IntArray
     return positions(descending_rank_order(upward_rank(graph, cluster)))
 
 
+def fcfs(graph: CompGraph, cluster: Cluster, placement: object) -> IntArray:
+    """Rank of each op by ``(start, end, index)`` in the first-come-first-served timeline of
+    ``placement`` on ``cluster`` (0 = first): priorities under which the default dispatch
+    replays that timeline (module docstring says when exactly)."""
+    dev = _check_placement(graph, cluster, placement)
+    replayed = dataclasses.replace(cluster, dispatch="fcfs")
+    _, timeline = PreparedGraph(graph, replayed).evaluate_timeline(Decision(placement=dev))
+    assert timeline is not None  # unfused: never an illegal fusion
+    n = graph.num_ops
+    start, end = timeline.start[timeline.kernel_of], timeline.end[timeline.kernel_of]
+    return positions(np.lexsort((np.arange(n), end, start)).astype(np.int64))
+
+
 SCHEDULERS: dict[str, Callable[[CompGraph, Cluster, object], IntArray]] = {
     "topological": topological,
     "critical-path": critical_path,
     "heft-rank": heft_rank,
+    "fcfs": fcfs,
 }
 """Scheduling baselines by name."""

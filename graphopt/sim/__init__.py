@@ -3,8 +3,8 @@
 Every rule the simulator applies, in order. ``N`` ops in topological order, ``D`` devices,
 decision arrays ``placement`` (device per op), ``priority`` (level per op), ``fusion`` (bit per op);
 missing arrays default to all zeros (everything on device 0, topological order, no fusion).
-The cluster's model options (``contention``, ``route``, ``send``, ``copies``:
-:mod:`graphopt.hardware`) choose among the variants of rules 5 and 8, the default first.
+The cluster's model options (``contention``, ``route``, ``send``, ``copies``, ``dispatch``:
+:mod:`graphopt.hardware`) choose among the variants of rules 5, 6 and 8, the default first.
 
 1. **Kernels (fusion).** An op whose fusion bit is 1 is merged with *every* one of its consumers
    (union-find over those edges; the bit of an op without consumers is ignored). Each connected group
@@ -60,7 +60,10 @@ The cluster's model options (``contention``, ``route``, ``send``, ``copies``:
 
    Transfers overlap with compute and with other links.
 6. **Devices.** A device runs one kernel at a time, without preemption. Whenever it is idle, it
-   starts the ready kernel with the lowest ``(priority, root index)``.
+   starts a ready kernel (``dispatch``): ``priority``, the one with the lowest
+   ``(priority, root index)``; ``fcfs``, the one with the lowest ``(ready time, root index)``,
+   its ready time the instant its last input edge was satisfied (0 for a kernel with none), the
+   priorities ignored.
 7. **Event order.** Time advances to the earliest end of a running kernel or transfer; *all* jobs
    ending at that instant complete (releasing memory, readying consumers, queueing transfers) before
    any idle device or link starts new work at that instant.

@@ -9,7 +9,7 @@ device classes, ``K`` kernels and ``T`` transfers:
   bytes ``[E]``, per-op FLOPs and bytes ``[N]``, modelled and measured op times per device class
   ``[N, C]``, every device's class (``int64 [D]``) and specs (``float64 [D]``), the links
   (``float64 [D, D]``), and the cluster's model options as scalars (``contention``, ``host``,
-  ``per_consumer``, ``charge_copies``). :func:`succ_to_pred` computes its ``succ_to_pred`` field.
+  ``per_consumer``, ``charge_copies``, ``fcfs``). :func:`succ_to_pred` computes its ``succ_to_pred`` field.
 - :class:`Workspace`, scratch written by every call, sized once per graph by
   :meth:`Workspace.allocate` for at most ``T`` transfers (``T = E`` unless transfers are routed
   through a host, ``2 E`` then): rows of length ``N + 1`` (``op_int`` ``int32 [7, N+1]``,
@@ -95,6 +95,9 @@ class GraphArrays(NamedTuple):
     """True: one send per consuming op (``send: per-consumer``); False: per device."""
     charge_copies: bool
     """True: a received copy uses the receiver's memory (``copies: charged``)."""
+    fcfs: bool
+    """True: an idle device starts the kernel that became ready first (``dispatch: fcfs``);
+    False: the one of lowest priority (``priority``)."""
 
 
 # Rows of the workspace. Per-op rows have length N + 1, per-edge rows length E + 1.

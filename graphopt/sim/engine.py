@@ -33,7 +33,7 @@ Performance notes (why the code looks like this):
   sorted insert among the entries queued at the same instant. An entry carries its transfer's
   duration, so starting it reads the queue sequentially.
 - The cluster's model options (:class:`GraphArrays` ``contention``, ``host``, ``per_consumer``,
-  ``charge_copies``) are scalars that the loop branches on; with the defaults every such branch
+  ``charge_copies``, ``fcfs``) are scalars that the loop branches on; with the defaults every such branch
   goes the same way every time, so the predictor makes them free, and the default plan is
   :func:`plan_transfers` itself. Other link models plan with :func:`plan_routes`, which records
   per transfer what the default plan leaves implicit (the edge it satisfies, the hop before it,
@@ -48,7 +48,13 @@ Performance notes (why the code looks like this):
 - Dispatch only visits resources marked dirty (freed, or given new work) since the last dispatch,
   instead of scanning all ``D + D*(D-1)`` devices and links after every event.
 - Device ready queues are binary heaps of ``(priority << 32) | kernel`` keys, one slice per
-  device of one array (:mod:`graphopt.sim.heaps`), sized by the device's kernel count.
+  device of one array (:mod:`graphopt.sim.heaps`), sized by the device's kernel count. Under
+  ``dispatch: fcfs`` (:class:`GraphArrays` ``fcfs``) the key is ``(instant << 32) | kernel``,
+  ``instant`` the number of distinct event times before the one at which the kernel became
+  ready: time never decreases, so this orders like ``(ready time, root index)`` with the same
+  heaps. Every push adds ``stamp``, that instant shifted, to a per-kernel key of ``kernel``
+  alone; under ``priority`` the stamp stays 0 and the key is the priority's, so the default
+  pays one predictable branch per event time.
 - Hot helpers are inlined, and ``max`` of floats is written as a select (numba's builtin ``max``
   compiled to a call in the event loop).
 - The graph's and the workspace's arrays travel as two named tuples (:class:`GraphArrays`,
@@ -626,12 +632,13 @@ def _start_all(
 @njit(cache=True, error_model="numpy")
 def _arrive(
     k, now, num_dev, routed, t_op, t_dst, t_edge, t_parent, t_clo, t_chi, t_link, t_dur, t_bytes,
-    op_rec, e_cons, need, k_key, ready, dev_base, dev_size, slot_int, slot_float, cur, lq, l_head,
-    l_tail, dirty, in_dirty, num_dirty,
+    op_rec, e_cons, need, k_key, stamp, ready, dev_base, dev_size, slot_int, slot_float, cur, lq,
+    l_head, l_tail, dirty, in_dirty, num_dirty,
 ):  # fmt: skip
     """Transfer ``k`` arrives, under any link model but the default (whose arrival the event
-    loop handles itself): it satisfies the edges its ``t_edge`` names, releases its first hop's
-    copy on the host, and queues the hops after it. Returns the new count of dirty resources.
+    loop handles itself): it satisfies the edges its ``t_edge`` names (a kernel made ready is
+    pushed with key ``k_key + stamp``, as in the loop), releases its first hop's copy on the
+    host, and queues the hops after it. Returns the new count of dirty resources.
     Not inlined, like :func:`_start_all`."""
     u = t_op[k]
     d = t_dst[k]
@@ -642,13 +649,13 @@ def _arrive(
                 h = e_cons[e, 0]
                 need[h] -= 1
                 if need[h] == 0:
-                    iheap_push(ready, dev_base, dev_size, d, k_key[h])
+                    iheap_push(ready, dev_base, dev_size, d, k_key[h] + stamp)
                     num_dirty = _mark(dirty, in_dirty, num_dirty, d)
     elif te >= 0:  # a send to one consumer: its edge alone
         h = e_cons[te, 0]
         need[h] -= 1
         if need[h] == 0:
-            iheap_push(ready, dev_base, dev_size, d, k_key[h])
+            iheap_push(ready, dev_base, dev_size, d, k_key[h] + stamp)
             num_dirty = _mark(dirty, in_dirty, num_dirty, d)
     if routed:
         if t_parent[k] >= 0:  # the copy relayed by the host has done its part
@@ -669,6 +676,7 @@ def _simulate(g, placement, priority, fusion, ws):
     routed = g.host >= 0 or g.per_consumer  # planned by plan_routes, not plan_transfers
     plain = contention and not routed  # the default link model
     charge = g.charge_copies
+    fcfs = g.fcfs
     op_rec, slot_int, slot_float = ws.op_rec, ws.slot_int, ws.slot_float
     kernel_of, roots, member_ptr, members = build_kernels(g.succ_ptr, g.succ_dst, fusion, ws.op_int)
     num_k = len(roots)
@@ -678,7 +686,8 @@ def _simulate(g, placement, priority, fusion, ws):
     for k in range(num_k):
         r = roots[k]
         k_dev[k] = placement[r]
-        k_key[k] = (priority[r] << 32) | k  # kernels are numbered by root: k orders like r
+        # kernels are numbered by root: k orders like r; fcfs: the ready instant is added on push
+        k_key[k] = k if fcfs else (priority[r] << 32) | k
         dev_count[k_dev[k]] += 1
     if routed:
         num_t, link_count = plan_routes(g, kernel_of, k_dev, ws)
@@ -763,6 +772,7 @@ def _simulate(g, placement, priority, fusion, ws):
 
     # ---- event loop ------------------------------------------------------------------------------
     now = 0.0
+    stamp = 0  # added to every key pushed at `now`: its instant << 32 under fcfs, else 0
     finished = 0
     while True:
         # dispatch: every idle resource with queued work starts its next job at `now`
@@ -819,6 +829,8 @@ def _simulate(g, placement, priority, fusion, ws):
         num_dirty = 0
         if num_ev == 0:
             break
+        if fcfs and ev_time[num_ev - 1] > now:  # a new instant: later than every key queued
+            stamp += 1 << 32
         now = ev_time[num_ev - 1]
         # complete every job that ends at `now` before the next dispatch, by resource
         while num_ev > 0 and ev_time[num_ev - 1] == now:
@@ -852,7 +864,7 @@ def _simulate(g, placement, priority, fusion, ws):
                             h = e_cons[e, 0]
                             need[h] -= 1
                             if need[h] == 0:
-                                iheap_push(ready, dev_base, dev_size, d, k_key[h])
+                                iheap_push(ready, dev_base, dev_size, d, k_key[h] + stamp)
                     # remote consumers: queue the transfers of this output (second hops
                     # through the host are not among them: they wait for their first hop)
                     for tid in range(op_rec[u, 2], op_rec[u + 1, 2]):
@@ -871,7 +883,7 @@ def _simulate(g, placement, priority, fusion, ws):
                         h = e_cons[e, 0]
                         need[h] -= 1
                         if need[h] == 0:
-                            iheap_push(ready, dev_base, dev_size, d, k_key[h])
+                            iheap_push(ready, dev_base, dev_size, d, k_key[h] + stamp)
                             if not in_dirty[d]:
                                 in_dirty[d] = True
                                 dirty[num_dirty] = d
@@ -879,7 +891,7 @@ def _simulate(g, placement, priority, fusion, ws):
             else:  # any other link model: the transfer's own records say what it does
                 num_dirty = _arrive(
                     k, now, num_dev, routed, t_op, t_dst, t_edge, t_parent, t_clo, t_chi, t_link,
-                    t_dur, t_bytes, op_rec, e_cons, need, k_key, ready, dev_base, dev_size,
+                    t_dur, t_bytes, op_rec, e_cons, need, k_key, stamp, ready, dev_base, dev_size,
                     slot_int, slot_float, cur, lq, l_head, l_tail, dirty, in_dirty, num_dirty,
                 )  # fmt: skip
 

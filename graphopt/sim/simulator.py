@@ -197,6 +197,7 @@ class PreparedGraph:
             host=cluster.host_index,
             per_consumer=cluster.send == "per-consumer",
             charge_copies=cluster.copies == "charged",
+            fcfs=cluster.dispatch == "fcfs",
         )
         self._engine_graph = tuple(self.engine_arrays)  # plain: see engine.simulate_core
         self._zeros = np.zeros(n, dtype=np.int64)

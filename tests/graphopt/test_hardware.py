@@ -572,11 +572,12 @@ def host_dict(**options: Any) -> dict[str, Any]:
 
 def test_model_options_default_and_leave_the_fingerprint_alone() -> None:
     plain = Cluster.from_dict(base_dict())
-    assert (plain.contention, plain.route, plain.send, plain.copies) == (
+    assert (plain.contention, plain.route, plain.send, plain.copies, plain.dispatch) == (
         "link",
         "direct",
         "per-device",
         "charged",
+        "priority",
     )
     assert plain.host is None and plain.host_index == -1 and plain.model_options() == {}
     defaults = {key: choices[0] for key, choices in hardware.MODEL_OPTIONS.items()}
@@ -595,7 +596,9 @@ def test_model_options_default_and_leave_the_fingerprint_alone() -> None:
         {"copies": "free"},
         {"route": "via-host"},
         {"route": "via-host", "host": "gpu1"},
+        {"dispatch": "fcfs"},
         {"contention": "none", "route": "via-host", "send": "per-consumer", "copies": "free"},
+        {"contention": "none", "send": "per-consumer", "dispatch": "fcfs"},
     ],
 )
 def test_model_options_change_the_fingerprint_and_round_trip(
@@ -631,6 +634,7 @@ MODEL_ERRORS = [
     ({"route": "hub"}, r"unknown route 'hub'; choose one of: direct, via-host"),
     ({"send": "per-op"}, r"unknown send 'per-op'; choose one of: per-device, per-consumer"),
     ({"copies": False}, r"unknown copies False; choose one of: charged, free"),
+    ({"dispatch": "lifo"}, r"unknown dispatch 'lifo'; choose one of: priority, fcfs"),
     (
         {"route": "via-host"},
         r"route 'via-host' needs a host device, and no device is of kind 'CPU' "

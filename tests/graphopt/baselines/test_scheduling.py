@@ -1,11 +1,13 @@
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 from helpers_baselines import random_cluster, small_random_graphs, tiny_cases
 
 from graphopt.baselines.placement import PLACERS
-from graphopt.baselines.scheduling import SCHEDULERS, b_level, critical_path, topological
+from graphopt.baselines.scheduling import SCHEDULERS, b_level, critical_path, fcfs, topological
 from graphopt.graph import CompGraph, Op
 from graphopt.hardware import Cluster, Device
 from graphopt.sim import PreparedGraph
@@ -101,3 +103,49 @@ def test_bad_placement_is_explained():
         critical_path(graph, cluster, np.zeros(3, dtype=np.int64))
     with pytest.raises(ValueError, match=r"\[0, 2\)"):
         topological(graph, cluster, np.full(4, 2))
+
+
+def test_fcfs_priorities_by_hand():
+    # a (1 s), e (2 s), f (3 s) on u0; b (4 s), c (2 s), d (1 s) on u1; edges a -> d, e -> c,
+    # d -> f of 0 B (0.5 s each). First come first served: u0 runs a [0, 1], e [1, 3]; u1 runs
+    # b [0, 4], then d (ready at 1.5) [4, 5] before c (ready at 3.5) [5, 7]; f [5.5, 8.5].
+    # Ranked by start (ties by index): a, b, e, d, c, f.
+    ops = [Op(name, "X", flops=f) for name, f in zip("abecdf", (1, 4, 2, 2, 1, 3), strict=True)]
+    graph = CompGraph.build("fcfs", ops, [("a", "d", 0.0), ("e", "c", 0.0), ("d", "f", 0.0)])
+    cluster, placement = unit_cluster(), np.array([0, 1, 0, 1, 1, 0])
+    priority = fcfs(graph, cluster, placement)
+    assert priority.tolist() == [0, 1, 2, 4, 3, 5]
+    prepared = PreparedGraph(graph, cluster)
+    assert prepared.evaluate(Decision(placement)).step_time == 10.5  # c before d: index order
+    assert prepared.evaluate(Decision(placement, priority)).step_time == 8.5
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {},
+        {"contention": "none", "send": "per-consumer"},
+        {"copies": "free", "send": "per-consumer"},
+    ],
+)
+def test_fcfs_priorities_replay_fcfs_dispatch(options):
+    """Under the default dispatch, the fcfs priorities give the timeline of ``dispatch: fcfs``
+    exactly (every op here takes a positive time)."""
+    differs = 0  # cases where fcfs and the topological order give different step times
+    for k, graph in enumerate(small_random_graphs(8)):
+        cluster = dataclasses.replace(random_cluster(2 + k % 3, seed=20 + k), **options)
+        fcfs_cluster = dataclasses.replace(cluster, dispatch="fcfs")
+        for placer in ("round-robin", "heft", "m-etf"):
+            placement = PLACERS[placer](graph, cluster)
+            priority = fcfs(graph, cluster, placement)
+            want, want_t = PreparedGraph(graph, fcfs_cluster).evaluate_timeline(Decision(placement))
+            got, got_t = PreparedGraph(graph, cluster).evaluate_timeline(
+                Decision(placement, priority)
+            )
+            assert want_t is not None and got_t is not None
+            assert got.step_time == want.step_time, (graph.name, placer)
+            np.testing.assert_array_equal(got_t.start, want_t.start)
+            np.testing.assert_array_equal(got.peak_memory, want.peak_memory)
+            topological = PreparedGraph(graph, cluster).evaluate(Decision(placement))
+            differs += topological.step_time != want.step_time
+    assert differs > 0

@@ -299,16 +299,20 @@ def simulate_reference(graph: CompGraph, cluster: Cluster, decision: Decision) -
         send = sends[i]
         heapq.heappush(links.setdefault((send.src, send.dst), []), (now, send.u, send.order, i))
 
-    for k in sorted(members):
-        if waiting[k] == 0:
-            heapq.heappush(ready[device[k]], (priority[k], k))
+    # Rule 6: a device starts its ready kernel of lowest (priority, root); under fcfs dispatch,
+    # of lowest (time it became ready, root).
+    fcfs = cluster.dispatch == "fcfs"
+    now = 0.0
 
     def make_ready(k: int) -> None:
         waiting[k] -= 1
         if waiting[k] == 0:
-            heapq.heappush(ready[device[k]], (priority[k], k))
+            heapq.heappush(ready[device[k]], (now if fcfs else priority[k], k))
 
-    now = 0.0
+    for k in sorted(members):
+        if waiting[k] == 0:
+            heapq.heappush(ready[device[k]], (0.0 if fcfs else priority[k], k))
+
     while True:
         # Rule 6 / 7: every idle device and link starts its best queued job.
         for d in range(num_dev):

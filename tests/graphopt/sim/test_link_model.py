@@ -1,5 +1,5 @@
-"""Hand-worked cases of the cluster's model options (rules 5 and 8 of :mod:`graphopt.sim`):
-``contention``, ``route``, ``send`` and ``copies``. Every expected number below is derived in
+"""Hand-worked cases of the cluster's model options (rules 5, 6 and 8 of :mod:`graphopt.sim`):
+``contention``, ``route``, ``send``, ``copies`` and ``dispatch``. Every expected number below is derived in
 the comment above it; the engine and its twin must both give it."""
 
 from __future__ import annotations
@@ -191,17 +191,70 @@ def test_free_copies_use_no_memory():
     assert simulate(g, dataclasses.replace(tight, copies="free"), decision).valid
 
 
+# --------------------------------------------------------------------------------- dispatch
+def fcfs_case() -> tuple[CompGraph, Decision]:
+    """a (1 s), e (2 s) and f (3 s) on dev0; b (4 s), c (2 s) and d (1 s) on dev1; edges
+    a -> d, e -> c, d -> f of 0 B, so every transfer takes the 0.5 s latency."""
+    g = make_graph(
+        [("a", 1, 0, 0, 0), ("b", 4, 0, 0, 0), ("e", 2, 0, 0, 0), ("c", 2, 0, 0, 0),
+         ("d", 1, 0, 0, 0), ("f", 3, 0, 0, 0)],
+        [("a", "d", 0), ("e", "c", 0), ("d", "f", 0)],
+    )  # fmt: skip
+    assert g.op_names == ("a", "b", "e", "c", "d", "f")
+    return g, Decision(placement=np.array([0, 1, 0, 1, 1, 0]))
+
+
+def test_fcfs_dispatch_starts_the_kernel_ready_first():
+    # dev0: a [0, 1], e [1, 3]; dev1: b [0, 4]. a -> d arrives at 1.5, e -> c at 3.5: when b
+    # ends at 4, dev1 holds c (index 3, ready 3.5) and d (index 4, ready 1.5).
+    # priority (rule 6, all priorities 0): c [4, 6], d [6, 7]; d -> f [7, 7.5]; f [7.5, 10.5]
+    #   -> step 10.5.
+    # fcfs: d [4, 5], c [5, 7]; d -> f [5, 5.5]; f [5.5, 8.5] -> step 8.5, whatever the
+    #   priorities say (c's 0 before d's 9 changes nothing).
+    g, decision = fcfs_case()
+    cluster = unit_cluster(2, latency=0.5)
+    m = both(g, cluster, decision)
+    assert m.step_time == 10.5
+    fcfs = dataclasses.replace(cluster, dispatch="fcfs")
+    for priority in (None, np.array([0, 0, 0, 0, 9, 0])):
+        m = both(g, fcfs, Decision(decision.placement, priority))
+        assert m.step_time == 8.5
+        assert m.schedule is not None
+        starts = {g.op_names[k.ops[-1]]: k.start for k in m.schedule.kernels}
+        assert starts == {"a": 0.0, "b": 0.0, "e": 1.0, "d": 4.0, "c": 5.0, "f": 5.5}
+    # the same order under priority dispatch needs d's priority below c's
+    m = both(g, cluster, Decision(decision.placement, np.array([0, 0, 0, 1, 0, 0])))
+    assert m.step_time == 8.5
+
+
+def test_fcfs_dispatch_breaks_ties_by_index():
+    # x (index 0) feeds y (index 1) and z (index 2) on dev1, all 1 s, edges 0 B: one send per
+    # device, so y and z are ready at the same instant (1.5); the lower index runs first, even
+    # with priorities the other way round: y [1.5, 2.5], z [2.5, 3.5].
+    g = make_graph(
+        [("x", 1, 0, 0, 0), ("y", 1, 0, 0, 0), ("z", 1, 0, 0, 0)], [("x", "y", 0), ("x", "z", 0)]
+    )
+    cluster = dataclasses.replace(unit_cluster(2, latency=0.5), dispatch="fcfs")
+    m = both(g, cluster, Decision(placement=np.array([0, 1, 1]), priority=np.array([0, 5, 0])))
+    assert m.schedule is not None
+    starts = {g.op_names[k.ops[-1]]: k.start for k in m.schedule.kernels}
+    assert starts == {"x": 0.0, "y": 1.5, "z": 2.5} and m.step_time == 3.5
+
+
 def test_batches_use_the_model_options_too():
     # evaluate_batch runs the same engine: each row equals evaluate under every option at once
     g = make_graph(
         [("a", 1, 0, 10, 0), ("b", 1, 0, 1, 0), ("c", 1, 0, 1, 0)],
         [("a", "b", 10), ("a", "c", 4)],
     )
-    cluster = host_cluster(contention="none", route="via-host", send="per-consumer", copies="free")
+    cluster = host_cluster(
+        contention="none", route="via-host", send="per-consumer", copies="free", dispatch="fcfs"
+    )
     prepared = PreparedGraph(g, cluster)
     placements = np.array([[1, 2, 0], [0, 1, 2], [2, 2, 1]])
-    batch = prepared.evaluate_batch(placements)
+    priorities = np.array([[0, 1, 2], [2, 1, 0], [1, 0, 1]])
+    batch = prepared.evaluate_batch(placements, priorities)
     for row, placement in enumerate(placements):
-        m = prepared.evaluate(Decision(placement=placement))
+        m = prepared.evaluate(Decision(placement=placement, priority=priorities[row]))
         assert batch.step_time[row] == m.step_time and batch.bytes_moved[row] == m.bytes_moved
         np.testing.assert_array_equal(batch.peak_memory[row], m.peak_memory)
