@@ -81,7 +81,11 @@ listed once.
 Presets (:data:`PRESETS`, :func:`list_presets`, :func:`get_cluster`) are cluster files in
 ``graphopt/hardware_presets/`` (the file stem is the preset name), each figure cited beside it:
 ``v100-nvlink-2``, ``v100-nvlink-4``, ``v100-nvlink-8`` (GPUs of an NVIDIA DGX-1V),
-``v100-pcie-4`` and ``hetero-cpu-2gpu``. Named device specs are in :data:`DEVICE_SPECS`.
+``v100-pcie-4`` and ``hetero-cpu-2gpu``; and the settings of published placement work, each
+file naming its paper and marking the figures it assumes: ``doppler-4`` and ``doppler-8``
+(DOPPLER, ICLR 2026, and GiPH's simulators: ``contention: none``, ``send: per-consumer``,
+``dispatch: fcfs``) and ``accel-host`` (Tarnawski et al., NeurIPS 2020: ``route: via-host``,
+``copies: free``). Named device specs are in :data:`DEVICE_SPECS`.
 """
 
 from __future__ import annotations

@@ -32,7 +32,16 @@ REQUIRED_PRESETS = (
     "v100-nvlink-8",
     "v100-pcie-4",
     "hetero-cpu-2gpu",
+    "doppler-4",
+    "doppler-8",
+    "accel-host",
 )
+PUBLISHED_SETTINGS = {
+    "doppler-4": ("ICLR 2026", {"contention": "none", "send": "per-consumer", "dispatch": "fcfs"}),
+    "doppler-8": ("ICLR 2026", {"contention": "none", "send": "per-consumer", "dispatch": "fcfs"}),
+    "accel-host": ("NeurIPS 2020", {"route": "via-host", "copies": "free", "host": "cpu0"}),
+}
+"""Presets that reproduce a paper's setting: the paper their comment names, and their options."""
 NVLINK = 25e9  # NVLink 2.0, bytes/s per link per direction
 
 
@@ -584,8 +593,23 @@ def test_model_options_default_and_leave_the_fingerprint_alone() -> None:
     spelled_out = Cluster.from_dict({**base_dict(), **defaults})
     assert_same(spelled_out, plain)
     assert not set(defaults) & set(plain.to_dict())  # defaults are not written
-    for name in PRESETS:  # no preset sets an option
-        assert get_cluster(name).model_options() == {}
+    for name in PRESETS:  # only the presets of a published setting set an option
+        if name not in PUBLISHED_SETTINGS:
+            assert get_cluster(name).model_options() == {}
+
+
+@pytest.mark.parametrize("name", sorted(PUBLISHED_SETTINGS))
+def test_published_setting_presets(name: str) -> None:
+    paper, options = PUBLISHED_SETTINGS[name]
+    c = get_cluster(name)
+    assert c.model_options() == options
+    assert paper in (hardware.PRESET_DIR / f"{name}.yaml").read_text()  # the comment cites it
+    off = ~np.eye(c.num_devices, dtype=bool)
+    assert len(set(c.bandwidth[off])) == len(set(c.latency[off])) == 1  # one link figure
+    if name.startswith("doppler"):
+        assert c.num_devices == int(name.split("-")[1]) and c.kinds == ("V100",)
+    else:  # a host (device 0) that relays, and four accelerators
+        assert c.host_index == 0 and c.kinds == ("CPU", "V100") and c.num_devices == 5
 
 
 @pytest.mark.parametrize(
