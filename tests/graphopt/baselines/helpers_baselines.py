@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from graphopt.graph import CompGraph
+from graphopt.graph import CompGraph, Op
 from graphopt.hardware import Cluster, Device, get_cluster
 from graphopt.workloads import layered_dag, resolve_graphs, series_parallel_dag
 
@@ -57,3 +57,38 @@ def tiny_cases() -> list[tuple[CompGraph, Cluster]]:
     for k, graph in enumerate(small_random_graphs(4)):
         cases.append((graph, random_cluster(2 + k % 3, seed=k)))
     return cases
+
+
+def line_cluster(*speeds: float, memory: float = 1e9) -> Cluster:
+    """Devices of the given FLOP/s (no launch overhead), links of 1 byte/s and no latency."""
+    devices = tuple(Device(f"d{i}", f"k{i}", s, 1e12, memory, 0.0) for i, s in enumerate(speeds))
+    n = len(devices)
+    return Cluster("c", devices, np.ones((n, n)), np.zeros((n, n)))
+
+
+def training_graph() -> CompGraph:
+    # fwd0 -> fwd1 -> bwd1 -> bwd0, layer l's forward and backward share a colocation group; fwd0
+    # also feeds bwd0 (the stashed activation), and p0 (no group) feeds fwd1 twice over edges of
+    # different sizes.
+    ops = [
+        Op("fwd0", "X", flops=1e12, param_bytes=4, output_bytes=10, colocation="l0"),
+        Op("p0", "X", flops=2e12),
+        Op("fwd1", "X", flops=1e12, colocation="l1"),
+        Op("bwd1", "X", flops=2e12, colocation="l1"),
+        Op("bwd0", "X", flops=2e12, param_bytes=1, colocation="l0"),
+    ]
+    edges = [
+        ("fwd0", "fwd1", 3.0),
+        ("fwd0", "bwd1", 5.0),
+        ("fwd0", "bwd0", 7.0),
+        ("p0", "fwd1", 2.0),
+        ("fwd1", "bwd1", 1.0),
+        ("bwd1", "bwd0", 6.0),
+    ]
+    return CompGraph.build("train", ops, edges)
+
+
+def chain_of(nbytes: float) -> CompGraph:
+    """o0 -> o1 -> o2 -> o3 of 1, 1, 1, 3 s, each edge ``nbytes``."""
+    ops = [Op(f"o{i}", "X", flops=f * 1e12) for i, f in enumerate([1, 1, 1, 3])]
+    return CompGraph.build("chain", ops, [(f"o{i}", f"o{i + 1}", nbytes) for i in range(3)])

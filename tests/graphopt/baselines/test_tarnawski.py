@@ -1,0 +1,101 @@
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from helpers_baselines import chain_of, line_cluster, training_graph
+
+from graphopt.baselines.contiguous import build_chain
+from graphopt.baselines.tarnawski import (
+    _accelerators,
+    fill,
+    interval_transfers,
+    latency_greedy,
+    max_load_dp,
+)
+from graphopt.graph import CompGraph, Op
+from graphopt.hardware import Cluster, Device
+
+ACC = 1e12  # FLOP/s of an accelerator: an op of 1e12 FLOPs takes 1 s
+
+
+def cpu_and_two_accelerators(memory: float) -> Cluster:
+    """A slow CPU (device 0, all the memory) and two accelerators of ``memory`` bytes."""
+    devices = (
+        Device("cpu", "CPU", ACC / 10, 1e12, 1e12, 0.0),
+        Device("a0", "acc", ACC, 1e12, memory, 0.0),
+        Device("a1", "acc", ACC, 1e12, memory, 0.0),
+    )
+    return Cluster("cpu+2", devices, np.full((3, 3), 1e9), np.zeros((3, 3)))
+
+
+def line(params: list[float], edges: bool = True) -> CompGraph:
+    ops = [Op(f"o{i}", "X", flops=1e12, param_bytes=p) for i, p in enumerate(params)]
+    links = [(f"o{i}", f"o{i + 1}", 1.0) for i in range(len(params) - 1)] if edges else []
+    return CompGraph.build("line", ops, links)
+
+
+def fill_of(graph: CompGraph, memory: float, k: int) -> list[int]:
+    c = cpu_and_two_accelerators(memory)
+    chain = build_chain(graph, c)
+    order, cpu = _accelerators(c)
+    assert (order.tolist(), cpu) == ([1, 2], 0)
+    capacity = np.full(2, memory)
+    return fill(chain, chain.params, order, capacity, k, cpu).tolist()
+
+
+def test_memory_fill_is_the_papers_greedy():
+    # Ops of 4 bytes, accelerators of 10: two ops fit each, the fifth spills to the CPU.
+    assert fill_of(line([4, 4, 4, 4, 4]), 10.0, k=1) == [1, 1, 2, 2, 0]
+    # A block too large for an empty accelerator goes to the CPU without using one up.
+    assert fill_of(line([4, 4, 12, 4, 4]), 10.0, k=1) == [1, 1, 0, 2, 2]
+
+
+def test_shared_fill_moves_on_at_each_share():
+    # Equal ops on two equal accelerators: work midpoints 0.1, 0.3 | 0.5, 0.7, 0.9.
+    assert fill_of(line([0] * 5), 1e9, k=2) == [1, 1, 2, 2, 2]
+    assert fill_of(line([0] * 5), 1e9, k=1) == [1, 1, 1, 1, 1]
+
+
+def test_latency_greedy_keeps_the_faster_member():
+    c = cpu_and_two_accelerators(1e9)
+    # A chain gains nothing from a second device (transfers only add): all on the first
+    # accelerator, never on the slow CPU.
+    assert latency_greedy(line([0] * 5), c).tolist() == [1] * 5
+    # Independent ops run in parallel: the two-accelerator member wins.
+    assert latency_greedy(line([0] * 4, edges=False), c).tolist() == [1, 1, 2, 2]
+
+
+def test_interval_transfers_by_hand():
+    # Group edges 0 -> 2 (5 bytes), 1 -> 2 (2), 2 -> 0 (6), each costing its bytes.
+    chain = build_chain(training_graph(), line_cluster(1e12))
+    table = interval_transfers(chain, chain.edge_bytes)
+    assert table[0, 1] == 11.0  # group 0: out 5, in 6
+    assert table[1, 2] == 2.0
+    assert table[2, 3] == 13.0
+    assert table[0, 2] == 11.0 + 2.0  # groups 0-1: 0 -> 2, 1 -> 2, 2 -> 0
+    assert table[1, 3] == 11.0  # groups 1-2: 0 -> 2, 2 -> 0
+    assert table[0, 3] == 0.0
+
+
+@pytest.mark.parametrize(
+    ("nbytes", "expected"),
+    [
+        # Edge cost 0.5 s (1 byte/s, no latency): 3 + 0.5 | 0.5 + 3 = 3.5 beats one stage (6) and
+        # the cut after o1 (2.5 | 4.5).
+        (0.5, [0, 0, 0, 1]),
+        # Edge cost 4 s: the best cut costs 3 + 4 = 7 > 6, so one stage.
+        (4.0, [0, 0, 0, 0]),
+    ],
+)
+def test_max_load_dp_by_hand(nbytes, expected):
+    assert max_load_dp(chain_of(nbytes), line_cluster(1e12, 1e12)).tolist() == expected
+
+
+def test_max_load_dp_relaxes_activations_and_refuses_parameters_that_do_not_fit():
+    # Outputs of 10 bytes per op on devices of 12: only a quarter of them fits; still placed.
+    ops = [Op(f"o{i}", "X", flops=1e12, output_bytes=10.0) for i in range(4)]
+    g = CompGraph.build("acts", ops, [(f"o{i}", f"o{i + 1}", 0.0) for i in range(3)])
+    assert max_load_dp(g, line_cluster(1e12, 1e12, memory=12.0)).shape == (4,)
+    heavy = line([20.0] * 2)
+    with pytest.raises(ValueError, match="parameters of line"):
+        max_load_dp(heavy, line_cluster(1e12, 1e12, memory=12.0))
