@@ -1,12 +1,17 @@
 """Placement baselines: every op on one device; ops dealt to devices in turn; a contiguous split
 of the topological order balanced by compute (the "human expert" pipeline split); and, in their
 own modules, METIS (:mod:`~graphopt.baselines.metis`), HEFT and its link-contention-aware
-variant (:mod:`~graphopt.baselines.heft`) and Baechi's m-TOPO and m-ETF
-(:mod:`~graphopt.baselines.baechi`).
+variant (:mod:`~graphopt.baselines.heft`), Baechi's m-TOPO and m-ETF
+(:mod:`~graphopt.baselines.baechi`), Tarnawski et al.'s latency greedy and max-load dynamic
+program (:mod:`~graphopt.baselines.tarnawski`) and PipeDream's planner
+(:mod:`~graphopt.baselines.pipedream_planner`).
 
 Each placer takes ``(graph, cluster)`` and returns an ``int64`` array of device indices, one per op
 in topological order. All of them are deterministic. :data:`PLACERS` maps the names the CLI
-accepts to them.
+accepts to them; every one there but ``single`` (the fixed reference: device 0) is wrapped by
+:func:`~graphopt.baselines.monotone.monotone`, so that adding a device of a new class to a
+cluster never makes its result worse (``single`` keeps its result when devices are added after
+device 0).
 """
 
 from __future__ import annotations
@@ -16,8 +21,12 @@ from collections.abc import Callable
 import numpy as np
 
 from graphopt.baselines.baechi import m_etf, m_topo
+from graphopt.baselines.contiguous import op_groups
 from graphopt.baselines.heft import heft, heft_contention
 from graphopt.baselines.metis import metis
+from graphopt.baselines.monotone import monotone
+from graphopt.baselines.pipedream_planner import pipedream_planner
+from graphopt.baselines.tarnawski import latency_greedy, max_load_dp
 from graphopt.graph import CompGraph
 from graphopt.hardware import Cluster
 from graphopt.sim import PreparedGraph
@@ -52,18 +61,13 @@ def contiguous_split(graph: CompGraph, cluster: Cluster) -> IntArray:
     n, num_dev = graph.num_ops, cluster.num_devices
     if n == 0:
         return np.zeros(0, dtype=np.int64)
-    keys = [
-        c or lay or name
-        for c, lay, name in zip(graph.colocation, graph.layer, graph.op_names, strict=True)
-    ]
-    group_index: dict[str, int] = {}
-    group = np.array([group_index.setdefault(k, len(group_index)) for k in keys], dtype=np.int64)
+    group, count = op_groups(graph)
     op_weight = PreparedGraph(graph, cluster).op_time.mean(axis=1)
-    weight: np.ndarray = np.bincount(group, weights=op_weight, minlength=len(group_index))
+    weight: np.ndarray = np.bincount(group, weights=op_weight, minlength=count)
     total = float(weight.sum())
     if total <= 0.0:
-        weight = np.ones(len(group_index))
-        total = float(len(group_index))
+        weight = np.ones(count)
+        total = float(count)
     middle = np.cumsum(weight) - weight / 2
     stage = np.minimum((middle / total * num_dev).astype(np.int64), num_dev - 1)
     return stage[group]
@@ -71,12 +75,16 @@ def contiguous_split(graph: CompGraph, cluster: Cluster) -> IntArray:
 
 PLACERS: dict[str, Callable[[CompGraph, Cluster], IntArray]] = {
     "single": single_device,
-    "round-robin": round_robin,
-    "split": contiguous_split,
-    "metis": metis,
-    "heft": heft,
-    "heft-lc": heft_contention,
-    "m-topo": m_topo,
-    "m-etf": m_etf,
+    "round-robin": monotone(round_robin),
+    "split": monotone(contiguous_split),
+    "metis": monotone(metis),
+    "heft": monotone(heft),
+    "heft-lc": monotone(heft_contention),
+    "m-topo": monotone(m_topo),
+    "m-etf": monotone(m_etf),
+    "tarnawski-greedy": monotone(latency_greedy),
+    "tarnawski-dp": monotone(max_load_dp),
+    "pipedream": monotone(pipedream_planner),
 }
-"""Placement baselines by name (the names the CLI accepts)."""
+"""Placement baselines by name (the names the CLI accepts); the order is the best-heuristic
+chain's order of equals."""

@@ -29,6 +29,9 @@ def test_single_and_round_robin():
         "heft-lc",
         "m-topo",
         "m-etf",
+        "tarnawski-greedy",
+        "tarnawski-dp",
+        "pipedream",
     }
     with pytest.raises(ValueError, match="outside"):
         single_device(graph(2), cluster, device=4)
