@@ -3,7 +3,7 @@ of the decoder search at equal budgets of decisions, and an ablation of the netw
 Table 4; every figure zero-shot on held-out graphs (one forward pass, one decode, no search).
 
 Usage:
-    python bench/bench_decoder_learning.py compare [--budget 4096] [--seeds 0]
+    python bench/bench_decoder_learning.py compare [--budget 4096] [--seeds 0] [--methods ppo,es,imitation]
     python bench/bench_decoder_learning.py ablation [--budget 4096] [--seeds 0,1,2]
 
 Setting: placement on v100-nvlink-4 with the ``heft-lc`` decoder anchored on the best heuristic
@@ -259,13 +259,14 @@ def train_imitation(seed: int, budget: int, evaluation: Any) -> tuple[Any, list]
 METHODS = {"ppo": train_ppo, "es": train_es, "imitation": train_imitation}
 
 
-def compare(seeds: list[int], budget: int) -> None:
+def compare(seeds: list[int], budget: int, methods: list[str]) -> None:
     evaluation = make(EVAL, 0)
     names = [g.name for g in evaluation.graphs]
     print(f"zero-shot speed-up over the best heuristic, {budget:,} decisions per method")
     print("| method | seed | curve (decisions: geomean) | " + " | ".join(names) + " | geomean |")
     print("| --- | --- | --- | " + " | ".join("---:" for _ in names) + " | ---: |")
-    for name, train in METHODS.items():
+    for name in methods:
+        train = METHODS[name]
         for seed in seeds:
             began = time.perf_counter()
             policy, curve = train(seed, budget, evaluation)
@@ -324,10 +325,14 @@ def main() -> None:
     parser.add_argument("study", choices=("compare", "ablation"))
     parser.add_argument("--budget", type=int, default=4096)
     parser.add_argument("--seeds", default="0")
+    parser.add_argument("--methods", default=",".join(METHODS), help="compare: which methods")
     args = parser.parse_args()
     torch.set_num_threads(1)
     seeds = [int(s) for s in args.seeds.split(",")]
-    (compare if args.study == "compare" else ablation)(seeds, args.budget)
+    if args.study == "compare":
+        compare(seeds, args.budget, args.methods.split(","))
+    else:
+        ablation(seeds, args.budget)
 
 
 if __name__ == "__main__":

@@ -46,6 +46,8 @@ def main() -> None:
     parser.add_argument("--graphs", default=EVAL)
     parser.add_argument("--cluster", default="v100-nvlink-4")
     parser.add_argument("--seeds", default="0")
+    parser.add_argument("--seconds", default="1,10", help="wall-time budgets ('' to skip)")
+    parser.add_argument("--calls", default="256,4096", help="call budgets")
     args = parser.parse_args()
     torch.set_num_threads(1)
     model = None
@@ -65,9 +67,13 @@ def main() -> None:
     else:
         env = envs.make_env("placement", args.graphs, args.cluster, decoder="heft-lc")
     seeds = [int(s) for s in args.seeds.split(",")]
+    devices = [c for c, name in enumerate(env.channels) if name.startswith("affinity:")]
     start_name = "network" if model is not None else "zero"
-    columns = ["sa@256", "sa@4096", f"dec({start_name})@256", f"dec({start_name})@4096"]
-    columns += ["sa@1s", "sa@10s", f"dec({start_name})@1s", f"dec({start_name})@10s"]
+    budgets = [int(c) for c in args.calls.split(",")]
+    seconds_list = [float(s) for s in args.seconds.split(",") if s]
+    columns = [f"sa@{c}" for c in budgets] + [f"dec({start_name})@{c}" for c in budgets]
+    columns += [f"sa@{s:g}s" for s in seconds_list]
+    columns += [f"dec({start_name})@{s:g}s" for s in seconds_list]
     print("| graph | " + " | ".join(columns) + " |")
     print("| --- | " + " | ".join("---:" for _ in columns) + " |")
     table: dict[str, list[float]] = {c: [] for c in columns}
@@ -92,7 +98,7 @@ def main() -> None:
         cells: dict[str, list[float]] = {c: [] for c in columns}
         for seed in seeds:
             rates = {}
-            for calls in (256, 4096):
+            for calls in budgets:
                 began = time.perf_counter()
                 sa = simulated_annealing(
                     graph, env.cluster, "placement", calls, seed, start=ref.decision
@@ -100,18 +106,18 @@ def main() -> None:
                 rates["sa"] = calls / (time.perf_counter() - began)
                 cells[f"sa@{calls}"].append(ref_time / sa.measurement.step_time)
                 began = time.perf_counter()
-                found = decoder_search(evaluate, start, calls, seed=seed)
+                found = decoder_search(evaluate, start, calls, seed=seed, affinity=devices)
                 rates["dec"] = calls / (time.perf_counter() - began)
                 cells[f"dec({start_name})@{calls}"].append(ref_time / found.measurement.step_time)
-            for seconds in (1, 10):
+            for seconds in seconds_list:
                 calls = max(1, int(rates["sa"] * seconds))
                 sa = simulated_annealing(
                     graph, env.cluster, "placement", calls, seed, start=ref.decision
                 )
-                cells[f"sa@{seconds}s"].append(ref_time / sa.measurement.step_time)
+                cells[f"sa@{seconds:g}s"].append(ref_time / sa.measurement.step_time)
                 calls = max(1, int(rates["dec"] * max(seconds - forward, 0.0)))
-                found = decoder_search(evaluate, start, calls, seed=seed)
-                cells[f"dec({start_name})@{seconds}s"].append(
+                found = decoder_search(evaluate, start, calls, seed=seed, affinity=devices)
+                cells[f"dec({start_name})@{seconds:g}s"].append(
                     ref_time / found.measurement.step_time
                 )
         row = []
