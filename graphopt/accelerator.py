@@ -1,15 +1,18 @@
-"""Where torch computes: ``--device auto|cpu|cuda[:N]``, one setting for training, evaluation
-and the cost model.
+"""Where torch computes: ``device`` ``auto|cpu|cuda[:N]``, one setting for training,
+evaluation and the cost model.
 
 :func:`resolve_device` turns the setting into a torch device name: ``auto`` is ``cuda`` when
 torch sees a CUDA device, else ``cpu``; ``cpu`` is always there; ``cuda`` / ``cuda:N`` are
-refused on a machine without that device, with a one-line error naming the fix. torch is
+refused on a machine without that device, with a one-line error naming the fix
+(:class:`~graphopt.errors.InvalidArgument`: ``device``, or the flag that gave it). torch is
 imported only when the setting needs it (``auto`` or ``cuda``).
 """
 
 from __future__ import annotations
 
 import re
+
+from graphopt.errors import InvalidArgument
 
 DEVICES = ("auto", "cpu", "cuda")
 _PATTERN = re.compile(r"auto|cpu|cuda(:[0-9]+)?")
@@ -22,7 +25,9 @@ def check_device_name(name: object) -> str:
         ValueError: anything else (one line).
     """
     if not isinstance(name, str) or not _PATTERN.fullmatch(name):
-        raise ValueError(f"device {name!r} is unknown; use auto, cpu, cuda or cuda:N")
+        raise InvalidArgument(
+            "{device} {got!r} is unknown; use auto, cpu, cuda or cuda:N", got=name
+        )
     return name
 
 
@@ -48,5 +53,7 @@ def resolve_device(name: str) -> str:
             if available
             else f"torch {torch.__version__} sees no CUDA device here"
         )
-        raise ValueError(f"--device {name}: {why}; use --device cpu (or auto)")
+        raise InvalidArgument(
+            "{device} {got}: {why}; use {device} cpu (or auto)", got=name, why=why
+        )
     return name

@@ -178,14 +178,14 @@ class DecisionDir:
 
     Args:
         path: the directory; created (with its parents) if missing.
-        what: how error messages name it (a command-line flag).
+        what: how error messages name it (a command line gives its flag).
 
     Raises:
         ValueError: ``path`` is a file, cannot be created, is not writable, or holds an
             ``index.json`` that is not a decision index.
     """
 
-    def __init__(self, path: str | Path, what: str = "--save-decisions") -> None:
+    def __init__(self, path: str | Path, what: str = "decisions directory") -> None:
         self.path = Path(path)
         shown = f"{what} {str(self.path)!r}"
         if self.path.exists() and not self.path.is_dir():

@@ -44,6 +44,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from graphopt.errors import InvalidArgument
 from graphopt.graph import CompGraph
 from graphopt.typing import Decision, DecisionRecord
 
@@ -409,11 +410,15 @@ def check_graph(path: str | Path, record: DecisionRecord, graph: CompGraph) -> N
 def check_cluster(path: str | Path, record: DecisionRecord, cluster: Cluster) -> None:
     """Refuse a record saved for another cluster (one line naming both and their fingerprints)."""
     if record.cluster_fingerprint != cluster.fingerprint:
-        raise ValueError(
-            f"{path}: the decision is for cluster {record.cluster!r} (fingerprint "
-            f"{_short(record.cluster_fingerprint)}), not cluster {cluster.name!r} (fingerprint "
-            f"{_short(cluster.fingerprint)}); give --cluster {record.cluster} or the cluster file "
-            "it was saved for"
+        raise InvalidArgument(
+            "{path}: the decision is for cluster {saved!r} (fingerprint {saved_print}), not "
+            "cluster {name!r} (fingerprint {print}); give {cluster} {saved} or the cluster file "
+            "it was saved for",
+            path=path,
+            saved=record.cluster,
+            saved_print=_short(record.cluster_fingerprint),
+            name=cluster.name,
+            print=_short(cluster.fingerprint),
         )
 
 

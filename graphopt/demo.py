@@ -21,6 +21,8 @@
    per task.
 
 Run it as ``python -m graphopt.demo [--config FILE] [--eval-graphs SPEC] [--total-timesteps N]``.
+``--budget`` and ``--runs-dir`` are the ``graphopt`` command's (:mod:`graphopt.cli.options`): the
+same definition, the same check, and a bad value is one line with exit status 2, as there.
 
 Output: training shows a progress bar on a terminal, and a line of progress (speed-up, decisions
 per second, ETA) every few percent of the run where the output is piped (``| tee``, a CI log).
@@ -39,6 +41,7 @@ from rich.text import Text
 
 from envs import make_env
 from envs.base import resolve_graph_list
+from graphopt.cli import Parser, options
 from graphopt.configs import CONFIG_DIR
 from graphopt.eval.console import make_console
 from graphopt.eval.evaluate import evaluate_run, load_run_model, model_sizes
@@ -49,6 +52,8 @@ from graphopt.train.config import load_config
 from graphopt.train.trainer import TrainingInterrupted, train
 from policies.rollout import run_policy
 
+BAD_INPUT = 2
+"""Exit status of a bad flag (as the ``graphopt`` command's)."""
 INTERRUPTED = 130
 """Exit status after Ctrl-C or SIGTERM (128 + SIGINT, as shells report a Ctrl-C)."""
 RULE_WIDTH = 100
@@ -83,17 +88,18 @@ def main(argv: list[str] | None = None) -> int:
         return INTERRUPTED
 
 
-def _main(argv: list[str] | None) -> int:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+def build_parser() -> argparse.ArgumentParser:
+    """The demo's options: the shared ``--budget`` and ``--runs-dir`` and its own."""
+    parser = Parser(
+        prog="python -m graphopt.demo",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--config", default=str(CONFIG_DIR / "demo.yaml"))
     parser.add_argument("--eval-graphs", default=None)
     parser.add_argument("--total-timesteps", type=int, default=None)
-    parser.add_argument("--runs-dir", default="runs")
-    parser.add_argument(
-        "--budget", type=int, default=64, help="evaluations for the search baselines"
-    )
+    options.add_runs_dir(parser, help="where the runs are written")
+    options.add_budget(parser, default=64, help="evaluations for the search baselines")
     parser.add_argument(
         "--plan",
         type=int,
@@ -119,7 +125,16 @@ def _main(argv: list[str] | None) -> int:
         default=256,
         help="simulator calls of each method in the stage-5 tables",
     )
-    args = parser.parse_args(argv)
+    return parser
+
+
+def _main(argv: list[str] | None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        options.check(args)
+    except ValueError as e:
+        print(f"demo: error: {options.message(e, args)}", file=sys.stderr, flush=True)
+        return BAD_INPUT
 
     console = make_console()
     config = load_config(args.config, total_timesteps=args.total_timesteps, name="demo")

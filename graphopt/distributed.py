@@ -1,7 +1,7 @@
 """Where independent work runs: on this process, or on Ray workers (local by default).
 
 Ray is the optional extra ``graphopt[ray]`` and is imported only here, and only when work is
-sent to it (``--workers`` above 1 or a ``--ray-address``), so every command starts without it.
+sent to it (``workers`` above 1 or an ``address``), so every command starts without it.
 
 - :func:`connect` joins the Ray cluster at an address (``HOST:PORT`` of ``ray start --head``,
   ``ray://HOST:10001``, or ``auto``), or starts Ray on this machine with its local CPUs. An
@@ -11,8 +11,9 @@ sent to it (``--workers`` above 1 or a ``--ray-address``), so every command star
   picklable plain data: functions of a module and dicts, strings, numbers).
 
 Errors are one line that names the fix: :class:`~graphopt.errors.DependencyNotInstalled`
-(Ray missing), ``ValueError`` (an unreachable address, more workers than the cluster has CPUs),
-:class:`WorkerDied` (a Ray worker process died while it held work).
+(Ray missing), :class:`~graphopt.errors.InvalidArgument` (a ``ValueError`` naming the argument:
+workers below 1, an unreachable address, more workers than the cluster has CPUs; a command line
+names its flag instead), :class:`WorkerDied` (a Ray worker process died while it held work).
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ import threading
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypeVar
 
-from graphopt.errors import DependencyNotInstalled, WorkerDied
+from graphopt.errors import DependencyNotInstalled, InvalidArgument, WorkerDied
 
 INSTALL_HINT = "pip install 'graphopt[ray]'"
 """How to install Ray for graphopt."""
@@ -47,21 +48,22 @@ def import_ray() -> Any:
         import ray
     except ImportError as e:
         raise DependencyNotInstalled(
-            f"--workers above 1 and --ray-address run on Ray, which is not installed: {INSTALL_HINT}"
+            f"more than one worker, or a Ray address, runs the work on Ray, which is not "
+            f"installed: {INSTALL_HINT}"
         ) from e
     return ray
 
 
 def check_workers(workers: int) -> int:
-    """``workers`` if it is at least 1, else a one-line ``ValueError``."""
+    """``workers`` if it is at least 1, else a one-line :class:`InvalidArgument`."""
     if workers < 1:
-        raise ValueError(f"--workers must be >= 1, got {workers}")
+        raise InvalidArgument("{workers} must be >= 1, got {got}", got=workers)
     return workers
 
 
 def check_options(workers: int, address: str | None) -> bool:
-    """Refuse bad ``--workers`` / ``--ray-address`` of a command before it does any work: workers
-    below 1, Ray missing when work would go to it, an address where nothing answers.
+    """Refuse bad ``workers`` / ``address`` before any work: workers below 1, Ray missing when
+    work would go to it, an address where nothing answers.
 
     Returns:
         :func:`uses_ray` of the two.
@@ -72,9 +74,9 @@ def check_options(workers: int, address: str | None) -> bool:
     check_workers(workers)
     if not uses_ray(workers, address):
         return False
-    import_ray()
-    if address is not None:
+    if address is not None:  # a bad address is named whether Ray is installed or not
         check_address(address)
+    import_ray()
     return True
 
 
@@ -86,9 +88,10 @@ def check_ray_device(device: str | None, workers: int, address: str | None) -> N
         ValueError: one line naming the fix.
     """
     if uses_ray(workers, address) and device is not None and device.startswith("cuda"):
-        raise ValueError(
-            f"--device {device} with --workers/--ray-address: the Ray tasks hold one CPU each and "
-            "no GPU; use --device cpu, or run on the GPU without --workers"
+        raise InvalidArgument(
+            "{device} {got} with {workers}/{address}: the Ray tasks hold one CPU each and no GPU; "
+            "use {device} cpu, or run on the GPU without {workers}",
+            got=device,
         )
 
 
@@ -106,18 +109,22 @@ def check_address(address: str, timeout: float = 3.0) -> None:
     hostport = address.split("://", 1)[-1]
     host, _, port = hostport.rpartition(":")
     if not host or not port.isdigit():
-        raise ValueError(
-            f"--ray-address {address!r} is not HOST:PORT; give the address 'ray start --head' "
-            "printed (e.g. 10.0.0.5:6379, or ray://10.0.0.5:10001)"
+        raise InvalidArgument(
+            "{address} {got!r} is not HOST:PORT; give the address 'ray start --head' printed "
+            "(e.g. 10.0.0.5:6379, or ray://10.0.0.5:10001)",
+            got=address,
         )
     try:
         with socket.create_connection((host, int(port)), timeout=timeout):
             pass
     except OSError as e:
         reason = e.strerror or type(e).__name__
-        raise ValueError(
-            f"no Ray cluster answers at {address} ({reason}); start one there with "
-            f"'ray start --head --port {port}' or check --ray-address"
+        raise InvalidArgument(
+            "no Ray cluster answers at {got} ({reason}); start one there with "
+            "'ray start --head --port {port}' or check {address}",
+            got=address,
+            reason=reason,
+            port=port,
         ) from None
 
 
@@ -167,9 +174,11 @@ def connect(address: str | None = None, *, num_cpus: int | None = None) -> bool:
         with keep_sigterm():
             ray.init(**kwargs)
     except ConnectionError as e:
-        raise ValueError(
-            f"cannot join the Ray cluster at {address}: {str(e).splitlines()[0]}; check "
-            "--ray-address (the address 'ray start --head' printed)"
+        raise InvalidArgument(
+            "cannot join the Ray cluster at {got}: {why}; check {address} (the address "
+            "'ray start --head' printed)",
+            got=address,
+            why=str(e).splitlines()[0],
         ) from None
     return True
 
@@ -190,9 +199,12 @@ def check_capacity(workers: int, address: str | None) -> None:
         return
     cpus = cluster_cpus()
     if workers > cpus:
-        raise ValueError(
-            f"--workers {workers} needs {workers} CPUs, but the Ray cluster at {address} has "
-            f"{cpus}; lower --workers or add nodes (ray start --address {address})"
+        raise InvalidArgument(
+            "{workers} {got} needs {got} CPUs, but the Ray cluster at {at} has {cpus}; lower "
+            "{workers} or add nodes (ray start --address {at})",
+            got=workers,
+            at=address,
+            cpus=cpus,
         )
 
 

@@ -4,13 +4,45 @@ layer may raise them and a caller may catch them without importing the module th
 ``graphopt.importers.zoo.DependencyNotInstalled``).
 
 Bad input is a ``ValueError`` whose message says what was received, what is allowed and how to
-fix it.
+fix it. :class:`InvalidArgument` is the ``ValueError`` of a library function's argument: its
+message names the argument as the function calls it, and a command line that passed the value
+under a flag shows the flag instead (:meth:`InvalidArgument.named`).
 """
 
 from __future__ import annotations
 
+import string
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
+
+
+class InvalidArgument(ValueError):
+    """A refused argument of a library function, worded with the names of its arguments.
+
+    The message is a :meth:`str.format` template whose fields are either values (given as
+    keyword arguments) or, for a field without a value, the name of an argument: ``str(e)``
+    writes each such name as it is, :meth:`named` writes another name in its place (a flag).
+
+    Example:
+        >>> e = InvalidArgument("{workers} must be >= 1, got {got}", got=0)
+        >>> str(e), e.named({"workers": "--workers"})
+        ('workers must be >= 1, got 0', '--workers must be >= 1, got 0')
+
+    Attributes:
+        arguments: the names of the arguments the message names, in order of appearance.
+    """
+
+    def __init__(self, template: str, **values: Any) -> None:
+        self.template = template
+        self.values = values
+        fields = (f for _, f, _, _ in string.Formatter().parse(template) if f)
+        self.arguments = tuple(dict.fromkeys(f for f in fields if f not in values))
+        super().__init__(self.named({}))
+
+    def named(self, names: Mapping[str, str]) -> str:
+        """The message with every argument written as ``names`` calls it (unnamed ones as is)."""
+        return self.template.format(**{a: names.get(a, a) for a in self.arguments}, **self.values)
 
 
 class DependencyNotInstalled(ImportError):

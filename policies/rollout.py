@@ -37,6 +37,7 @@ from envs.rewards import INVALID
 from graphopt.baselines.estimate_search import estimate_search, weighted_moves
 from graphopt.decoders.decision import decode as decode_outputs
 from graphopt.decoders.search import decoder_search
+from graphopt.errors import InvalidArgument
 from graphopt.graph import CompGraph
 from graphopt.hardware import Cluster
 from graphopt.tasks import SIMULATED_MOVE_TASKS, get_task
@@ -75,20 +76,28 @@ def parse_mode(mode: str, task: str | None = None) -> tuple[str, int]:
     annealing over the decoder's inputs from the network's outputs for a one-shot run with a
     decoder (:func:`graphopt.decoders.search.decoder_search`), or one greedy episode of K calls
     for a scheduling, fusion or joint edit policy (both checked
-    when ``task`` is given; those three take greedy and search:K only)."""
+    when ``task`` is given; those three take greedy and search:K only).
+
+    Raises:
+        InvalidArgument: an unknown mode, or one the ``task``'s policy does not run in (one
+            line naming ``mode``).
+    """
     match = MODE_PATTERN.fullmatch(mode)
     if not match:
-        raise ValueError(
-            f"unknown mode {mode!r}; use greedy, sample:K, finetune:STEPS, plan:K or search:K "
-            "(K, STEPS >= 1)"
+        raise InvalidArgument(
+            "unknown {mode} {got!r}; use greedy, sample:K, finetune:STEPS, plan:K or search:K "
+            "(K, STEPS >= 1)",
+            got=mode,
         )
     if mode == "greedy":
         return "greedy", 1
     kind = mode.split(":")[0]
     if kind == "plan" and task is not None and task != "placement":
-        raise ValueError(
-            f"mode {mode} refines placements; the policy was trained for {task}: use greedy, "
-            "sample:K or finetune:STEPS"
+        raise InvalidArgument(
+            "{mode} {got} refines placements; the policy was trained for {task}: use greedy, "
+            "sample:K or finetune:STEPS",
+            got=mode,
+            task=task,
         )
     simulated_edit = task in SIMULATED_MOVE_TASKS
     one_shot = task is not None and get_task(task).one_shot
@@ -98,14 +107,18 @@ def parse_mode(mode: str, task: str | None = None) -> tuple[str, int]:
         and task != "placement-edit"
         and not (simulated_edit or one_shot)
     ):
-        raise ValueError(
-            f"mode {mode} is the learned search of an edit policy or of a decoder run; the "
-            f"policy was trained for {task}: use greedy, sample:K or finetune:STEPS"
+        raise InvalidArgument(
+            "{mode} {got} is the learned search of an edit policy or of a decoder run; the "
+            "policy was trained for {task}: use greedy, sample:K or finetune:STEPS",
+            got=mode,
+            task=task,
         )
     if simulated_edit and kind != "search":
-        raise ValueError(
-            f"mode {mode} does not apply to a {task} policy, whose every step is a simulator "
-            "call: use greedy or search:K (K calls)"
+        raise InvalidArgument(
+            "{mode} {got} does not apply to a {task} policy, whose every step is a simulator "
+            "call: use greedy or search:K (K calls)",
+            got=mode,
+            task=task,
         )
     return kind, int(mode.split(":")[1])
 

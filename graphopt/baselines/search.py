@@ -40,6 +40,7 @@ import numpy as np
 
 from graphopt.baselines.fusion import FUSERS
 from graphopt.baselines.staged import Key, run_chain
+from graphopt.errors import InvalidArgument
 from graphopt.graph import CompGraph
 from graphopt.hardware import Cluster
 from graphopt.sim import PreparedGraph
@@ -161,11 +162,27 @@ def heuristic_start(
     return chain.best.decision.filled(n), chain.best.key[1]
 
 
+def check_budget(budget: object, name: str = "budget", least: int = 0) -> int:
+    """``budget`` (evaluations) if it is an integer of at least ``least``; the one check of a
+    search budget, for the searches (``least`` 1), the comparisons (0: no search) and the
+    command line's ``--budget``.
+
+    Raises:
+        InvalidArgument: anything else, naming the argument ``name``.
+    """
+    if isinstance(budget, bool) or not isinstance(budget, int):
+        raise InvalidArgument(
+            f"{{{name}}} must be an integer >= {least}, got {{got!r}}", got=budget
+        )
+    if budget < least:
+        raise InvalidArgument(f"{{{name}}} must be >= {least}, got {{got}}", got=budget)
+    return budget
+
+
 def _searched(task: str, budget: int, graph: CompGraph, search_fusion: bool) -> frozenset[str]:
     """Validate the arguments; return the arrays searched: "placement", "priority", "fusion"."""
     get_task(task, ONE_SHOT_TASKS)
-    if isinstance(budget, bool) or not isinstance(budget, int) or budget < 1:
-        raise ValueError(f"budget must be a positive integer (evaluations), got {budget!r}")
+    check_budget(budget, least=1)
     if graph.num_ops == 0:
         raise ValueError(f"graph {graph.name!r} has no ops; there is nothing to search")
     if task == "joint":

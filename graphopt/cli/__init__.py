@@ -1,7 +1,9 @@
 """The ``graphopt`` command. Each subcommand lives in its own module and registers itself here.
 
-Bad input (unknown graph, preset, malformed file) is reported as one line on stderr with exit
-status 2, never as a traceback.
+Bad input (unknown graph, preset, malformed file, a bad value of a flag) is reported as one line
+on stderr with exit status 2, never as a traceback. The options several commands share are defined
+once, with their checks, in :mod:`graphopt.cli.options`; errors of the library name its arguments,
+and the command line writes the flags that gave them (:func:`graphopt.cli.options.message`).
 
 Start-up is kept short: the command modules import only the standard library at module level and
 import the library (numpy, numba, torch, ...) inside the functions that run a command, and
@@ -15,7 +17,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 from graphopt.cli import (
     baselines,
@@ -29,6 +31,8 @@ from graphopt.cli import (
     sweep,
     train,
 )
+from graphopt.cli.options import check, message
+from graphopt.errors import DependencyNotInstalled
 
 COMMANDS = (
     graphs,
@@ -66,6 +70,11 @@ class Parser(argparse.ArgumentParser):
         kwargs.setdefault("formatter_class", DefaultsHelpFormatter)
         super().__init__(*args, **kwargs)
 
+    def error(self, message: str) -> NoReturn:
+        """A value argparse refuses (not an integer, not a choice, missing): one line, exit 2,
+        as every other bad input (``--help`` shows the usage)."""
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
 
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """The ``graphopt`` parser.
@@ -100,16 +109,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser(command_of(argv))
     args = parser.parse_args(argv)
     try:
+        check(args)  # the shared options, before the command does any work
         return int(args.func(args) or 0)
-    except ValueError as e:
-        print(f"graphopt: error: {e}", file=sys.stderr)
-        return 2
-    except ImportError as e:  # an optional dependency (its message holds the install hint)
-        from graphopt.errors import DependencyNotInstalled
-
-        if not isinstance(e, DependencyNotInstalled):
-            raise
-        print(f"graphopt: error: {e}", file=sys.stderr)
+    except (ValueError, DependencyNotInstalled) as e:  # the latter's message: the install hint
+        print(f"graphopt: error: {message(e, args)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:  # pragma: no cover
         print("graphopt: interrupted", file=sys.stderr)

@@ -12,7 +12,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from graphopt.graph import CompGraph
     from graphopt.hardware import Cluster
 
-from graphopt.cli.curve_options import add_budget_options, budgets
+from graphopt.cli import options
 
 NAME = "baselines"
 HELP = "compare heuristics, search and exact optima on graphs"
@@ -31,26 +31,19 @@ def register(sub: Any) -> None:
         "the method's wall time; geometric means at the end.",
     )
     p.add_argument("graphs", metavar="GRAPHS", help="name, suite:NAME, graph file, or a comma list")
-    p.add_argument(
-        "--cluster",
-        default=DEFAULT_CLUSTER,
-        help=f"preset or cluster file (default {DEFAULT_CLUSTER})",
+    options.add_cluster(
+        p, default=DEFAULT_CLUSTER, help=f"preset or cluster file (default {DEFAULT_CLUSTER})"
     )
     p.add_argument("--task", default="placement", choices=ONE_SHOT_TASKS)
-    p.add_argument(
-        "--budget",
-        type=int,
-        default=0,
-        help="simulator evaluations for random search and annealing (0: skip)",
-    )
-    p.add_argument(
-        "--estimate-budget",
-        type=int,
-        default=0,
+    options.add_budget(p, help="simulator evaluations for random search and annealing (0: skip)")
+    options.add_budget(
+        p,
+        flag="--estimate-budget",
+        dest="estimate_budget",
         help="placement: analytic estimates for estimate-search from the best heuristic, no "
         "simulation but one final check (0: skip)",
     )
-    p.add_argument("--seed", type=int, default=0)
+    options.add_seed(p, help="seed of the searches")
     p.add_argument("--num-priorities", type=int, default=8)
     p.add_argument(
         "--exact-time-limit", type=float, default=10.0, help="seconds for CP-SAT per small graph"
@@ -75,15 +68,12 @@ def register(sub: Any) -> None:
         "budget of simulator calls and of seconds, written to DIR (curves.csv, curves.json, "
         "curves.png)",
     )
-    add_budget_options(p)
-    p.add_argument(
-        "--workers",
-        type=int,
-        default=1,
+    options.add_curve_budgets(p)
+    options.add_workers(
+        p,
         help="graphs compared at once, one Ray task per graph (above 1 needs pip install "
         "'graphopt[ray]'); the same table and curves as one at a time",
     )
-    p.add_argument("--ray-address", metavar="ADDR", help="run the tasks on this Ray cluster")
     p.add_argument(
         "--plot",
         metavar="PNG",
@@ -209,27 +199,22 @@ def curve_job(job: dict[str, Any]) -> Any:
 
 
 def cmd_baselines(args: argparse.Namespace) -> int:
+    """The table (or ``--curve``); the shared options (cluster resolved, budgets, workers) are
+    checked by :func:`graphopt.cli.options.check` before."""
     check_outputs(args)  # bad paths fail before the (slow) comparison and torch's import
-    for flag, value in (("--budget", args.budget), ("--estimate-budget", args.estimate_budget)):
-        if value < 0:
-            raise ValueError(f"{flag} must be >= 0, got {value}")
     if args.estimate_budget and args.task != "placement":
         raise ValueError(f"--estimate-budget searches placements; --task is {args.task}")
-    from graphopt.distributed import check_options
-
-    check_options(args.workers, args.ray_address)
     if args.curve:
         return curves(args)
 
     from graphopt.distributed import map_jobs, uses_ray
     from graphopt.eval.compare import compare_on_graph
     from graphopt.eval.report import plot_comparisons, print_comparisons
-    from graphopt.hardware import get_cluster
     from graphopt.sim import Simulator
     from graphopt.workloads import resolve_graphs
 
-    cluster = get_cluster(args.cluster)
-    options = dict(
+    cluster = args.cluster
+    settings = dict(
         budget=args.budget,
         estimate_budget=args.estimate_budget,
         seed=args.seed,
@@ -241,13 +226,13 @@ def cmd_baselines(args: argparse.Namespace) -> int:
     if args.save_decisions:  # created before the (slow) comparison: one that cannot be fails now
         from graphopt.decision_files import DecisionDir
 
-        saved = DecisionDir(args.save_decisions)
+        saved = DecisionDir(args.save_decisions, "--save-decisions")
     if uses_ray(args.workers, args.ray_address):  # one Ray task per graph, results in order
-        jobs = [{"graph": g, "cluster": cluster, "task": args.task, **options} for g in graphs]
+        jobs = [{"graph": g, "cluster": cluster, "task": args.task, **settings} for g in graphs]
         comparisons = map_jobs(compare_job, jobs, workers=args.workers, address=args.ray_address)
     else:
         sim = Simulator()
-        comparisons = [compare_on_graph(g, cluster, args.task, sim=sim, **options) for g in graphs]
+        comparisons = [compare_on_graph(g, cluster, args.task, sim=sim, **settings) for g in graphs]
     title = f"{args.task} on {cluster.name}"
     print_comparisons(comparisons, title)
     if saved is not None:
@@ -266,23 +251,22 @@ def curves(args: argparse.Namespace) -> int:
     """``--curve DIR``: anytime curves of the baselines (:mod:`graphopt.eval.curves`)."""
     from graphopt import rundir
 
-    calls, seconds = budgets(args)
+    calls, seconds = args.curve_calls, args.curve_seconds
     out = rundir.check_output_path(args.curve, "--curve", directory=True)
 
     from graphopt.distributed import map_jobs, uses_ray
     from graphopt.eval.curves import graph_curves, print_curves, write_curves
-    from graphopt.hardware import get_cluster
     from graphopt.sim import Simulator
     from graphopt.workloads import resolve_graphs
 
-    cluster = get_cluster(args.cluster)
+    cluster = args.cluster
     graphs = resolve_graphs(args.graphs)
     points = []
     if uses_ray(args.workers, args.ray_address):  # one Ray task per graph, points in order
-        options = dict(
+        settings = dict(
             calls=calls, seconds=seconds, seed=args.seed, num_priorities=args.num_priorities
         )
-        jobs = [{"graph": g, "cluster": cluster, "task": args.task, **options} for g in graphs]
+        jobs = [{"graph": g, "cluster": cluster, "task": args.task, **settings} for g in graphs]
         for found in map_jobs(curve_job, jobs, workers=args.workers, address=args.ray_address):
             points += found
     else:

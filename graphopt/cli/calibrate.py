@@ -16,6 +16,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from graphopt.cli import options
 from graphopt.cli.profile import CLUSTER_SUFFIXES, check_output
 
 NAME = "calibrate"
@@ -33,8 +34,8 @@ def register(sub: Any) -> None:
         "calibrated roofline (graphopt simulate OTHER.json --cluster OUT.yaml).",
     )
     p.add_argument("graphs", metavar="GRAPH", nargs="+", help="graph files with measured times")
-    p.add_argument(
-        "--cluster",
+    options.add_cluster(
+        p,
         required=True,
         help="cluster file or preset holding the measured device kind (e.g. the file graphopt "
         "profile wrote)",
@@ -64,11 +65,11 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
 
     from graphopt import rundir
     from graphopt.graph import CompGraph
-    from graphopt.hardware import Cluster, get_cluster
+    from graphopt.hardware import Cluster
     from graphopt.sim.calibrate import calibrate
 
     graphs = [CompGraph.load(path) for path in args.graphs]
-    cluster = get_cluster(args.cluster)
+    cluster = args.cluster  # resolved by the option's check
     measured = sorted({kind for g in graphs for kind in g.measured})
     kinds = [kind for kind in cluster.kinds if kind in measured]
     if not kinds:

@@ -12,6 +12,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from graphopt.cli import options
+
 NAME = "costmodel"
 HELP = "datasets, training and evaluation of the learned cost model"
 METRIC_KEYS = ("kendall_tau", "opa", "top1_error", "top5_error", "top10_error")
@@ -36,10 +38,8 @@ def register(sub: Any) -> None:
         "meta.json into --out; `graphopt costmodel train --data OUT` reads it.",
     )
     ds.add_argument("--graphs", required=True, help="name, suite:NAME, graph file, or a comma list")
-    ds.add_argument(
-        "--cluster",
-        default=DEFAULT_CLUSTER,
-        help=f"cluster preset or file (default {DEFAULT_CLUSTER})",
+    options.add_cluster(
+        ds, default=DEFAULT_CLUSTER, help=f"cluster preset or file (default {DEFAULT_CLUSTER})"
     )
     ds.add_argument("--samples", type=int, default=256, help="decisions per graph (default 256)")
     ds.add_argument(
@@ -48,17 +48,14 @@ def register(sub: Any) -> None:
         choices=("placement", "joint"),
         help="placement only, or placement + priorities + fusion (default placement)",
     )
-    ds.add_argument("--seed", type=int, default=0, help="seed of the sampled decisions")
+    options.add_seed(ds, help="seed of the sampled decisions")
     ds.add_argument("--out", required=True, help="dataset directory to write")
     ds.add_argument("--no-progress", action="store_true", help="no progress bar")
-    ds.add_argument(
-        "--workers",
-        type=int,
-        default=1,
+    options.add_workers(
+        ds,
         help="graphs measured at once, one Ray task per graph (above 1 needs pip install "
         "'graphopt[ray]'); the same dataset as one at a time",
     )
-    ds.add_argument("--ray-address", metavar="ADDR", help="run the tasks on this Ray cluster")
     ds.set_defaults(func=cmd_dataset)
 
     tr = csub.add_parser(
@@ -95,7 +92,7 @@ def register(sub: Any) -> None:
     tr.add_argument("--lr", type=float, default=1e-3, help="learning rate")
     tr.add_argument("--hidden", type=int, default=64, help="node embedding width")
     tr.add_argument("--layers", type=int, default=3, help="GraphSAGE layers")
-    tr.add_argument("--seed", type=int, default=0, help="seed of the data split and the model")
+    options.add_seed(tr, help="seed of the data split and the model")
     tr.add_argument(
         "--time-budget",
         type=float,
@@ -103,11 +100,10 @@ def register(sub: Any) -> None:
         help="stop after the epoch during which this many seconds have passed",
     )
     tr.add_argument("--name", default="cost", help="run name (runs/costmodel/<name>_<k>)")
-    tr.add_argument(
-        "--runs-root",
-        "--runs-dir",
+    options.add_runs_dir(
+        tr,
         dest="runs_root",
-        default="runs",
+        aliases=("--runs-root",),
         help="where runs are written (default runs/)",
     )
     tr.set_defaults(func=cmd_train)
@@ -144,16 +140,12 @@ def check_data(source: str | None, flag: str) -> None:
 
 # ---------------------------------------------------------------------- dataset
 def cmd_dataset(args: argparse.Namespace) -> int:
-    from graphopt.distributed import check_options
-
-    check_options(args.workers, args.ray_address)  # before any work
     if args.samples < 1:
         raise ValueError(f"--samples must be >= 1, got {args.samples}")
 
     import numpy as np
 
     from graphopt.costmodel.data import generate
-    from graphopt.hardware import get_cluster
     from graphopt.workloads import resolve_graphs
 
     out = Path(args.out)
@@ -162,7 +154,7 @@ def cmd_dataset(args: argparse.Namespace) -> int:
             f"{out} already holds a dataset (.npz files); choose another --out or delete it"
         )
     graphs = resolve_graphs(args.graphs)
-    cluster = get_cluster(args.cluster)
+    cluster = args.cluster  # resolved by the option's check
     start = time.perf_counter()
     paths = generate(
         graphs,

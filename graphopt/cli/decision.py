@@ -10,6 +10,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from graphopt.decision_diff import DecisionDiff
     from graphopt.typing import DecisionRecord
 
+from graphopt.cli import options
+
 NAME = "decision"
 HELP = "compare saved decisions (diff) or export one for PyTorch (export)"
 
@@ -37,8 +39,8 @@ def register(sub: Any) -> None:
         help="the graph of both decisions (name, graph file...): checks them against it and "
         "simulates both; needed for decision files without op names or fingerprints",
     )
-    d.add_argument(
-        "--cluster",
+    options.add_cluster(
+        d,
         help="with --graph: the cluster to simulate on (default: the one A was saved for when it "
         "is a preset, else the default cluster)",
     )
@@ -73,7 +75,7 @@ def _records(args: argparse.Namespace) -> tuple[DecisionRecord, DecisionRecord, 
     from graphopt.decision_format import is_versioned, read_json, read_record
 
     if not args.graph:
-        if args.cluster:
+        if args.cluster is not None:
             raise ValueError("--cluster applies with --graph (the graph to simulate on)")
         for path in (args.a, args.b):
             if not is_versioned(read_json(path)):
@@ -93,8 +95,8 @@ def _records(args: argparse.Namespace) -> tuple[DecisionRecord, DecisionRecord, 
     if len(graphs) != 1:
         raise ValueError(f"--graph {args.graph!r} names {len(graphs)} graphs; give one")
     graph = graphs[0]
-    spec = args.cluster
-    if not spec:
+    spec = args.cluster  # a Cluster, resolved by the option's check
+    if spec is None:
         data = read_json(args.a)
         saved = data.get("cluster") if is_versioned(data) else None
         spec = saved if saved in PRESETS else DEFAULT_CLUSTER

@@ -7,7 +7,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from graphopt.cli.curve_options import add_budget_options, budgets
+from graphopt.cli import options
 
 NAME = "eval"
 HELP = "evaluate a trained run on graphs against the baselines"
@@ -27,24 +27,24 @@ def register(sub: Any) -> None:
     p.add_argument(
         "--graphs", required=True, help="graphs to evaluate on (name, suite:NAME, file; comma list)"
     )
-    p.add_argument(
-        "--mode",
-        default="greedy",
-        help="greedy, sample:K, finetune:STEPS, plan:K (placement: K analytic estimates, no "
-        "simulation) or search:K (placement-edit: the learned search, K simulator calls; "
-        "default greedy)",
-    )
-    p.add_argument(
-        "--cluster",
+    options.add_cluster(
+        p,
         help="cluster (default: the run's); with the run's device count, except for an edit "
         "run or a GO run trained with policy_kwargs device_agnostic: true (any count)",
     )
-    p.add_argument(
-        "--budget", type=int, default=0, help="evaluations for random search / annealing (0: skip)"
+    options.add_budget(p, help="evaluations for random search / annealing (0: skip)")
+    options.add_seed(p, help="seed of sampling, fine-tuning and search")
+    options.add_workers(
+        p,
+        help="graphs evaluated at once, one Ray task per graph that loads the run's model itself "
+        "(above 1 needs pip install 'graphopt[ray]'); the same table and curves as one at a time",
+        address_help="run the tasks on this Ray cluster (the run directory must exist on its "
+        "nodes)",
     )
-    p.add_argument("--seed", type=int, default=0, help="seed of sampling, fine-tuning and search")
-    p.add_argument(
-        "--device", help="where the policy runs: auto, cpu, cuda or cuda:N (default: the run's)"
+    options.add_device(
+        p,
+        help="where the policy runs: auto, cpu, cuda or cuda:N (default: the run's)",
+        ray_tasks=True,
     )
     p.add_argument("--out", help="output directory (default RUN/eval/<mode>, or RUN/eval/curves)")
     p.add_argument(
@@ -55,24 +55,18 @@ def register(sub: Any) -> None:
         "finetune:K, plan:K, search:K) after each budget of simulator calls and of seconds; writes "
         "curves.csv, curves.json and curves.png",
     )
-    add_budget_options(p)
+    options.add_curve_budgets(p)
     p.add_argument(
         "--finetune-max",
         type=int,
         default=256,
         help="--curve: the largest call budget fine-tuning runs at (it is the slow mode)",
     )
-    p.add_argument(
-        "--workers",
-        type=int,
-        default=1,
-        help="graphs evaluated at once, one Ray task per graph that loads the run's model itself "
-        "(above 1 needs pip install 'graphopt[ray]'); the same table and curves as one at a time",
-    )
-    p.add_argument(
-        "--ray-address",
-        metavar="ADDR",
-        help="run the tasks on this Ray cluster (the run directory must exist on its nodes)",
+    options.add_mode(  # checked last: the check reads the policies (torch)
+        p,
+        help="greedy, sample:K, finetune:STEPS, plan:K (placement: K analytic estimates, no "
+        "simulation) or search:K (placement-edit: the learned search, K simulator calls; "
+        "default greedy)",
     )
     p.set_defaults(func=cmd_eval)
 
@@ -96,22 +90,12 @@ def describe_model(run: Path) -> str:
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
+    """The table (or ``--curve``); the shared options are checked by
+    :func:`graphopt.cli.options.check` before."""
     from graphopt import rundir
-    from graphopt.distributed import check_options, check_ray_device
 
-    # what is wrong with the arguments fails before torch is imported or anything evaluated
-    check_options(args.workers, args.ray_address)
-    check_ray_device(args.device, args.workers, args.ray_address)
-    if args.budget < 0:
-        raise ValueError(f"--budget must be >= 0, got {args.budget}")
-    if args.device is not None:
-        from graphopt.accelerator import check_device_name
-
-        check_device_name(args.device)
-    if args.curve:
-        calls, seconds = budgets(args)
-        if args.finetune_max < 0:
-            raise ValueError(f"--finetune-max must be >= 0, got {args.finetune_max}")
+    if args.curve and args.finetune_max < 0:
+        raise ValueError(f"--finetune-max must be >= 0, got {args.finetune_max}")
     run = rundir.check_run_dir(args.run)
     out = Path(args.out) if args.out else None
     if out is not None:
@@ -126,8 +110,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
         curve_run(
             args.run,
             args.graphs,
-            calls=calls,
-            seconds=seconds,
+            calls=args.curve_calls,
+            seconds=args.curve_seconds,
             cluster=args.cluster,
             seed=args.seed,
             finetune_max=args.finetune_max,
@@ -141,9 +125,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
     from graphopt.eval.console import make_console
     from graphopt.eval.evaluate import evaluate_run
-    from policies.rollout import parse_mode
 
-    parse_mode(args.mode)  # an unknown mode fails before anything is read
     console = make_console()
     console.print(describe_model(run), markup=False, highlight=False)
     evaluate_run(

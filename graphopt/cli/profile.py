@@ -19,6 +19,8 @@ import re
 from pathlib import Path
 from typing import Any
 
+from graphopt.cli import options
+
 NAME = "profile"
 HELP = "run a zoo model on this machine and store each op's measured time in its graph file"
 
@@ -48,7 +50,7 @@ def register(sub: Any) -> None:
         help="cluster file of this machine to write (.yaml, .yml or .json; default: the graph "
         "file's name with .cluster.yaml)",
     )
-    p.add_argument("--device", default="cpu", help="where to run the model (cpu)")
+    options.add_device(p, default="cpu", help="where to run the model (cpu)")
     p.add_argument("--threads", type=int, default=1, help="torch threads (part of the device kind)")
     p.add_argument(
         "--iterations", type=int, default=10, help="timed runs; each op's time is their median"
@@ -67,7 +69,7 @@ def register(sub: Any) -> None:
         help="profiler: ATen events under each op's torch.profiler annotation; clock: "
         "perf_counter around each op's call",
     )
-    p.add_argument("--seed", type=int, default=0, help="seed of the random weights and inputs")
+    options.add_seed(p, help="seed of the random weights and inputs")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.set_defaults(func=cmd_profile)
 

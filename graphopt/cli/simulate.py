@@ -13,6 +13,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from graphopt.sim import Simulator
     from graphopt.typing import Decision
 
+from graphopt.cli import options
+
 NAME = "simulate"
 HELP = "simulate graphs on a cluster under a placement"
 PLACER_NAMES = ("single", "round-robin", "split", "metis", "heft", "heft-lc", "m-topo", "m-etf")
@@ -31,8 +33,8 @@ def register(sub: Any) -> None:
         "validity and lower bounds.",
     )
     p.add_argument("graphs", metavar="GRAPH")
-    p.add_argument(
-        "--cluster",
+    options.add_cluster(
+        p,
         help=f"preset name or cluster file (default: the cluster a versioned --decision file "
         f"was saved for when it is a preset, else {DEFAULT_CLUSTER}; presets: "
         + ", ".join(PRESETS)
@@ -125,13 +127,13 @@ def simulate_one(
     return result, m
 
 
-def cluster_spec(args: argparse.Namespace) -> str:
-    """``--cluster``, or where it is left out the preset a versioned ``--decision`` file was
-    saved for (the default cluster otherwise)."""
+def cluster_spec(args: argparse.Namespace) -> str | Cluster:
+    """``--cluster`` (resolved by its check), or where it is left out the preset a versioned
+    ``--decision`` file was saved for (the default cluster otherwise)."""
     from graphopt.hardware import DEFAULT_CLUSTER, PRESETS
 
-    if args.cluster:
-        return str(args.cluster)
+    if args.cluster is not None:
+        return args.cluster
     if args.decision:
         from graphopt.decision_format import is_versioned, read_json
 
@@ -186,7 +188,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     if args.save_decisions:  # every decision checked and simulated: now the directory is made
         from graphopt.decision_files import DecisionDir
 
-        saved = DecisionDir(args.save_decisions)
+        saved = DecisionDir(args.save_decisions, "--save-decisions")
         for result, (graph, m, decision) in zip(results, measured, strict=True):
             result["decision_file"] = saved.save(graph, cluster, method_name(args), decision, m)
         index = saved.write_index()

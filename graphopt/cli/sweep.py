@@ -7,6 +7,8 @@ import math
 from pathlib import Path
 from typing import Any
 
+from graphopt.cli import options
+
 NAME = "sweep"
 HELP = "train runs over settings x seeds (Ray Tune with --workers); summary table and plot"
 
@@ -32,15 +34,14 @@ def register(sub: Any) -> None:
     )
     p.add_argument("--seeds", type=int, default=3, help="seeds per setting")
     p.add_argument("--name", help="sweep name (default: the config's name)")
-    p.add_argument("--runs-dir", default="runs", help="where runs and the sweep are written")
-    p.add_argument(
-        "--workers",
-        type=int,
-        default=1,
+    options.add_runs_dir(p, help="where runs and the sweep are written")
+    options.add_workers(
+        p,
         help="trials at once, as Ray Tune trials (above 1 needs pip install 'graphopt[ray]')",
+        address_help="run the trials on this Ray cluster",
     )
-    p.add_argument("--ray-address", metavar="ADDR", help="run the trials on this Ray cluster")
     p.add_argument("--resume", metavar="SWEEP", help="continue a sweep directory")
+    options.name_flags(p, sets="--set", seeds="--seeds")
     p.set_defaults(func=cmd_sweep)
 
 
@@ -86,13 +87,6 @@ def _sweep(args: argparse.Namespace, starting: Any) -> tuple[Path, list[Any], li
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
-    from graphopt.distributed import check_address, check_workers, import_ray
-
-    check_workers(args.workers)
-    if args.workers > 1 or args.ray_address is not None:
-        import_ray()
-        if args.ray_address is not None:
-            check_address(args.ray_address)
     from graphopt.train.sweep import SweepInterrupted
 
     def starting(path: Path, n: int) -> None:

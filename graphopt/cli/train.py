@@ -8,6 +8,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from graphopt.cli import options
+
 NAME = "train"
 BACKENDS = ("auto", "dummy", "subproc", "ray")
 """The choices of --vec-env (graphopt.train.vec_env.BACKENDS, which the CLI does not import)."""
@@ -48,7 +50,7 @@ def register(sub: Any) -> None:
         help="training graphs (name, suite:NAME, file, pipedream:/torch: source; comma list)",
     )
     p.add_argument("--val-graphs", help="validation graphs (best model by these)")
-    p.add_argument("--cluster", help="cluster preset or file")
+    options.add_cluster(p, help="cluster preset or file (default: the config's)", resolve=False)
     p.add_argument(
         "--total-timesteps",
         type=int,
@@ -57,8 +59,8 @@ def register(sub: Any) -> None:
     p.add_argument(
         "--config", metavar="FILE.yaml", help="configuration file (all hyper-parameters)"
     )
-    p.add_argument(
-        "--seed", type=int, help="seeds environments, PPO and torch (default: the config's)"
+    options.add_seed(
+        p, default=None, help="seeds environments, PPO and torch (default: the config's)"
     )
     p.add_argument("--name", help="run name (directory runs/<task>/<name>_<k>)")
     p.add_argument("--policy", choices=POLICIES, help="policy network (default: the config's)")
@@ -76,30 +78,24 @@ def register(sub: Any) -> None:
         "'graphopt costmodel train --loss mse': ranking losses order runtimes but exaggerate "
         "their ratios, which the speedup reward uses",
     )
-    p.add_argument("--runs-dir", help="where runs are written (default runs/)")
+    options.add_runs_dir(p, default=None, help="where runs are written (default runs/)")
     p.add_argument(
         "--resume",
         metavar="RUN",
         help="continue a run directory (interrupted, crashed, or finished with --total-timesteps)",
     )
-    p.add_argument(
-        "--device",
+    options.add_device(
+        p,
         help="where the policy trains: auto (a CUDA GPU if there is one), cpu, cuda or cuda:N "
         "(default: the config's, auto); with --resume, from now on",
     )
-    p.add_argument(
-        "--workers",
-        type=int,
-        default=1,
+    options.add_workers(
+        p,
         help="Ray workers that host the training environments and their simulators (above 1: "
         "rollouts on Ray, started on this machine unless --ray-address; needs "
         "pip install 'graphopt[ray]'); at most n_envs",
-    )
-    p.add_argument(
-        "--ray-address",
-        metavar="ADDR",
-        help="run the workers on the Ray cluster at ADDR (HOST:PORT printed by 'ray start --head', "
-        "ray://HOST:10001 or auto); the learner stays here",
+        address_help="run the workers on the Ray cluster at ADDR (HOST:PORT printed by 'ray "
+        "start --head', ray://HOST:10001 or auto); the learner stays here",
     )
     p.add_argument(
         "--vec-env",
@@ -110,6 +106,9 @@ def register(sub: Any) -> None:
         "several environments on more than 2 cores, else dummy",
     )
     p.add_argument("--no-progress", action="store_true", help="no progress bar (e.g. in CI logs)")
+    options.name_flags(
+        p, total_timesteps="--total-timesteps", resume="--resume", backend="--vec-env"
+    )
     p.set_defaults(func=cmd_train)
 
 
@@ -129,25 +128,15 @@ def summary(run: Path) -> str:
 
 def check_args(args: argparse.Namespace) -> None:
     """Refuse what would fail only after the (slow) set-up: flags that --resume does not take,
-    a run that is not one or that another process trains, a --runs-dir or --name that cannot make
-    a run directory. Imports neither torch nor the trainer.
+    a run that is not one or that another process trains, a --name that cannot make a run
+    directory (the shared options, --runs-dir among them, are checked before:
+    :func:`graphopt.cli.options.check`). Imports neither torch nor the trainer.
 
     Raises:
         ValueError: one line naming the culprit.
     """
     from graphopt import rundir
-    from graphopt.accelerator import check_device_name
 
-    if args.device is not None:
-        check_device_name(args.device)
-    if args.workers < 1:
-        raise ValueError(f"--workers must be >= 1, got {args.workers}")
-    if args.ray_address is not None or args.workers > 1:
-        from graphopt.distributed import check_address, import_ray
-
-        import_ray()  # Ray missing: the install hint, before any work
-        if args.ray_address is not None:
-            check_address(args.ray_address)
     if args.resume:
         given = [flag for key, flag in RUN_FLAGS.items() if getattr(args, key) is not None]
         if given:
@@ -163,7 +152,6 @@ def check_args(args: argparse.Namespace) -> None:
         return
     if args.name is not None:
         rundir.check_run_name(args.name)
-    rundir.check_output_path(args.runs_dir or "runs", "--runs-dir", directory=True)
 
 
 def cmd_train(args: argparse.Namespace) -> int:

@@ -31,7 +31,7 @@ from typing import Any
 
 from graphopt.baselines.estimate_search import estimate_search
 from graphopt.baselines.exact import solve_exact
-from graphopt.baselines.search import random_search, simulated_annealing
+from graphopt.baselines.search import check_budget, random_search, simulated_annealing
 from graphopt.baselines.staged import measure_chain
 from graphopt.graph import CompGraph
 from graphopt.hardware import Cluster
@@ -156,7 +156,12 @@ def compare_on_graph(
         budget: simulator evaluations for random search and simulated annealing (0: skip them).
         estimate_budget: analytic estimates for ``estimate-search`` (placement only; 0: skip it).
         policy: optional; returns ``(method name, decision, evaluations used)``.
+
+    Raises:
+        InvalidArgument: a budget that is not an integer >= 0.
     """
+    check_budget(budget)
+    check_budget(estimate_budget, "estimate_budget")
     sim = sim or Simulator()
     out = GraphComparison(graph=graph.name, num_ops=graph.num_ops, task=task)
     out.single_device_time = sim.evaluate(graph, cluster, Decision()).step_time

@@ -3,8 +3,10 @@
 The comparison users decide by (``graphopt eval RUN --curve``, ``graphopt baselines --curve``):
 for every graph and method, the speed-up over the graph's best heuristic reached
 
-- after ``K`` simulator calls, ``K`` in :data:`CALLS` by default (0, 16, 64, 256, 1024, 4096);
-- after ``S`` seconds of wall time on this machine, ``S`` in :data:`SECONDS` (1, 10, 60).
+- after ``K`` simulator calls, ``K`` in :data:`~graphopt.eval.budgets.CALLS` by default (0, 16,
+  64, 256, 1024, 4096);
+- after ``S`` seconds of wall time on this machine, ``S`` in
+  :data:`~graphopt.eval.budgets.SECONDS` (1, 10, 60).
 
 Methods, each run afresh at every budget (annealing's temperature schedule depends on its budget,
 so a prefix of a long run is not the short run):
@@ -40,16 +42,12 @@ from typing import Any
 
 from graphopt.baselines.search import random_search, simulated_annealing
 from graphopt.baselines.staged import measure_chain
+from graphopt.eval.budgets import CALLS, MAX_CALLS, SECONDS, parse_budgets  # noqa: F401
 from graphopt.eval.compare import MethodResult, estimate_search_row, geomean_speedup
 from graphopt.graph import CompGraph
 from graphopt.hardware import Cluster
 from graphopt.sim import Simulator
 from graphopt.typing import Decision
-
-CALLS = (0, 16, 64, 256, 1024, 4096)
-SECONDS = (1.0, 10.0, 60.0)
-MAX_CALLS = 2**22
-"""The largest call budget a curve point may ask for (a run of about an hour on small graphs)."""
 
 PolicyRunner = Callable[[int, str], tuple[Decision, int]]
 """``(graph index, mode) -> (decision, simulator calls it used)``, for modes of
@@ -70,39 +68,6 @@ class CurvePoint:
     """Over the graph's best heuristic; 0 for an invalid decision."""
     calls: int
     seconds: float
-
-
-def parse_budgets(text: str, axis: str) -> tuple[float, ...]:
-    """``"0,16,64"`` -> budgets: non-negative integers for ``calls`` (0: no search), positive
-    numbers for ``seconds``; sorted, duplicates dropped.
-
-    Raises:
-        ValueError: an empty list, or an entry that is not such a number (one line, naming it).
-    """
-    entries = [t.strip() for t in text.split(",") if t.strip()]
-    if not entries:
-        raise ValueError(f"--curve-{axis} needs at least one budget, got {text!r}")
-    out: set[float] = set()
-    for entry in entries:
-        if axis == "calls":
-            if not entry.isdigit() or int(entry) > MAX_CALLS:
-                raise ValueError(
-                    f"--curve-calls budget {entry!r} is not an integer in 0..{MAX_CALLS:,} "
-                    "(simulator calls); e.g. --curve-calls 0,16,64,256"
-                )
-            out.add(int(entry))
-        else:
-            try:
-                value = float(entry)
-            except ValueError:
-                value = math.nan
-            if not (math.isfinite(value) and value > 0):
-                raise ValueError(
-                    f"--curve-seconds budget {entry!r} is not a positive number of seconds; "
-                    "e.g. --curve-seconds 1,10,60"
-                )
-            out.add(value)
-    return tuple(sorted(out))
 
 
 @dataclass(frozen=True)

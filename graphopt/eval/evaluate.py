@@ -294,7 +294,7 @@ def curve_run(
     *,
     calls: tuple[int, ...] = CALLS,
     seconds: tuple[float, ...] = SECONDS,
-    cluster: str | None = None,
+    cluster: str | Cluster | None = None,
     seed: int = 0,
     finetune_max: int = 256,
     out_dir: Path | None = None,
@@ -342,7 +342,7 @@ def evaluate_run(
     graphs: str,
     *,
     mode: str = "greedy",
-    cluster: str | None = None,
+    cluster: str | Cluster | None = None,
     budget: int = 0,
     seed: int = 0,
     out_dir: Path | None = None,
@@ -361,14 +361,13 @@ def evaluate_run(
             (:mod:`graphopt.distributed`); a CUDA ``device`` with Ray
             (:func:`graphopt.distributed.check_ray_device`).
     """
-    parse_mode(mode)  # an unknown mode fails before anything is read
     check_workers(workers)
     check_ray_device(device, workers, address)
     path = rundir.check_run_dir(run)
-    out = out_dir or path / "eval" / mode.replace(":", "-")
-    rundir.check_output_path(out, "output directory", directory=True)  # before any work
     config = load_config(path / rundir.CONFIG_FILE)
-    parse_mode(mode, config.task)
+    parse_mode(mode, config.task)  # a mode the run's policy does not take: before any work
+    out = out_dir or path / "eval" / mode.replace(":", "-")
+    rundir.check_output_path(out, "output directory", directory=True)
     loaded = load_run(path, graphs, cluster, seed, device)
     if uses_ray(workers, address):
         jobs = graph_jobs(loaded, mode=mode, budget=budget, seed=seed)

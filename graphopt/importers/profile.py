@@ -70,6 +70,7 @@ import numpy as np
 import torch
 from torch.utils._pytree import tree_leaves, tree_map
 
+from graphopt.errors import InvalidArgument
 from graphopt.graph import CompGraph
 from graphopt.importers import torch as torch_importer
 from graphopt.importers.machine import cpu_kind, torch_threads
@@ -333,12 +334,19 @@ def check_device(device: str) -> None:
         return
     if device == "cuda" or device.startswith("cuda:"):
         if not torch.cuda.is_available():
-            raise ValueError(
-                f"no CUDA device: torch.cuda.is_available() is False (torch {torch.__version__}); "
-                "profile on --device cpu"
+            raise InvalidArgument(
+                "no CUDA device: torch.cuda.is_available() is False (torch {version}); "
+                "profile on {device} cpu",
+                version=torch.__version__,
             )
-        raise ValueError(f"profiling on {device!r} is not supported yet; profile on --device cpu")
-    raise ValueError(f"unknown device {device!r}; choose one of: {', '.join(DEVICES)}, cuda")
+        raise InvalidArgument(
+            "profiling on {got!r} is not supported yet; profile on {device} cpu", got=device
+        )
+    raise InvalidArgument(
+        "unknown {device} {got!r}; choose one of: {choices}, cuda",
+        got=device,
+        choices=", ".join(DEVICES),
+    )
 
 
 # ---------------------------------------------------------------------------- arguments

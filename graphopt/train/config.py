@@ -21,6 +21,7 @@ from typing import Any
 import yaml
 
 from graphopt.accelerator import check_device_name
+from graphopt.errors import InvalidArgument
 from graphopt.hardware import Cluster, get_cluster
 from graphopt.tasks import SIMULATED_MOVE_TASKS, get_task
 
@@ -140,7 +141,10 @@ class TrainConfig:
                 f"{CONFIG_VERSION} (graphopt.train.config.TrainConfig)"
             )
         get_task(self.task)
-        check_device_name(self.device)
+        try:
+            check_device_name(self.device)
+        except InvalidArgument as e:  # the config key, not the argument of a command
+            raise ValueError(str(e)) from None
         self._cluster = get_cluster(self.cluster)
         if self.policy not in POLICIES:
             raise ValueError(

@@ -39,7 +39,7 @@ import yaml
 
 from graphopt import rundir
 from graphopt.distributed import check_workers, import_ray, uses_ray
-from graphopt.errors import DependencyNotInstalled, SweepInterrupted
+from graphopt.errors import DependencyNotInstalled, InvalidArgument, SweepInterrupted
 from graphopt.train.config import FIELDS, TrainConfig, check_types
 
 SWEEP_FILE = "sweep.json"
@@ -67,16 +67,22 @@ def parse_sets(items: list[str]) -> dict[str, list[Any]]:
         key, sep, values = item.partition("=")
         key = key.strip()
         if not sep or not values.strip():
-            raise ValueError(
-                f"--set {item!r} is not KEY=VALUE[,VALUE...] (e.g. learning_rate=1e-4,3e-4)"
+            raise InvalidArgument(
+                "{sets} {got!r} is not KEY=VALUE[,VALUE...] (e.g. learning_rate=1e-4,3e-4)",
+                got=item,
             )
         if key not in valid:
-            hint = "; use --seeds for seeds" if key == "seed" else ""
-            raise ValueError(
-                f"--set {key!r} is not a config key{hint}; valid keys: {', '.join(valid)}"
+            raise InvalidArgument(
+                "{sets} {got!r} is not a config key"
+                + ("; use {seeds} for seeds" if key == "seed" else "")
+                + "; valid keys: {valid}",
+                got=key,
+                valid=", ".join(valid),
             )
         if key in out:
-            raise ValueError(f"--set {key} is given twice; list its values once: {key}=V1,V2")
+            raise InvalidArgument(
+                "{sets} {got} is given twice; list its values once: {got}=V1,V2", got=key
+            )
         out[key] = [check_types({key: yaml.safe_load(v.strip())})[key] for v in values.split(",")]
     return out
 
@@ -85,7 +91,7 @@ def plan_trials(sets: dict[str, list[Any]], seeds: int, base_seed: int) -> list[
     """Every (setting, seed) of the grid of ``sets``: ``{"setting": {key: value}, "seed": s}``,
     settings in the order given, seeds innermost."""
     if seeds < 1:
-        raise ValueError(f"--seeds must be >= 1, got {seeds}")
+        raise InvalidArgument("{seeds} must be >= 1, got {got}", got=seeds)
     keys = list(sets)
     grid = [dict(zip(keys, values, strict=True)) for values in itertools.product(*sets.values())]
     return [{"setting": s, "seed": base_seed + k} for s in grid for k in range(seeds)]

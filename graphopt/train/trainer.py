@@ -24,7 +24,7 @@ import torch
 
 from graphopt import rundir
 from graphopt.accelerator import resolve_device
-from graphopt.errors import RunAlreadyFinished, TrainingInterrupted
+from graphopt.errors import InvalidArgument, RunAlreadyFinished, TrainingInterrupted
 from graphopt.tasks import get_task
 from graphopt.train.callbacks import RunCallback
 from graphopt.train.config import TrainConfig, load_config
@@ -336,9 +336,12 @@ def _resume(
     done = int(state.get("timesteps", 0))
     if total_timesteps is not None:
         if total_timesteps < done:
-            raise ValueError(
-                f"--total-timesteps {total_timesteps:,} is below the {done:,} timesteps run {path} "
-                "has done; with --resume it is the run's new total"
+            raise InvalidArgument(
+                "{total_timesteps} {got:,} is below the {done:,} timesteps run {path} has done; "
+                "with {resume} it is the run's new total",
+                got=total_timesteps,
+                done=done,
+                path=path,
             )
         if total_timesteps != config.total_timesteps:
             config = dataclasses.replace(config, total_timesteps=total_timesteps).validate()

@@ -31,6 +31,7 @@ from typing import Any
 from envs import make_env
 from envs.base import resolve_graph_list
 from graphopt.distributed import check_workers, uses_ray
+from graphopt.errors import InvalidArgument
 from graphopt.graph import CompGraph
 from graphopt.sim import Simulator
 from graphopt.train.config import TrainConfig
@@ -70,9 +71,11 @@ def choose_backend(
         cpus = (os.cpu_count() or 1) if cpus is None else cpus
         return "subproc" if n_envs > 1 and cpus > 2 else "dummy"
     if ray and backend != "ray":
-        raise ValueError(
-            f"--workers {workers} / --ray-address run the environments on Ray, not {backend}; "
-            "drop them or choose the ray backend"
+        raise InvalidArgument(
+            "{workers} {got} / {ray_address} run the environments on Ray, not {chosen}; drop "
+            "them or choose the ray backend ({backend} ray)",
+            got=workers,
+            chosen=backend,
         )
     return backend
 
@@ -189,9 +192,11 @@ def make_vec_env(
         envs, val_env = make_envs(config)
         return DummyVecEnv([existing(e) for e in envs]), val_env
     if workers > config.n_envs:
-        raise ValueError(
-            f"--workers {workers} is more than the {config.n_envs} environments (n_envs) they "
-            f"would host; give at most {config.n_envs} workers or raise n_envs"
+        raise InvalidArgument(
+            "{workers} {got} is more than the {envs} environments (n_envs) they would host; give "
+            "at most {envs} workers or raise n_envs",
+            got=workers,
+            envs=config.n_envs,
         )
     spec, val_env = env_spec(config)
     if chosen == "subproc":

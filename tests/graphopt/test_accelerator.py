@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from graphopt.accelerator import check_device_name, resolve_device
+from graphopt.errors import InvalidArgument
 from graphopt.train.config import TrainConfig
 
 NO_GPU = not torch.cuda.is_available()
@@ -29,11 +30,15 @@ def test_cpu_and_auto() -> None:
 
 @pytest.mark.skipif(not NO_GPU, reason="this machine has a CUDA device")
 def test_cuda_without_a_gpu_names_the_fix() -> None:
-    with pytest.raises(ValueError, match=r"--device cuda: .* no CUDA device .*use --device cpu"):
+    with pytest.raises(
+        InvalidArgument, match=r"^device cuda: .* no CUDA device .*use device cpu"
+    ) as e:
         resolve_device("cuda")
+    assert e.value.named({"device": "--device"}).endswith("; use --device cpu (or auto)")
 
 
 def test_a_config_with_an_unknown_device_is_refused() -> None:
-    with pytest.raises(ValueError, match="device 'gpu' is unknown"):
+    with pytest.raises(ValueError, match="device 'gpu' is unknown") as e:
         TrainConfig(device="gpu").validate()
+    assert not isinstance(e.value, InvalidArgument)  # a config key: no flag to name
     assert TrainConfig().validate().device == "auto"

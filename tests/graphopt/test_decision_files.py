@@ -94,7 +94,7 @@ def test_an_index_of_an_earlier_run_is_kept(tmp_path):
 
 def test_a_directory_that_is_a_file_or_holds_a_foreign_index_is_refused(tmp_path):
     (tmp_path / "F").write_text("")
-    with pytest.raises(ValueError, match="--save-decisions '.*F' is a file, not a directory"):
+    with pytest.raises(ValueError, match="decisions directory '.*F' is a file, not a directory"):
         DecisionDir(tmp_path / "F")
     with pytest.raises(ValueError, match="cannot create the directory"):
         DecisionDir(tmp_path / "F" / "sub")

@@ -43,3 +43,13 @@ def test_messages() -> None:
         errors.CostModelInterrupted(Path("r"), 2, Path("r/model.pt"))
     )
     assert issubclass(errors.DependencyNotInstalled, ImportError)
+
+
+def test_invalid_argument_names_the_argument_or_the_flag() -> None:
+    e = errors.InvalidArgument("{workers} {got} needs {got} CPUs; lower {workers}", got=3)
+    assert isinstance(e, ValueError) and e.arguments == ("workers",)
+    assert str(e) == "workers 3 needs 3 CPUs; lower workers"
+    assert e.named({"workers": "--workers"}) == "--workers 3 needs 3 CPUs; lower --workers"
+    assert e.named({"other": "--other"}) == str(e)
+    weird = errors.InvalidArgument("{path}: {mode} {got!r}", path="{a}", got="{mode}")
+    assert weird.named({"mode": "--mode"}) == "{a}: --mode '{mode}'"  # values are not templates

@@ -76,7 +76,7 @@ def test_profile_summary_of_a_training_graph(run_cli, tmp_path) -> None:
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--device", "tpu"], "unknown device 'tpu'"),
+        (["--device", "tpu"], "--device 'tpu' is unknown"),
         (["--threads", "0"], "--threads must be a positive integer"),
         (["--iterations", "0"], "--iterations must be a positive integer"),
         (["--cluster-out", "c.txt"], "must end in .yaml, .yml, .json"),

@@ -112,7 +112,7 @@ def test_train_then_eval(run_cli, tmp_path):
     proc = run_cli("eval", str(run), "--graphs", "gnmt-tiny", check=False)
     assert proc.returncode == 2 and "supports at most" in proc.stderr
     proc = run_cli("eval", str(run), "--graphs", "txl-tiny", "--mode", "best", check=False)
-    assert proc.returncode == 2 and "unknown mode 'best'" in proc.stderr
+    assert proc.returncode == 2 and "unknown --mode 'best'" in proc.stderr
     proc = run_cli("eval", str(run), "--graphs", "txl-tiny", "--budget", "-3", check=False)
     assert proc.returncode == 2 and "--budget must be >= 0, got -3" in proc.stderr
     other = edited_copy(run, tmp_path / "scheduling_run", "task: placement", "task: scheduling")

@@ -15,7 +15,6 @@ from graphopt.eval.curves import (
     CurvePoint,
     geomeans,
     graph_curves,
-    parse_budgets,
     write_curves,
 )
 from graphopt.eval.evaluate import curve_run
@@ -89,27 +88,6 @@ def test_geomeans_and_files(tmp_path: Path) -> None:
     data = json.loads(json_path.read_text())
     assert len(data["points"]) == 4 and {m["method"] for m in data["geomeans"]} == {"m", "x"}
     assert png.stat().st_size > 0
-
-
-@pytest.mark.parametrize(
-    ("text", "axis", "match"),
-    [
-        ("0,16,x", "calls", "--curve-calls budget 'x' is not an integer"),
-        ("-1", "calls", "--curve-calls budget '-1' is not an integer"),
-        ("1.5", "calls", "--curve-calls budget '1.5'"),
-        ("", "calls", "needs at least one budget"),
-        ("0", "seconds", "--curve-seconds budget '0' is not a positive number"),
-        ("1,inf", "seconds", "--curve-seconds budget 'inf'"),
-    ],
-)
-def test_bad_budgets_are_refused(text: str, axis: str, match: str) -> None:
-    with pytest.raises(ValueError, match=match):
-        parse_budgets(text, axis)
-
-
-def test_budgets_are_sorted_and_unique() -> None:
-    assert parse_budgets("64, 0,16,16", "calls") == (0, 16, 64)
-    assert parse_budgets("10,1", "seconds") == (1.0, 10.0)
 
 
 def test_curve_run_writes_the_policy_and_the_baselines(tmp_path: Path) -> None:

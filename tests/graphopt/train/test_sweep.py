@@ -30,10 +30,10 @@ def test_parse_sets_reads_yaml_values_and_names_valid_keys():
         "n_epochs": [1],
     }
     with pytest.raises(
-        ValueError, match=r"--set 'lr' is not a config key; valid keys: .*learning_rate"
+        ValueError, match=r"^sets 'lr' is not a config key; valid keys: .*learning_rate"
     ):
         parse_sets(["lr=1e-4"])
-    with pytest.raises(ValueError, match="use --seeds for seeds"):
+    with pytest.raises(ValueError, match="use seeds for seeds"):
         parse_sets(["seed=1,2"])
     with pytest.raises(ValueError, match="config key 'n_epochs' must be an integer"):
         parse_sets(["n_epochs=1.5"])

@@ -29,7 +29,7 @@ def test_choose_backend(n_envs, kwargs, cpus, expected):
 def test_choose_backend_refuses_bad_input():
     with pytest.raises(ValueError, match=r"unknown environment backend 'mpi'; choose one of"):
         choose_backend(2, backend="mpi")
-    with pytest.raises(ValueError, match="--workers must be >= 1, got 0"):
+    with pytest.raises(ValueError, match="^workers must be >= 1, got 0"):
         choose_backend(2, workers=0)
     with pytest.raises(ValueError, match="run the environments on Ray, not subproc"):
         choose_backend(2, backend="subproc", workers=2)
