@@ -32,7 +32,12 @@ def register(sub: Any) -> None:
     )
     p.add_argument("graphs", metavar="GRAPHS", help="name, suite:NAME, graph file, or a comma list")
     options.add_cluster(
-        p, default=DEFAULT_CLUSTER, help=f"preset or cluster file (default {DEFAULT_CLUSTER})"
+        p,
+        default=DEFAULT_CLUSTER,
+        each=True,
+        help=f"preset or cluster file (default {DEFAULT_CLUSTER}), or {options.EACH}: every graph "
+        "on its own cluster, the file beside its graph file (NAME.cluster.yaml for NAME.json) "
+        "or the one its metadata names (key cluster), all in one table",
     )
     p.add_argument("--task", default="placement", choices=ONE_SHOT_TASKS)
     options.add_budget(p, help="simulator evaluations for random search and annealing (0: skip)")
@@ -155,21 +160,35 @@ def check_outputs(args: argparse.Namespace) -> None:
             raise ValueError(f"--plot {args.plot!r} would overwrite what --json writes")
 
 
+def graphs_on_clusters(args: argparse.Namespace) -> tuple[list[tuple[CompGraph, Cluster]], str]:
+    """The graphs of the command line, each with the cluster it runs on, and how a title names
+    the clusters: ``--cluster`` (resolved by its check) for all, or with ``--cluster each`` every
+    graph's own (:func:`graphopt.workloads.clusters.graph_clusters`)."""
+    if args.cluster == options.EACH:
+        from graphopt.workloads.clusters import graph_clusters
+
+        pairs = graph_clusters(args.graphs)
+        names = dict.fromkeys(c.name for _, c in pairs)
+        return pairs, "each graph's cluster (" + ", ".join(names) + ")"
+    from graphopt.workloads import resolve_graphs
+
+    return [(g, args.cluster) for g in resolve_graphs(args.graphs)], args.cluster.name
+
+
 def save_decisions(
     comparisons: list[GraphComparison],
-    graphs: list[CompGraph],
-    cluster: Cluster,
+    pairs: list[tuple[CompGraph, Cluster]],
     saved: DecisionDir,
     *,
     task: str,
     seed: int,
 ) -> Path:
-    """Save the decision of every row of ``comparisons`` (one per graph of ``graphs``, in order)
-    that has one into ``saved``, name its file in the row (``decision_file``) and write the
-    index; returns the index's path."""
+    """Save the decision of every row of ``comparisons`` (one per graph of ``pairs``, in order,
+    on its cluster) that has one into ``saved``, name its file in the row (``decision_file``)
+    and write the index; returns the index's path."""
     from dataclasses import replace
 
-    for comparison, graph in zip(comparisons, graphs, strict=True):
+    for comparison, (graph, cluster) in zip(comparisons, pairs, strict=True):
         rows = []
         for r in comparison.results:
             if r.decision is not None:
@@ -211,9 +230,7 @@ def cmd_baselines(args: argparse.Namespace) -> int:
     from graphopt.eval.compare import compare_on_graph
     from graphopt.eval.report import plot_comparisons, print_comparisons
     from graphopt.sim import Simulator
-    from graphopt.workloads import resolve_graphs
 
-    cluster = args.cluster
     settings = dict(
         budget=args.budget,
         estimate_budget=args.estimate_budget,
@@ -221,22 +238,22 @@ def cmd_baselines(args: argparse.Namespace) -> int:
         num_priorities=args.num_priorities,
         exact_time_limit=args.exact_time_limit,
     )
-    graphs = resolve_graphs(args.graphs)
+    pairs, where = graphs_on_clusters(args)
     saved = None
     if args.save_decisions:  # created before the (slow) comparison: one that cannot be fails now
         from graphopt.decision_files import DecisionDir
 
         saved = DecisionDir(args.save_decisions, "--save-decisions")
     if uses_ray(args.workers, args.ray_address):  # one Ray task per graph, results in order
-        jobs = [{"graph": g, "cluster": cluster, "task": args.task, **settings} for g in graphs]
+        jobs = [{"graph": g, "cluster": c, "task": args.task, **settings} for g, c in pairs]
         comparisons = map_jobs(compare_job, jobs, workers=args.workers, address=args.ray_address)
     else:
         sim = Simulator()
-        comparisons = [compare_on_graph(g, cluster, args.task, sim=sim, **settings) for g in graphs]
-    title = f"{args.task} on {cluster.name}"
+        comparisons = [compare_on_graph(g, c, args.task, sim=sim, **settings) for g, c in pairs]
+    title = f"{args.task} on {where}"
     print_comparisons(comparisons, title)
     if saved is not None:
-        index = save_decisions(comparisons, graphs, cluster, saved, task=args.task, seed=args.seed)
+        index = save_decisions(comparisons, pairs, saved, task=args.task, seed=args.seed)
         count = sum(r.decision_file is not None for c in comparisons for r in c.results)
         print(f"wrote {count} decisions and {index}")
     if args.json:
@@ -257,21 +274,19 @@ def curves(args: argparse.Namespace) -> int:
     from graphopt.distributed import map_jobs, uses_ray
     from graphopt.eval.curves import graph_curves, print_curves, write_curves
     from graphopt.sim import Simulator
-    from graphopt.workloads import resolve_graphs
 
-    cluster = args.cluster
-    graphs = resolve_graphs(args.graphs)
+    pairs, where = graphs_on_clusters(args)
     points = []
     if uses_ray(args.workers, args.ray_address):  # one Ray task per graph, points in order
         settings = dict(
             calls=calls, seconds=seconds, seed=args.seed, num_priorities=args.num_priorities
         )
-        jobs = [{"graph": g, "cluster": cluster, "task": args.task, **settings} for g in graphs]
+        jobs = [{"graph": g, "cluster": c, "task": args.task, **settings} for g, c in pairs]
         for found in map_jobs(curve_job, jobs, workers=args.workers, address=args.ray_address):
             points += found
     else:
         sim = Simulator()
-        for graph in graphs:
+        for graph, cluster in pairs:
             points += graph_curves(
                 graph,
                 cluster,
@@ -282,7 +297,7 @@ def curves(args: argparse.Namespace) -> int:
                 num_priorities=args.num_priorities,
                 sim=sim,
             )
-    title = f"{args.task} on {cluster.name}"
+    title = f"{args.task} on {where}"
     print_curves(points, title)
     print(f"wrote {', '.join(str(f) for f in write_curves(points, out, title))}")
     return 0

@@ -29,8 +29,12 @@ def register(sub: Any) -> None:
     )
     options.add_cluster(
         p,
+        each=True,
         help="cluster (default: the run's); with the run's device count, except for an edit "
-        "run or a GO run trained with policy_kwargs device_agnostic: true (any count)",
+        f"run or a GO run trained with policy_kwargs device_agnostic: true (any count); "
+        f"{options.EACH}: every graph on its own cluster, the file beside its graph file "
+        "(NAME.cluster.yaml for NAME.json) or the one its metadata names (key cluster), all in "
+        "one table",
     )
     options.add_budget(p, help="evaluations for random search / annealing (0: skip)")
     options.add_seed(p, help="seed of sampling, fine-tuning and search")
@@ -101,39 +105,13 @@ def cmd_eval(args: argparse.Namespace) -> int:
     if out is not None:
         rundir.check_output_path(out, "--out", directory=True)
 
-    if args.curve:
-        from graphopt.eval.console import make_console
-        from graphopt.eval.evaluate import curve_run
-
-        console = make_console()
-        console.print(describe_model(run), markup=False, highlight=False)
-        curve_run(
-            args.run,
-            args.graphs,
-            calls=args.curve_calls,
-            seconds=args.curve_seconds,
-            cluster=args.cluster,
-            seed=args.seed,
-            finetune_max=args.finetune_max,
-            out_dir=out,
-            console=console,
-            device=args.device,
-            workers=args.workers,
-            address=args.ray_address,
-        )
-        return 0
-
     from graphopt.eval.console import make_console
-    from graphopt.eval.evaluate import evaluate_run
+    from graphopt.eval.evaluate import curve_run, evaluate_run
 
     console = make_console()
     console.print(describe_model(run), markup=False, highlight=False)
-    evaluate_run(
-        args.run,
-        args.graphs,
-        mode=args.mode,
+    where = dict(
         cluster=args.cluster,
-        budget=args.budget,
         seed=args.seed,
         out_dir=out,
         console=console,
@@ -141,4 +119,15 @@ def cmd_eval(args: argparse.Namespace) -> int:
         workers=args.workers,
         address=args.ray_address,
     )
+    if args.curve:
+        curve_run(
+            args.run,
+            args.graphs,
+            calls=args.curve_calls,
+            seconds=args.curve_seconds,
+            finetune_max=args.finetune_max,
+            **where,
+        )
+    else:
+        evaluate_run(args.run, args.graphs, mode=args.mode, budget=args.budget, **where)
     return 0

@@ -4,7 +4,8 @@
 option                    check (run by :func:`check` after parsing, before the command's work)
 ========================  ==========================================================================
 ``--cluster``             a preset or cluster file (:func:`graphopt.hardware.get_cluster`); the
-                          resolved :class:`~graphopt.hardware.Cluster` replaces the name
+                          resolved :class:`~graphopt.hardware.Cluster` replaces the name;
+                          ``each`` (baselines, eval): every graph on its own cluster
 ``--workers``,            workers >= 1, Ray installed when work goes to it, an address that answers
 ``--ray-address``         (:func:`graphopt.distributed.check_options`)
 ``--seed``                an integer in 0..2**32-1 (what numpy and torch take as a seed)
@@ -88,16 +89,23 @@ def _wrapped(flag: str, value: object, fn: Callable[[], Any]) -> Any:
 
 # ---------------------------------------------------------------------- the options
 def add_cluster(
-    p: Any, *, help: str, default: str | None = None, resolve: bool = True, required: bool = False
+    p: Any,
+    *,
+    help: str,
+    default: str | None = None,
+    resolve: bool = True,
+    required: bool = False,
+    each: bool = False,
 ) -> None:
     """``--cluster``: a preset or cluster file. ``resolve``: the check replaces the name with
     the :class:`~graphopt.hardware.Cluster` (False: it only checks it, for a command that keeps
-    the name, as a training config does)."""
+    the name, as a training config does). ``each``: ``--cluster each`` is taken too, every graph
+    on its own cluster (:mod:`graphopt.workloads.clusters`), and left as it is."""
     p.add_argument("--cluster", default=default, required=required, help=help)
 
     def check_cluster(args: argparse.Namespace) -> None:
         spec = args.cluster
-        if spec is None:
+        if spec is None or (each and spec == EACH):
             return
         from graphopt.hardware import get_cluster
 
@@ -106,6 +114,11 @@ def add_cluster(
             args.cluster = cluster
 
     name_flags(p, check_cluster, cluster="--cluster")
+
+
+EACH = "each"
+"""``--cluster each`` (:data:`graphopt.workloads.clusters.EACH`, which this module does not import
+at start-up: tests/graphopt/cli/test_options.py checks that they agree)."""
 
 
 def add_workers(

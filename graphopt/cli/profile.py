@@ -15,7 +15,6 @@ import argparse
 import json
 import math
 import os
-import re
 from pathlib import Path
 from typing import Any
 
@@ -125,9 +124,11 @@ def check_output(path: Path, what: str, suffixes: tuple[str, ...]) -> None:
 
 
 def default_cluster_path(output: Path) -> Path:
-    """``run/graph.json`` -> ``run/graph.cluster.yaml`` (``.json.gz`` likewise)."""
-    stem = re.sub(r"(\.json)?(\.gz)?$", "", output.name) or "machine"
-    return output.with_name(f"{stem}.cluster.yaml")
+    """``run/graph.json`` -> ``run/graph.cluster.yaml`` (``.json.gz`` likewise): where
+    ``--cluster each`` finds it (:func:`graphopt.workloads.clusters.sibling_cluster_path`)."""
+    from graphopt.workloads.clusters import sibling_cluster_path
+
+    return sibling_cluster_path(output)
 
 
 def _positive(value: int, flag: str, least: int = 1) -> None:

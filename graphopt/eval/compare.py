@@ -69,6 +69,8 @@ class GraphComparison:
     graph: str
     num_ops: int
     task: str
+    cluster: str = ""
+    """The name of the cluster the graph ran on."""
     results: list[MethodResult] = field(default_factory=list)
     single_device_time: float = math.nan
     lower_bound: float = math.nan
@@ -163,7 +165,7 @@ def compare_on_graph(
     check_budget(budget)
     check_budget(estimate_budget, "estimate_budget")
     sim = sim or Simulator()
-    out = GraphComparison(graph=graph.name, num_ops=graph.num_ops, task=task)
+    out = GraphComparison(graph=graph.name, num_ops=graph.num_ops, task=task, cluster=cluster.name)
     out.single_device_time = sim.evaluate(graph, cluster, Decision()).step_time
     fuses = get_task(task, ONE_SHOT_TASKS).decides_fusion
     bounds = any_fusion_lower_bounds if fuses else lower_bounds

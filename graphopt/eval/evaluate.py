@@ -56,6 +56,7 @@ from graphopt.tasks import SIMULATED_MOVE_TASKS, get_task
 from graphopt.train.config import TrainConfig, load_config
 from graphopt.train.trainer import load_model
 from graphopt.typing import Decision
+from graphopt.workloads.clusters import EACH, graph_clusters
 from policies.rollout import PolicyResult, check_compatible, parse_mode, run_policy
 
 POLICY_KINDS = {
@@ -245,6 +246,41 @@ def curve_graph(
     )
 
 
+def load_runs(
+    run: Path, graphs: GraphSpec, cluster: str | Cluster | None, seed: int, device: str | None
+) -> tuple[list[tuple[LoadedRun, list[int]]], str]:
+    """:func:`load_run` of ``graphs`` on ``cluster``, or with ``cluster`` :data:`EACH` of every
+    graph on its own cluster (:func:`graphopt.workloads.clusters.graph_clusters`; ``graphs`` a
+    spec then): one loaded run per distinct cluster, with the positions of its graphs in
+    ``graphs``, and the name of the cluster (or clusters) for a title.
+
+    Raises:
+        ValueError: as :func:`load_run`, and a graph without a cluster of its own.
+    """
+    if not (isinstance(cluster, str) and cluster == EACH):
+        loaded = load_run(run, graphs, cluster, seed, device)
+        return [(loaded, list(range(len(loaded.env.graphs))))], loaded.env.cluster.name
+    if not isinstance(graphs, str):
+        raise ValueError(f"cluster {EACH!r} reads each graph's cluster: give the graphs as a spec")
+    groups: dict[str, tuple[Cluster, list[CompGraph], list[int]]] = {}
+    for i, (graph, own) in enumerate(graph_clusters(graphs)):
+        _, members, positions = groups.setdefault(own.fingerprint, (own, [], []))
+        members.append(graph)
+        positions.append(i)
+    out = [(load_run(run, list(gs), own, seed, device), idx) for own, gs, idx in groups.values()]
+    names = dict.fromkeys(own.name for own, _, _ in groups.values())
+    return out, "each graph's cluster (" + ", ".join(names) + ")"
+
+
+def in_order(groups: list[tuple[LoadedRun, list[int]]], results: list[Any]) -> list[Any]:
+    """``results`` (one per graph, group after group) in the order of the graphs asked for."""
+    positions = [i for _, idx in groups for i in idx]
+    ordered: list[Any] = [None] * len(results)
+    for position, result in zip(positions, results, strict=True):
+        ordered[position] = result
+    return ordered
+
+
 def graph_jobs(loaded: LoadedRun, **settings: Any) -> list[dict[str, Any]]:
     """One Ray job per graph of ``loaded.env``, plain data: ``run`` (the run directory, absolute),
     ``graph`` (:meth:`CompGraph.to_json_dict`), ``cluster`` (:meth:`Cluster.to_dict`),
@@ -305,7 +341,8 @@ def curve_run(
 ) -> list[CurvePoint]:
     """Anytime curves (:mod:`graphopt.eval.curves`) of the run's policy and the baselines on
     ``graphs``; printed, and written to ``out_dir`` (default ``RUN/eval/curves``). With
-    ``workers`` above 1 or an ``address``, one Ray task per graph (module docstring).
+    ``workers`` above 1 or an ``address``, one Ray task per graph (module docstring). ``cluster``:
+    default the run's; ``"each"``: every graph on its own (:func:`load_runs`).
 
     Raises:
         ValueError: as :func:`load_run`, and an output directory that cannot be created (before
@@ -317,20 +354,21 @@ def curve_run(
     path = rundir.check_run_dir(run)
     out = out_dir or path / "eval" / "curves"
     rundir.check_output_path(out, "output directory", directory=True)  # before any work
-    loaded = load_run(path, graphs, cluster, seed, device)
-    points: list[CurvePoint] = []
+    groups, where = load_runs(path, graphs, cluster, seed, device)
+    settings = dict(calls=calls, seconds=seconds, seed=seed, finetune_max=finetune_max)
     if uses_ray(workers, address):
-        jobs = graph_jobs(
-            loaded, calls=calls, seconds=seconds, seed=seed, finetune_max=finetune_max
-        )
-        for found in map_jobs(curve_graph_job, jobs, workers=workers, address=address):
-            points += found
+        jobs = [job for loaded, _ in groups for job in graph_jobs(loaded, **settings)]
+        found = map_jobs(curve_graph_job, jobs, workers=workers, address=address)
     else:
-        for i in range(len(loaded.env.graphs)):
-            points += curve_graph(
+        found = [
+            curve_graph(
                 loaded, i, calls=calls, seconds=seconds, seed=seed, finetune_max=finetune_max
             )
-    title = f"{loaded.config.task} on {loaded.env.cluster.name}, run {path.name}"
+            for loaded, _ in groups
+            for i in range(len(loaded.env.graphs))
+        ]
+    points: list[CurvePoint] = [p for per_graph in in_order(groups, found) for p in per_graph]
+    title = f"{groups[0][0].config.task} on {where}, run {path.name}"
     print_curves(points, title, console)
     files = write_curves(points, out, title)
     (console or make_console()).print(f"wrote {', '.join(str(f) for f in files)}")
@@ -353,6 +391,8 @@ def evaluate_run(
 ) -> list[GraphComparison]:
     """Compare the run's policy with the baselines on ``graphs``; print, write and plot. With
     ``workers`` above 1 or an ``address``, one Ray task per graph (module docstring).
+    ``cluster``: default the run's; ``"each"``: every graph on its own cluster, all in one table
+    (:func:`load_runs`).
 
     Raises:
         ValueError: not a run / no model; an output directory that cannot be created; a cluster
@@ -368,16 +408,19 @@ def evaluate_run(
     parse_mode(mode, config.task)  # a mode the run's policy does not take: before any work
     out = out_dir or path / "eval" / mode.replace(":", "-")
     rundir.check_output_path(out, "output directory", directory=True)
-    loaded = load_run(path, graphs, cluster, seed, device)
+    groups, where = load_runs(path, graphs, cluster, seed, device)
     if uses_ray(workers, address):
-        jobs = graph_jobs(loaded, mode=mode, budget=budget, seed=seed)
-        comparisons = map_jobs(compare_graph_job, jobs, workers=workers, address=address)
+        settings = dict(mode=mode, budget=budget, seed=seed)
+        jobs = [job for loaded, _ in groups for job in graph_jobs(loaded, **settings)]
+        found = map_jobs(compare_graph_job, jobs, workers=workers, address=address)
     else:
-        comparisons = [
+        found = [
             compare_graph(loaded, i, mode=mode, budget=budget, seed=seed)
+            for loaded, _ in groups
             for i in range(len(loaded.env.graphs))
         ]
-    title = f"{config.task} on {loaded.env.cluster.name}, run {path.name}"
+    comparisons: list[GraphComparison] = in_order(groups, found)
+    title = f"{config.task} on {where}, run {path.name}"
     print_comparisons(comparisons, title, console)
     json_path, csv_path = write_comparisons(comparisons, out)
     bars = plot_comparisons(comparisons, out / "comparison.png", title)

@@ -17,13 +17,16 @@ from graphopt.eval.console import make_console
 def print_comparisons(
     comparisons: list[GraphComparison], title: str, console: Console | None = None
 ) -> None:
-    """One table per graph, then the geometric means."""
+    """One table per graph, then the geometric means; where the graphs ran on different clusters
+    (``--cluster each``), each table names its graph's."""
     console = console or make_console()
+    several = len({c.cluster for c in comparisons}) > 1
     for c in comparisons:
         best = c.best_heuristic
         ref = c.optimum if c.optimum is not None else c.lower_bound
         ref_name = "optimum" if c.optimum is not None else "lower bound"
-        table = Table(title=f"{c.graph} ({c.num_ops:,} ops), {title}")
+        on = f" on {c.cluster}" if several else ""
+        table = Table(title=f"{c.graph} ({c.num_ops:,} ops){on}, {title}")
         for col in (
             "method",
             "step (ms)",
@@ -83,6 +86,7 @@ def write_comparisons(
             [
                 "graph",
                 "ops",
+                "cluster",
                 "method",
                 "kind",
                 "step_time",
@@ -102,6 +106,7 @@ def write_comparisons(
                     [
                         c.graph,
                         c.num_ops,
+                        c.cluster,
                         r.method,
                         r.kind,
                         r.step_time,

@@ -258,6 +258,16 @@ def resolve_graphs(spec: str | Sequence[str]) -> list[CompGraph]:
     Raises:
         ValueError: an empty spec, an unknown name or suite, or an unreadable graph file.
     """
+    return [graph for graph, _ in resolve_graph_files(spec)]
+
+
+def resolve_graph_files(spec: str | Sequence[str]) -> list[tuple[CompGraph, Path | None]]:
+    """:func:`resolve_graphs` with the file each graph was read from (``None`` for a built-in,
+    random or imported graph).
+
+    Raises:
+        ValueError: as :func:`resolve_graphs`.
+    """
     items = [s.strip() for s in (split_spec(spec) if isinstance(spec, str) else spec)]
     items = [s for s in items if s]
     if not items:
@@ -265,7 +275,7 @@ def resolve_graphs(spec: str | Sequence[str]) -> list[CompGraph]:
             f"empty graph spec {spec!r}; give graph names, suite:<name> or graph file paths, "
             "comma-separated"
         )
-    graphs: list[CompGraph] = []
+    graphs: list[tuple[CompGraph, Path | None]] = []
     for item in items:
         if item.startswith("suite:"):
             suite = item[len("suite:") :]
@@ -274,7 +284,7 @@ def resolve_graphs(spec: str | Sequence[str]) -> list[CompGraph]:
                     f"unknown suite {suite!r}; known suites: "
                     + ", ".join(f"suite:{s}" for s in SUITES)
                 )
-            graphs.extend(resolve_graphs(list(SUITES[suite])))
+            graphs.extend(resolve_graph_files(list(SUITES[suite])))
         else:
             split = isinstance(spec, str) and len(items) > 1
             if (
@@ -287,7 +297,8 @@ def resolve_graphs(spec: str | Sequence[str]) -> list[CompGraph]:
                     f"graph file {item!r} does not exist (the graph spec {spec!r} is a list split "
                     "at commas; a path that holds a comma is taken whole where that file exists)"
                 )
-            graphs.append(get_graph(item))
+            path = Path(item) if not is_source(item) and _looks_like_path(item) else None
+            graphs.append((get_graph(item), path))
     return graphs
 
 

@@ -88,3 +88,44 @@ def test_a_graph_of_zero_cost_ops_prints_a_table(run_cli, tmp_path):
     )
     proc = run_cli("baselines", str(graph), "--cluster", str(cluster), "--budget", "4", check=False)
     assert proc.returncode == 0 and "Traceback" not in proc.stderr and "single" in proc.stdout
+
+
+def test_cluster_each_runs_every_graph_on_its_own_cluster_in_one_table(run_cli, tmp_path):
+    """Two graph files on two clusters (the file beside one, the metadata of the other) in one
+    call give the rows that one call per graph on its cluster gives; --curve and
+    --save-decisions take each graph's cluster too."""
+    from own_clusters import graph_file, slow_cluster
+
+    a = graph_file(tmp_path / "a.json")
+    slow_cluster().save(tmp_path / "a.cluster.yaml")
+    b = graph_file(tmp_path / "b.json", name="random-layered-20-s0", cluster="v100-nvlink-4")
+    both = tmp_path / "both.json"
+    out = run_cli(
+        "baselines",
+        f"{a},{b}",
+        "--cluster",
+        "each",
+        "--json",
+        str(both),
+        "--save-decisions",
+        str(tmp_path / "saved"),
+    ).stdout
+    assert "placement on each graph's cluster (slow-2, v100-nvlink-4)" in " ".join(out.split())
+    graphs = json.loads(both.read_text())["graphs"]
+    assert [(g["graph"], g["cluster"]) for g in graphs] == [
+        ("txl-tiny", "slow-2"),
+        ("random-layered-20-s0", "v100-nvlink-4"),
+    ]
+    for graph, cluster in ((a, tmp_path / "a.cluster.yaml"), (b, "v100-nvlink-4")):
+        one = tmp_path / "one.json"
+        run_cli("baselines", str(graph), "--cluster", str(cluster), "--json", str(one))
+        alone = json.loads(one.read_text())["graphs"][0]
+        together = next(g for g in graphs if g["graph"] == alone["graph"])
+        assert [(r["method"], r["step_time"]) for r in together["results"]] == [
+            (r["method"], r["step_time"]) for r in alone["results"]
+        ]
+    index = json.loads((tmp_path / "saved" / "index.json").read_text())
+    assert {d["cluster"] for d in index["decisions"]} == {"slow-2", "v100-nvlink-4"}
+    proc = run_cli("baselines", "txl-tiny", "--cluster", "each", check=False)
+    assert proc.returncode == 2 and "has no cluster of its own" in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1

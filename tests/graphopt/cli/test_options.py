@@ -156,3 +156,17 @@ def test_library_errors_name_arguments_not_flags() -> None:
                         if not command.search(text[: m.start()].rstrip()):
                             found.append(f"{path.relative_to(root)}:{node.lineno}: {m.group()}")
     assert not found, "name the argument (graphopt.errors.InvalidArgument):\n" + "\n".join(found)
+
+
+def test_cluster_each_is_taken_by_baselines_and_eval_only(capsys: pytest.CaptureFixture[str]):
+    from graphopt.workloads.clusters import EACH
+
+    assert options.EACH == EACH
+    for command in ("graphopt baselines", "graphopt eval"):
+        args = cli.build_parser(command.split()[1]).parse_args(
+            [*REQUIRED[command], "--cluster", EACH]
+        )
+        options.check(args)
+        assert args.cluster == EACH  # left for the command: every graph's own
+    assert cli.main(["simulate", "txl-tiny", "--cluster", EACH]) == 2
+    assert "--cluster each: unknown cluster preset 'each'" in capsys.readouterr().err

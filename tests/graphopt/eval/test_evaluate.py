@@ -162,3 +162,33 @@ def test_a_device_agnostic_go_policy_runs_on_any_device_count(tmp_path: Path):
     plain = train(base, runs_root=tmp_path / "b", show_progress=False)
     with pytest.raises(ValueError, match="device_agnostic: true"):
         evaluate_run(plain, "txl-tiny", cluster="v100-nvlink-8", console=quiet())
+
+
+def test_cluster_each_evaluates_every_graph_on_its_own_cluster(trained: Path, tmp_path: Path):
+    """Two graph files on two 2-device clusters in one call: one table, each graph's rows those
+    of a call on its cluster alone (the policy's greedy row included)."""
+    from own_clusters import graph_file, slow_cluster
+
+    a = graph_file(tmp_path / "a.json")
+    slow_cluster().save(tmp_path / "a.cluster.yaml")
+    b = graph_file(tmp_path / "b.json", cluster="v100-nvlink-2")
+    both = evaluate_run(
+        trained, f"{a},{b}", cluster="each", out_dir=tmp_path / "both", console=quiet()
+    )
+    assert [(c.graph, c.cluster) for c in both] == [
+        ("txl-tiny", "slow-2"),
+        ("txl-tiny", "v100-nvlink-2"),
+    ]
+    for graph, cluster, together in ((a, slow_cluster(), both[0]), (b, "v100-nvlink-2", both[1])):
+        (alone,) = evaluate_run(
+            trained, str(graph), cluster=cluster, out_dir=tmp_path / "one", console=quiet()
+        )
+        assert [(r.method, r.step_time) for r in together.results] == [
+            (r.method, r.step_time) for r in alone.results
+        ]
+    times = [[r.step_time for r in c.results] for c in both]
+    assert times[0] != times[1]  # slower links: the clusters differ
+    rows = json.loads((tmp_path / "both" / "results.json").read_text())["graphs"]
+    assert [g["cluster"] for g in rows] == ["slow-2", "v100-nvlink-2"]
+    with pytest.raises(ValueError, match="has no cluster of its own"):
+        evaluate_run(trained, "txl-tiny", cluster="each", console=quiet())
