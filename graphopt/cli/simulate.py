@@ -17,7 +17,19 @@ from graphopt.cli import options
 
 NAME = "simulate"
 HELP = "simulate graphs on a cluster under a placement"
-PLACER_NAMES = ("single", "round-robin", "split", "metis", "heft", "heft-lc", "m-topo", "m-etf")
+PLACER_NAMES = (
+    "single",
+    "round-robin",
+    "split",
+    "metis",
+    "heft",
+    "heft-lc",
+    "m-topo",
+    "m-etf",
+    "tarnawski-greedy",
+    "tarnawski-dp",
+    "pipedream",
+)
 """The keys of :data:`graphopt.baselines.placement.PLACERS`, for the help text without importing
 the baselines (and numba); tests/graphopt/cli/test_startup.py checks that they agree."""
 
