@@ -1,15 +1,18 @@
 """``make demo``: train a GO placement policy with PPO, then evaluate it on graphs it never saw.
 
 1. Trains on the built-in ``default`` suite (small GO-family graphs and random DAGs) with the
-   configuration ``graphopt/configs/demo.yaml`` (about 10 minutes on 2 CPU cores), validating on
-   held-out graphs as it goes; the run is written to ``runs/placement/demo_<k>/``.
+   configuration ``graphopt/configs/demo.yaml`` (about 2 minutes on 2 CPU cores): the GO network
+   steering the placement decoder (:mod:`graphopt.decoders`), validating on held-out graphs as it
+   goes; the run is written to ``runs/placement/demo_<k>/``.
 2. Evaluates the best model zero-shot on held-out families (WaveNet, AmoebaNet) and real measured
    models (PipeDream profiles of ResNet-50, Inception-v3 and GNMT, shipped in ``graphopt/data/``),
    next to every placement baseline, random search and simulated annealing at the same small
    budget, and the lower bound: the table is printed, and ``results.json``, ``results.csv``,
-   ``comparison.png`` and ``training_curve.png`` go to ``RUN/eval/greedy/``; then the same with
-   the greedy placement refined by ``--plan`` analytic estimates (``RUN/eval/plan-K/``, beside
-   ``estimate-search@K``, the same search from the best heuristic).
+   ``comparison.png`` and ``training_curve.png`` go to ``RUN/eval/greedy/``; then, for a run with
+   a decoder, the search through the decoder from the network's outputs at ``--search``
+   simulator calls beside the baselines at the same calls (``RUN/eval/search-K/``), or for a
+   one-shot run without one the greedy placement refined by ``--plan`` analytic estimates
+   (``RUN/eval/plan-K/``, beside ``estimate-search@K``, the same search from the best heuristic).
 3. Draws a Gantt chart of the policy's schedule on the first evaluation graph.
 4. Trains the placement-edit policy (``graphopt/configs/edit.yaml``, about a minute: placement
    improved one move at a time from the best heuristic, each candidate move seen in the analytic
@@ -107,6 +110,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="analytic estimates of the plan:K evaluation (0: skip)",
     )
     parser.add_argument(
+        "--search",
+        type=int,
+        default=256,
+        help="simulator calls of a decoder run's search:K evaluation, and of the baselines beside "
+        "it (0: skip)",
+    )
+    parser.add_argument(
         "--edit-config",
         default=str(CONFIG_DIR / "edit.yaml"),
         help="configuration of the placement-edit stage ('' to skip it)",
@@ -149,7 +159,16 @@ def _main(argv: list[str] | None) -> int:
     eval_graphs = args.eval_graphs or EVAL_GRAPHS
     section(console, f"2. zero-shot evaluation on graphs never trained on: {eval_graphs}")
     comparisons = evaluate_run(run, eval_graphs, mode="greedy", budget=args.budget, console=console)
-    if config.task == "placement" and args.plan > 0:
+    if config.decoder != "none" and args.search > 0:
+        section(
+            console,
+            f"2b. the same, searched through the decoder from the network's outputs: "
+            f"{args.search:,} simulator calls, every search baseline at the same calls",
+        )
+        evaluate_run(
+            run, eval_graphs, mode=f"search:{args.search}", budget=args.search, console=console
+        )
+    elif config.task == "placement" and args.plan > 0:
         section(
             console,
             f"2b. the same, greedy placement refined by {args.plan:,} analytic estimates "

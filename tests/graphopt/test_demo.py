@@ -211,3 +211,24 @@ def test_demo_graphs_resolve_from_a_copy_of_the_repository_alone(
     for model in ("resnet50", "inception_v3", "gnmt"):
         assert f"pipedream:{model} (training)" in found["names"]
     assert {"wavenet-tiny", "torch:resnet"} <= set(found["names"])  # held-out, validation
+
+
+def test_the_demo_run_steers_the_decoder_and_is_searched_through_it(monkeypatch, tmp_path):
+    calls: list[tuple[str, int]] = []
+    configs = []
+
+    def train(config, runs_root):
+        configs.append(config)
+        return tmp_path / "run"
+
+    def evaluate_run(run, graphs, mode, budget, **kwargs):
+        calls.append((mode, budget))
+        return [types.SimpleNamespace(graph="")]
+
+    monkeypatch.setattr(demo, "train", train)
+    monkeypatch.setattr(demo, "evaluate_run", evaluate_run)
+    monkeypatch.setattr(demo, "load_run_model", lambda run: None)
+    monkeypatch.setattr(demo, "_gantt", lambda *args: None)
+    assert demo.main(["--runs-dir", str(tmp_path), "--edit-config", "", "--edit-tasks", ""]) == 0
+    assert configs[0].decoder == "heft-lc" and configs[0].task == "placement"
+    assert calls == [("greedy", 64), ("search:256", 256)]
