@@ -7,7 +7,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # pragma: no cover
-    from graphopt.decision_files import DecisionDir
     from graphopt.eval.compare import GraphComparison
     from graphopt.graph import CompGraph
     from graphopt.hardware import Cluster
@@ -59,9 +58,8 @@ def register(sub: Any) -> None:
         help="also write FILE (everything, JSON) and FILE with the suffix .csv (one row per graph "
         "and method); nothing else is written",
     )
-    p.add_argument(
-        "--save-decisions",
-        metavar="DIR",
+    options.add_save_decisions(
+        p,
         help="save every method's decision to DIR: one decision file per graph and method, "
         "replayable with graphopt simulate GRAPH --decision FILE, and DIR/index.json; --json rows "
         "name their file (docs/decisions.md)",
@@ -134,13 +132,11 @@ def check_outputs(args: argparse.Namespace) -> None:
     """
     from graphopt.rundir import check_output_path
 
-    if args.save_decisions:
-        if args.curve:
-            raise ValueError(
-                "--save-decisions saves the decisions of the table; it does not apply to --curve "
-                "yet: run without --curve to save them"
-            )
-        check_output_path(args.save_decisions, "--save-decisions", directory=True)
+    if args.save_decisions and args.curve:
+        raise ValueError(
+            "--save-decisions saves the decisions of the table; it does not apply to --curve "
+            "yet: run without --curve to save them"
+        )
     if args.json:
         json_path = Path(args.json)
         check_output_path(json_path, "--json")
@@ -173,30 +169,6 @@ def graphs_on_clusters(args: argparse.Namespace) -> tuple[list[tuple[CompGraph, 
     from graphopt.workloads import resolve_graphs
 
     return [(g, args.cluster) for g in resolve_graphs(args.graphs)], args.cluster.name
-
-
-def save_decisions(
-    comparisons: list[GraphComparison],
-    pairs: list[tuple[CompGraph, Cluster]],
-    saved: DecisionDir,
-    *,
-    task: str,
-    seed: int,
-) -> Path:
-    """Save the decision of every row of ``comparisons`` (one per graph of ``pairs``, in order,
-    on its cluster) that has one into ``saved``, name its file in the row (``decision_file``)
-    and write the index; returns the index's path."""
-    from dataclasses import replace
-
-    for comparison, (graph, cluster) in zip(comparisons, pairs, strict=True):
-        rows = []
-        for r in comparison.results:
-            if r.decision is not None:
-                name = saved.save(graph, cluster, r.method, r.decision, r, task=task, seed=seed)
-                r = replace(r, decision_file=name)
-            rows.append(r)
-        comparison.results = rows
-    return saved.write_index()
 
 
 def compare_job(job: dict[str, Any]) -> Any:
@@ -253,6 +225,8 @@ def cmd_baselines(args: argparse.Namespace) -> int:
     title = f"{args.task} on {where}"
     print_comparisons(comparisons, title)
     if saved is not None:
+        from graphopt.eval.compare import save_decisions
+
         index = save_decisions(comparisons, pairs, saved, task=args.task, seed=args.seed)
         count = sum(r.decision_file is not None for c in comparisons for r in c.results)
         print(f"wrote {count} decisions and {index}")

@@ -196,6 +196,20 @@ def add_runs_dir(
     name_flags(p, check_runs_dir, **{"runs_root": "--runs-dir", dest: "--runs-dir"})
 
 
+def add_save_decisions(p: Any, *, help: str) -> None:
+    """``--save-decisions DIR``: a directory that can be made, where every decision found is
+    saved (:class:`graphopt.decision_files.DecisionDir`)."""
+    p.add_argument("--save-decisions", metavar="DIR", help=help)
+
+    def check_save_decisions(args: argparse.Namespace) -> None:
+        if args.save_decisions:
+            from graphopt.rundir import check_output_path
+
+            check_output_path(args.save_decisions, "--save-decisions", directory=True)
+
+    name_flags(p, check_save_decisions, save_decisions="--save-decisions")
+
+
 def add_curve_budgets(p: Any) -> None:
     """``--curve-calls`` and ``--curve-seconds``, the budgets of ``--curve``; the check replaces
     each with its parsed tuple (integers for the calls)."""

@@ -65,9 +65,8 @@ def register(sub: Any) -> None:
         "(replayed exactly; docs/decisions.md), by an environment's save_episode(), or a "
         "placement keyed by op name; overrides --placement",
     )
-    p.add_argument(
-        "--save-decisions",
-        metavar="DIR",
+    options.add_save_decisions(
+        p,
         help="save each graph's decision to DIR as a versioned decision file, with "
         "DIR/index.json; --json rows name their file (docs/decisions.md)",
     )
@@ -176,8 +175,6 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     from graphopt.sim import Simulator
     from graphopt.workloads import resolve_graphs
 
-    if args.save_decisions:
-        check_output_path(args.save_decisions, "--save-decisions", directory=True)
     if args.gantt:
         check_output_path(args.gantt, "--gantt")
     cluster = get_cluster(cluster_spec(args))

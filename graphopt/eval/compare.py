@@ -285,3 +285,28 @@ def geomean_speedups(comparisons: list[GraphComparison]) -> dict[str, float]:
         )
         for method in methods
     }
+
+
+def save_decisions(
+    comparisons: list[GraphComparison],
+    pairs: list[tuple[Any, Any]],
+    saved: Any,
+    *,
+    task: str,
+    seed: int,
+) -> Any:
+    """Save the decision of every row of ``comparisons`` (one per ``(graph, cluster)`` of
+    ``pairs``, in order) that has one into ``saved`` (a
+    :class:`graphopt.decision_files.DecisionDir`), name its file in the row
+    (``decision_file``) and write the index; returns the index's path."""
+    from dataclasses import replace
+
+    for comparison, (graph, cluster) in zip(comparisons, pairs, strict=True):
+        rows = []
+        for r in comparison.results:
+            if r.decision is not None:
+                name = saved.save(graph, cluster, r.method, r.decision, r, task=task, seed=seed)
+                r = replace(r, decision_file=name)
+            rows.append(r)
+        comparison.results = rows
+    return saved.write_index()

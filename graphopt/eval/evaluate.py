@@ -34,6 +34,7 @@ from graphopt import rundir
 from graphopt.accelerator import resolve_device
 from graphopt.distributed import check_ray_device, check_workers, map_jobs, uses_ray
 from graphopt.eval.compare import GraphComparison, compare_on_graph
+from graphopt.eval.compare import save_decisions as save_comparison_decisions
 from graphopt.eval.curves import (
     CALLS,
     SECONDS,
@@ -388,9 +389,13 @@ def evaluate_run(
     device: str | None = None,
     workers: int = 1,
     address: str | None = None,
+    save_decisions: str | Path | None = None,
 ) -> list[GraphComparison]:
     """Compare the run's policy with the baselines on ``graphs``; print, write and plot. With
     ``workers`` above 1 or an ``address``, one Ray task per graph (module docstring).
+    ``save_decisions``: a directory where every row's decision is saved
+    (:class:`graphopt.decision_files.DecisionDir`: one file per graph and method and an
+    ``index.json``; ``results.json`` rows name their file).
     ``cluster``: default the run's; ``"each"``: every graph on its own cluster, all in one table
     (:func:`load_runs`).
 
@@ -408,6 +413,13 @@ def evaluate_run(
     parse_mode(mode, config.task)  # a mode the run's policy does not take: before any work
     out = out_dir or path / "eval" / mode.replace(":", "-")
     rundir.check_output_path(out, "output directory", directory=True)
+    saved = None
+    if (
+        save_decisions is not None
+    ):  # made before the (slow) comparison: one that cannot be fails now
+        from graphopt.decision_files import DecisionDir
+
+        saved = DecisionDir(save_decisions, "save_decisions")
     groups, where = load_runs(path, graphs, cluster, seed, device)
     if uses_ray(workers, address):
         settings = dict(mode=mode, budget=budget, seed=seed)
@@ -420,6 +432,11 @@ def evaluate_run(
             for i in range(len(loaded.env.graphs))
         ]
     comparisons: list[GraphComparison] = in_order(groups, found)
+    if saved is not None:
+        pairs = in_order(
+            groups, [(g, loaded.env.cluster) for loaded, _ in groups for g in loaded.env.graphs]
+        )
+        save_comparison_decisions(comparisons, pairs, saved, task=config.decides, seed=seed)
     title = f"{config.task} on {where}, run {path.name}"
     print_comparisons(comparisons, title, console)
     json_path, csv_path = write_comparisons(comparisons, out)

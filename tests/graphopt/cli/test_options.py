@@ -24,6 +24,7 @@ BAD = {
     "--curve-calls": ("0,lots", "budget 'lots' is not an integer"),
     "--curve-seconds": ("-1", "budget '-1' is not a positive number of seconds"),
     "--mode": ("best", "unknown --mode 'best'"),
+    "--save-decisions": ("BLOCKED/dir", "is a file, not a directory"),
 }
 """A bad value of every shared option, and what its one line says besides the flag."""
 

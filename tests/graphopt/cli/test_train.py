@@ -393,3 +393,33 @@ def test_bad_decoder_settings_are_one_line(run_cli, tmp_path):
         )
         assert proc.returncode == 2, proc.stderr
         assert fragment in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_eval_saves_every_rows_decision_and_each_replays_exactly(run_cli, tmp_path):
+    runs = tmp_path / "runs"
+    run_cli("train", "--config", str(write_config(tmp_path, 32)), "--runs-dir", str(runs))
+    run = next((runs / "placement").iterdir())
+    saved = tmp_path / "decisions"
+    run_cli(
+        "eval", str(run), "--graphs", "txl-tiny", "--budget", "8", "--save-decisions", str(saved)
+    )
+    index = json.loads((saved / "index.json").read_text())["decisions"]
+    results = json.loads((run / "eval" / "greedy" / "results.json").read_text())
+    rows = results["graphs"][0]["results"]
+    assert {r["method"] for r in rows} == {e["method"] for e in index}  # every row saved
+    named = {r["method"]: r["decision_file"] for r in rows}
+    for entry in index:
+        assert named[entry["method"]] == entry["file"]
+        replay = run_cli("simulate", "txl-tiny", "--decision", str(saved / entry["file"]), "--json")
+        assert json.loads(replay.stdout)[0]["step_time"] == entry["step_time"]
+    bad = run_cli(
+        "eval",
+        str(run),
+        "--graphs",
+        "txl-tiny",
+        "--curve",
+        "--save-decisions",
+        str(saved),
+        check=False,
+    )
+    assert bad.returncode == 2 and "does not apply to --curve" in bad.stderr
