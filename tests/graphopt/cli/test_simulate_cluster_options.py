@@ -22,7 +22,7 @@ def test_model_options_from_a_cluster_file(run_cli, tmp_path: Path):
     path.write_text(json.dumps(data))
     cluster = get_cluster(path)
     assert cluster.host == "cpu0"
-    for graph in resolve_graphs("suite:tiny"):
+    for graph in resolve_graphs("txl-tiny,gnmt-tiny"):
         placement = {name: i % 3 for i, name in enumerate(graph.op_names)}  # ops dealt in turn
         decision = tmp_path / "decision.json"
         decision.write_text(json.dumps(placement))  # a name-keyed placement

@@ -14,6 +14,11 @@ from pathlib import Path
 import pytest
 from conftest import ROOT
 
+from graphopt.decision_io import load_decision
+from graphopt.hardware import get_cluster
+from graphopt.sim import Simulator
+from graphopt.workloads import get_graph
+
 TINY = """\
 task: placement
 graphs: txl-tiny,random-layered-100-s0
@@ -350,7 +355,7 @@ def test_a_corrupt_state_file_is_named(run_cli, tmp_path):
         assert_one_line(proc, f"{run / 'state.json'} is corrupt (Unterminated string", "delete it")
 
 
-def test_decoder_run_trains_and_evaluates_with_its_decoder(run_cli, tmp_path):
+def test_decoder_run_trains_evaluates_and_saves_its_decisions(run_cli, tmp_path):
     runs = tmp_path / "runs"
     config = write_config(tmp_path, 32)
     config.write_text(config.read_text() + "decoder: heft-lc\n")
@@ -359,13 +364,34 @@ def test_decoder_run_trains_and_evaluates_with_its_decoder(run_cli, tmp_path):
     )
     run = runs / "placement" / "d_1"
     assert "decoder: heft-lc" in (run / "config.yaml").read_text()  # the run records its decoder
-    text = run_cli("eval", str(run), "--graphs", "txl-tiny,random-sp-100-s0").stdout
+    saved = tmp_path / "decisions"
+    graphs = "txl-tiny,random-sp-100-s0"
+    run_cli("eval", str(run), "--graphs", graphs, "--budget", "8", "--save-decisions", str(saved))
     greedy = json.loads((run / "eval" / "greedy" / "results.json").read_text())
     for graph in greedy["graphs"]:  # at first every op stays on the best heuristic's device
         rows = graph["results"]
         policy = next(r for r in rows if r["kind"] == "policy")
         best = min(r["step_time"] for r in rows if r["kind"] == "heuristic" and r["valid"])
         assert policy["step_time"] <= best * (1 + 1e-12)
+
+    # every row's decision is saved, named in results.json, and replays to its step time exactly
+    index = json.loads((saved / "index.json").read_text())["decisions"]
+    named = {
+        (g["graph"], r["method"]): r["decision_file"]
+        for g in greedy["graphs"]
+        for r in g["results"]
+    }
+    assert set(named) == {(e["graph"], e["method"]) for e in index}
+    cluster = get_cluster("v100-nvlink-2")
+    for entry in index:
+        assert named[entry["graph"], entry["method"]] == entry["file"]
+        graph = get_graph(entry["graph"])
+        decision = load_decision(saved / entry["file"], graph, cluster=cluster)
+        assert Simulator().evaluate(graph, cluster, decision).step_time == entry["step_time"]
+    entry = next(e for e in index if e["graph"] == "txl-tiny" and e["method"].startswith("policy"))
+    replay = run_cli("simulate", "txl-tiny", "--decision", str(saved / entry["file"]), "--json")
+    assert json.loads(replay.stdout)[0]["step_time"] == entry["step_time"]  # and by the command
+
     text = run_cli("eval", str(run), "--graphs", "txl-tiny", "--mode", "search:16").stdout
     assert "policy (search:16)" in text
     searched = json.loads((run / "eval" / "search-16" / "results.json").read_text())
@@ -376,50 +402,14 @@ def test_decoder_run_trains_and_evaluates_with_its_decoder(run_cli, tmp_path):
     assert len(bad.stderr.strip().splitlines()) == 1
 
 
-def test_bad_decoder_settings_are_one_line(run_cli, tmp_path):
-    config = write_config(tmp_path, 32)
-    for extra, fragment in (
-        ("decoder: list\n", "decoder 'list' is unknown; choose none or one of: heft, heft-lc"),
-        (
-            "decoder: heft\ndecoder_anchor: 'yes'\n",
-            "config key 'decoder_anchor' must be true or false",
-        ),
-        ("decoder: heft\ntask: placement-edit\n", "takes decoder: none"),
-    ):
-        path = tmp_path / "bad.yaml"
-        path.write_text(config.read_text() + extra)
-        proc = run_cli(
-            "train", "--config", str(path), "--runs-dir", str(tmp_path / "r"), check=False
-        )
-        assert proc.returncode == 2, proc.stderr
-        assert fragment in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
-
-
-def test_eval_saves_every_rows_decision_and_each_replays_exactly(run_cli, tmp_path):
-    runs = tmp_path / "runs"
-    run_cli("train", "--config", str(write_config(tmp_path, 32)), "--runs-dir", str(runs))
-    run = next((runs / "placement").iterdir())
-    saved = tmp_path / "decisions"
-    run_cli(
-        "eval", str(run), "--graphs", "txl-tiny", "--budget", "8", "--save-decisions", str(saved)
+def test_bad_decoder_setting_is_one_line(run_cli, tmp_path):
+    path = write_config(tmp_path, 32)  # the other bad settings: tests/graphopt/train/test_config.py
+    path.write_text(path.read_text() + "decoder: list\n")
+    proc = run_cli("train", "--config", str(path), "--runs-dir", str(tmp_path / "r"), check=False)
+    assert proc.returncode == 2, proc.stderr
+    fragment = "decoder 'list' is unknown; choose none or one of: heft, heft-lc"
+    assert fragment in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+    curve = run_cli(
+        "eval", "RUN", "--graphs", "txl-tiny", "--curve", "--save-decisions", "d", check=False
     )
-    index = json.loads((saved / "index.json").read_text())["decisions"]
-    results = json.loads((run / "eval" / "greedy" / "results.json").read_text())
-    rows = results["graphs"][0]["results"]
-    assert {r["method"] for r in rows} == {e["method"] for e in index}  # every row saved
-    named = {r["method"]: r["decision_file"] for r in rows}
-    for entry in index:
-        assert named[entry["method"]] == entry["file"]
-        replay = run_cli("simulate", "txl-tiny", "--decision", str(saved / entry["file"]), "--json")
-        assert json.loads(replay.stdout)[0]["step_time"] == entry["step_time"]
-    bad = run_cli(
-        "eval",
-        str(run),
-        "--graphs",
-        "txl-tiny",
-        "--curve",
-        "--save-decisions",
-        str(saved),
-        check=False,
-    )
-    assert bad.returncode == 2 and "does not apply to --curve" in bad.stderr
+    assert curve.returncode == 2 and "does not apply to --curve" in curve.stderr
