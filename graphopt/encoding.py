@@ -294,7 +294,7 @@ def symlog(x: FloatArray) -> FloatArray:
     return np.sign(x) * np.log1p(10.0 * np.abs(x))
 
 
-def schedule_context(graph: CompGraph, cluster: Cluster, decision: Decision) -> FloatArray:
+def schedule_context(graph: CompGraph, cluster: Cluster, decision: Decision) -> np.ndarray:
     """``(N, len(CONTEXT_FEATURES))`` float32: the features of :data:`CONTEXT_FEATURES` for every
     op of ``decision``'s simulated schedule (one simulation; zeros for an illegal fusion)."""
     from graphopt.sim.critical import timeline_times
@@ -305,6 +305,7 @@ def schedule_context(graph: CompGraph, cluster: Cluster, decision: Decision) -> 
     if timeline is None or n == 0 or m.step_time <= 0:
         return out
     placement = decision.filled(n).placement
+    assert placement is not None  # filled() sets every array
     t = timeline_times(graph, placement, timeline)
     scale = 100.0 / t.step
     out[:, 0] = t.critical(1e-6)

@@ -121,7 +121,7 @@ def argument_defaults(policy_class: type) -> dict[str, Any]:
 
     defaults = {
         name: p.default
-        for name, p in inspect.signature(policy_class.__init__).parameters.items()
+        for name, p in inspect.signature(policy_class).parameters.items()
         if p.default is not inspect.Parameter.empty
     }
     if issubclass(policy_class, GOPolicy):

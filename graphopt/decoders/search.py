@@ -134,10 +134,10 @@ def _move(
         if gate is not None:
             cand[gate, ops] = 1.0
             if devices:
-                cand[np.ix_(devices, ops)] = 0.0
+                cand[np.ix_(np.asarray(devices), ops)] = 0.0
                 cand[devices[int(rng.integers(0, len(devices)))], ops] = rng.normal(0.0, 3.0)
         elif others:
-            cand[np.ix_(others, ops)] += rng.normal(0.0, sigma, (len(others), len(ops)))
+            cand[np.ix_(np.asarray(others), ops)] += rng.normal(0.0, sigma, (len(others), len(ops)))
         return cand
     if gate is None or r < P_WINDOW + (1.0 - P_WINDOW) * 2.0 / 3.0:
         op = int(rng.integers(0, n))
