@@ -28,7 +28,9 @@ On the training graphs of the GO suite it gives placements that simulate markedl
 ``w[i, p]`` is the simulator's op time (:func:`graphopt.baselines._costs.op_times`) and ``data`` is
 the edge's bytes.
 
-Performance: the schedule loop is compiled (numba). Each device keeps its busy intervals sorted by
+Performance: the schedule loop (:func:`list_schedule`, shared with the placement decoder of
+:mod:`graphopt.decoders.placement`, which generalises it) is compiled (numba); it takes the ready
+op of highest rank from a binary heap, which with the upward rank is HEFT's global order. Each device keeps its busy intervals sorted by
 start in a flat array; the gap search starts at the first interval beginning at or after the
 ready time (binary search) and looks at most at ``max_gaps`` gaps before falling back to the end of
 the device's timeline. That bound is the one approximation: with ``max_gaps=None`` the search is
@@ -46,7 +48,6 @@ import numpy as np
 from numba import njit
 
 from graphopt.baselines._costs import (
-    descending_rank_order,
     link_arrays,
     longest_path_to_sink,
     mean_costs,
@@ -54,6 +55,7 @@ from graphopt.baselines._costs import (
 )
 from graphopt.graph import CompGraph
 from graphopt.hardware import Cluster
+from graphopt.sim.heaps import fheap_pop, fheap_push
 from graphopt.typing import FloatArray, IntArray
 
 DEFAULT_MAX_GAPS = 256
@@ -144,9 +146,37 @@ def data_ready(
 
 
 @njit(cache=True)
-def _heft_loop(
-    order, comp, pred_ptr, pred_src, pred_data, latency, bandwidth, max_gaps, contention
+def list_schedule(
+    key,
+    score_bias,
+    anchor,
+    free,
+    comp,
+    succ_ptr,
+    succ_dst,
+    pred_ptr,
+    pred_src,
+    pred_data,
+    latency,
+    bandwidth,
+    max_gaps,
+    contention,
+    params,
+    memory,
+    group,
+    num_groups,
 ):
+    """The list-scheduling loop of HEFT and of the placement decoder
+    (:mod:`graphopt.decoders.placement`): the ready op of highest ``key`` (ties: lower index)
+    goes to the device of lowest ``EST + w - score_bias[v, p]`` (ties: lower device) among those
+    allowed: only ``anchor[v]`` when not ``free[v]``; its colocation group's device once one of
+    its ops is placed (``group``); with ``memory[p] > 0``, devices whose resident parameters stay
+    within it (none left: the least loaded). Returns ``(placement, start, finish, order)``.
+
+    With ``key`` the upward rank, zero ``score_bias``, every op free, no memory and no groups it
+    is HEFT: the upward rank never grows along an edge, so HEFT's global order (decreasing rank,
+    ties by index) is always a ready op of highest rank.
+    """
     n, num_dev = comp.shape
     placement = np.full(n, -1, dtype=np.int64)
     start = np.zeros(n, dtype=np.float64)
@@ -157,13 +187,39 @@ def _heft_loop(
     link_free = np.zeros((num_dev, num_dev), dtype=np.float64)
     copy_arrival = np.full((n if contention else 1, num_dev), -1.0)
     tentative = np.zeros(num_dev, dtype=np.float64)
+    resident = np.zeros(num_dev, dtype=np.float64)
+    group_dev = np.full(max(num_groups, 1), -1, dtype=np.int64)
+    waiting = np.zeros(n, dtype=np.int64)
+    for v in range(n):
+        waiting[v] = pred_ptr[v + 1] - pred_ptr[v]
+    # ready heap ordered by (-key, index): highest priority first, ties by lower index
+    h_time = np.empty(max(n, 1), dtype=np.float64)
+    h_tie = np.empty(max(n, 1), dtype=np.int64)
+    h_load = np.empty(max(n, 1), dtype=np.int64)
+    base = np.zeros(1, dtype=np.int64)
+    size = np.zeros(1, dtype=np.int64)
+    for v in range(n):
+        if waiting[v] == 0:
+            fheap_push(h_time, h_tie, h_load, base, size, 0, -key[v], v, v)
+    order = np.empty(n, dtype=np.int64)
     for k in range(n):
-        v = order[k]
+        v = fheap_pop(h_time, h_tie, h_load, base, size, 0)
+        order[k] = v
+        forced = -1
+        if not free[v]:
+            forced = anchor[v]
+        elif group[v] >= 0 and group_dev[group[v]] >= 0:
+            forced = group_dev[group[v]]
         best_p = -1
-        best_eft = np.inf
+        best_score = np.inf
         best_est = 0.0
+        best_eft = 0.0
         best_pos = 0
         for p in range(num_dev):
+            if forced >= 0 and p != forced:
+                continue
+            if forced < 0 and memory[p] > 0.0 and resident[p] + params[v] > memory[p]:
+                continue
             ready = data_ready(
                 v,
                 p,
@@ -182,9 +238,42 @@ def _heft_loop(
             )
             duration = comp[v, p]
             est, pos = find_slot(busy_start[p], busy_end[p], count[p], ready, duration, max_gaps)
-            eft = est + duration
-            if eft < best_eft:
-                best_p, best_eft, best_est, best_pos = p, eft, est, pos
+            score = est + duration - score_bias[v, p]
+            if score < best_score:
+                best_p, best_score, best_est, best_eft, best_pos = (
+                    p,
+                    score,
+                    est,
+                    est + duration,
+                    pos,
+                )
+        if best_p < 0:  # no device has room for its parameters: the least loaded one
+            best_p = int(np.argmin(resident))
+            ready = data_ready(
+                v,
+                best_p,
+                pred_ptr,
+                pred_src,
+                pred_data,
+                placement,
+                finish,
+                latency,
+                bandwidth,
+                contention,
+                link_free,
+                copy_arrival,
+                tentative,
+                False,
+            )
+            best_est, best_pos = find_slot(
+                busy_start[best_p],
+                busy_end[best_p],
+                count[best_p],
+                ready,
+                comp[v, best_p],
+                max_gaps,
+            )
+            best_eft = best_est + comp[v, best_p]
         if contention:
             data_ready(
                 v,
@@ -202,7 +291,6 @@ def _heft_loop(
                 tentative,
                 True,
             )
-        # insert [best_est, best_eft) at best_pos, shifting the later intervals right
         p, c = best_p, count[best_p]
         for j in range(c, best_pos, -1):
             busy_start[p, j] = busy_start[p, j - 1]
@@ -213,7 +301,15 @@ def _heft_loop(
         placement[v] = p
         start[v] = best_est
         finish[v] = best_eft
-    return placement, start, finish
+        resident[p] += params[v]
+        if group[v] >= 0 and group_dev[group[v]] < 0:
+            group_dev[group[v]] = p
+        for e in range(succ_ptr[v], succ_ptr[v + 1]):
+            w = succ_dst[e]
+            waiting[w] -= 1
+            if waiting[w] == 0:
+                fheap_push(h_time, h_tie, h_load, base, size, 0, -key[w], w, w)
+    return placement, start, finish, order
 
 
 def _csr(
@@ -318,9 +414,26 @@ def _heft(
     gaps = n + 1 if max_gaps is None else int(max_gaps)
     w_mean, c_mean = mean_costs(comp, succ_data, latency, bandwidth)
     rank = longest_path_to_sink(succ_ptr, succ_dst, w_mean, c_mean)
-    order = descending_rank_order(rank)
-    placement, start, finish = _heft_loop(
-        order, comp, pred_ptr, pred_src, pred_data, latency, bandwidth, gaps, contention
+    num_dev = comp.shape[1]
+    placement, start, finish, order = list_schedule(
+        rank,
+        np.zeros((n, num_dev)),
+        np.zeros(n, dtype=np.int64),
+        np.ones(n, dtype=np.bool_),
+        comp,
+        succ_ptr,
+        succ_dst,
+        pred_ptr,
+        pred_src,
+        pred_data,
+        latency,
+        bandwidth,
+        gaps,
+        contention,
+        np.zeros(n),
+        np.zeros(num_dev),
+        np.full(n, -1, dtype=np.int64),
+        0,
     )
     return HeftSchedule(
         placement=placement,

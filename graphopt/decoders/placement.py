@@ -25,7 +25,8 @@ placed op went). With all inputs zero, no anchor and these options off, the deco
 :func:`graphopt.baselines.heft.heft` (or ``heft_contention``) exactly; a test checks it against
 both and against the plain twin in ``tests/graphopt/decoders/test_placement.py``.
 
-Performance: the loop is compiled (numba); the ready list is a binary heap, so a step costs
+Performance: the loop is HEFT's (:func:`graphopt.baselines.heft.list_schedule`, compiled with
+numba); the ready list is a binary heap, so a step costs
 ``O(D * (in-degree + log N + max_gaps))``.
 """
 
@@ -34,13 +35,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from numba import njit
 
 from graphopt.baselines._costs import link_arrays, op_times
-from graphopt.baselines.heft import DEFAULT_MAX_GAPS, data_ready, find_slot, upward_rank
+from graphopt.baselines.heft import DEFAULT_MAX_GAPS, list_schedule, upward_rank
 from graphopt.graph import CompGraph
 from graphopt.hardware import Cluster
-from graphopt.sim.heaps import fheap_pop, fheap_push
 from graphopt.typing import FloatArray, IntArray
 
 SHIFT_UNIT = 0.05
@@ -60,160 +59,6 @@ class PlacementInputs:
     affinity: FloatArray | None = None
     gate: FloatArray | None = None
     anchor: IntArray | None = None
-
-
-@njit(cache=True)
-def _decode_loop(
-    key,
-    score_bias,
-    anchor,
-    free,
-    comp,
-    succ_ptr,
-    succ_dst,
-    pred_ptr,
-    pred_src,
-    pred_data,
-    latency,
-    bandwidth,
-    max_gaps,
-    contention,
-    params,
-    memory,
-    group,
-    num_groups,
-):
-    n, num_dev = comp.shape
-    placement = np.full(n, -1, dtype=np.int64)
-    finish = np.zeros(n, dtype=np.float64)
-    busy_start = np.empty((num_dev, max(n, 1)), dtype=np.float64)
-    busy_end = np.empty((num_dev, max(n, 1)), dtype=np.float64)
-    count = np.zeros(num_dev, dtype=np.int64)
-    link_free = np.zeros((num_dev, num_dev), dtype=np.float64)
-    copy_arrival = np.full((n if contention else 1, num_dev), -1.0)
-    tentative = np.zeros(num_dev, dtype=np.float64)
-    resident = np.zeros(num_dev, dtype=np.float64)
-    group_dev = np.full(max(num_groups, 1), -1, dtype=np.int64)
-    waiting = np.zeros(n, dtype=np.int64)
-    for v in range(n):
-        waiting[v] = pred_ptr[v + 1] - pred_ptr[v]
-    # ready heap ordered by (-key, index): highest priority first, ties by lower index
-    h_time = np.empty(max(n, 1), dtype=np.float64)
-    h_tie = np.empty(max(n, 1), dtype=np.int64)
-    h_load = np.empty(max(n, 1), dtype=np.int64)
-    base = np.zeros(1, dtype=np.int64)
-    size = np.zeros(1, dtype=np.int64)
-    for v in range(n):
-        if waiting[v] == 0:
-            fheap_push(h_time, h_tie, h_load, base, size, 0, -key[v], v, v)
-    order = np.empty(n, dtype=np.int64)
-    for k in range(n):
-        v = fheap_pop(h_time, h_tie, h_load, base, size, 0)
-        order[k] = v
-        forced = -1
-        if not free[v]:
-            forced = anchor[v]
-        elif group[v] >= 0 and group_dev[group[v]] >= 0:
-            forced = group_dev[group[v]]
-        best_p = -1
-        best_score = np.inf
-        best_est = 0.0
-        best_eft = 0.0
-        best_pos = 0
-        for p in range(num_dev):
-            if forced >= 0 and p != forced:
-                continue
-            if forced < 0 and memory[p] > 0.0 and resident[p] + params[v] > memory[p]:
-                continue
-            ready = data_ready(
-                v,
-                p,
-                pred_ptr,
-                pred_src,
-                pred_data,
-                placement,
-                finish,
-                latency,
-                bandwidth,
-                contention,
-                link_free,
-                copy_arrival,
-                tentative,
-                False,
-            )
-            duration = comp[v, p]
-            est, pos = find_slot(busy_start[p], busy_end[p], count[p], ready, duration, max_gaps)
-            score = est + duration - score_bias[v, p]
-            if score < best_score:
-                best_p, best_score, best_est, best_eft, best_pos = (
-                    p,
-                    score,
-                    est,
-                    est + duration,
-                    pos,
-                )
-        if best_p < 0:  # no device has room for its parameters: the least loaded one
-            best_p = int(np.argmin(resident))
-            ready = data_ready(
-                v,
-                best_p,
-                pred_ptr,
-                pred_src,
-                pred_data,
-                placement,
-                finish,
-                latency,
-                bandwidth,
-                contention,
-                link_free,
-                copy_arrival,
-                tentative,
-                False,
-            )
-            best_est, best_pos = find_slot(
-                busy_start[best_p],
-                busy_end[best_p],
-                count[best_p],
-                ready,
-                comp[v, best_p],
-                max_gaps,
-            )
-            best_eft = best_est + comp[v, best_p]
-        if contention:
-            data_ready(
-                v,
-                best_p,
-                pred_ptr,
-                pred_src,
-                pred_data,
-                placement,
-                finish,
-                latency,
-                bandwidth,
-                contention,
-                link_free,
-                copy_arrival,
-                tentative,
-                True,
-            )
-        p, c = best_p, count[best_p]
-        for j in range(c, best_pos, -1):
-            busy_start[p, j] = busy_start[p, j - 1]
-            busy_end[p, j] = busy_end[p, j - 1]
-        busy_start[p, best_pos] = best_est
-        busy_end[p, best_pos] = best_eft
-        count[p] = c + 1
-        placement[v] = p
-        finish[v] = best_eft
-        resident[p] += params[v]
-        if group[v] >= 0 and group_dev[group[v]] < 0:
-            group_dev[group[v]] = p
-        for e in range(succ_ptr[v], succ_ptr[v + 1]):
-            w = succ_dst[e]
-            waiting[w] -= 1
-            if waiting[w] == 0:
-                fheap_push(h_time, h_tie, h_load, base, size, 0, -key[w], w, w)
-    return placement, order
 
 
 def _checked(name: str, value: object, shape: tuple[int, ...], graph: CompGraph) -> FloatArray:
@@ -293,7 +138,7 @@ def decode_placement(
     succ_ptr, succ_dst = graph.successors_csr
     pred_ptr, pred_src, pred_edge = graph.predecessors_csr
     pred_data = np.ascontiguousarray(graph.edge_bytes[pred_edge])
-    placement, _ = _decode_loop(
+    placement, _, _, _ = list_schedule(
         key,
         np.ascontiguousarray(bias),
         anchor,
