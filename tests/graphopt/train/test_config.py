@@ -138,3 +138,11 @@ def test_config_and_policy_arguments_are_type_checked(settings, fragment):
 def test_well_typed_policy_arguments_pass():
     TrainConfig(policy_kwargs={"hidden": 32, "head_layers": None, "hint_weight": 2}).validate()
     TrainConfig(decoder="heft-lc", policy_kwargs={"log_std_init": -1}).validate()
+
+
+def test_a_config_from_before_the_decoder_loads_without_one(tmp_path):
+    path = tmp_path / "config.yaml"
+    path.write_text("version: 1\ntask: placement\ngraphs: txl-tiny\n")  # no decoder keys
+    config = load_config(path)
+    assert config.decoder == "none" and config.decoder_anchor is True
+    assert config.policy_class().__name__ == "GOPolicy"
