@@ -67,7 +67,8 @@ def write_comparisons(
     comparisons: list[GraphComparison], out_dir: Path, json_name: str = "results.json"
 ) -> tuple[Path, Path]:
     """Write ``out_dir / json_name`` (everything) and the same path with the suffix ``.csv`` (one
-    row per graph and method); return both paths."""
+    row per graph and method; ``decision_file`` names the row's saved decision, empty when none
+    was saved); return both paths."""
     out_dir.mkdir(parents=True, exist_ok=True)
     json_path = out_dir / json_name
     json_path.write_text(
@@ -98,6 +99,7 @@ def write_comparisons(
                 "wall_seconds",
                 "evaluations",
                 "reason",
+                "decision_file",
             ]
         )
         for c in comparisons:
@@ -118,6 +120,7 @@ def write_comparisons(
                         r.wall_seconds,
                         r.evaluations,
                         r.reason,
+                        r.decision_file or "",
                     ]
                 )
     return json_path, csv_path

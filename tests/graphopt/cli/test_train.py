@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 import json
 import os
 import shutil
@@ -388,6 +389,11 @@ def test_decoder_run_trains_evaluates_and_saves_its_decisions(run_cli, tmp_path)
         graph = get_graph(entry["graph"])
         decision = load_decision(saved / entry["file"], graph, cluster=cluster)
         assert Simulator().evaluate(graph, cluster, decision).step_time == entry["step_time"]
+    with (run / "eval" / "greedy" / "results.csv").open() as f:  # the CSV names them too
+        csv_files = {
+            (row["graph"], row["method"]): row["decision_file"] for row in csv.DictReader(f)
+        }
+    assert csv_files == named
     entry = next(e for e in index if e["graph"] == "txl-tiny" and e["method"].startswith("policy"))
     replay = run_cli("simulate", "txl-tiny", "--decision", str(saved / entry["file"]), "--json")
     assert json.loads(replay.stdout)[0]["step_time"] == entry["step_time"]  # and by the command
