@@ -210,6 +210,12 @@ def list_schedule(
             forced = anchor[v]
         elif group[v] >= 0 and group_dev[group[v]] >= 0:
             forced = group_dev[group[v]]
+        else:  # no device has room for its parameters: the least loaded one
+            room = False
+            for p in range(num_dev):
+                room = room or memory[p] <= 0.0 or resident[p] + params[v] <= memory[p]
+            if not room:
+                forced = int(np.argmin(resident))
         best_p = -1
         best_score = np.inf
         best_est = 0.0
@@ -247,33 +253,6 @@ def list_schedule(
                     est + duration,
                     pos,
                 )
-        if best_p < 0:  # no device has room for its parameters: the least loaded one
-            best_p = int(np.argmin(resident))
-            ready = data_ready(
-                v,
-                best_p,
-                pred_ptr,
-                pred_src,
-                pred_data,
-                placement,
-                finish,
-                latency,
-                bandwidth,
-                contention,
-                link_free,
-                copy_arrival,
-                tentative,
-                False,
-            )
-            best_est, best_pos = find_slot(
-                busy_start[best_p],
-                busy_end[best_p],
-                count[best_p],
-                ready,
-                comp[v, best_p],
-                max_gaps,
-            )
-            best_eft = best_est + comp[v, best_p]
         if contention:
             data_ready(
                 v,

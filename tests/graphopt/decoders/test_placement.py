@@ -240,3 +240,16 @@ def test_decode_is_deterministic():
     inputs = PlacementInputs(shift=rng.normal(size=graph.num_ops))
     first = decode_placement(graph, cluster, inputs)
     np.testing.assert_array_equal(first, decode_placement(graph, cluster, inputs))
+
+
+def test_with_no_room_anywhere_an_op_goes_to_the_least_loaded_device_as_in_the_twin():
+    graph = resolve_graphs("txl-tiny")[0]
+    data = get_cluster("v100-nvlink-4").to_dict()
+    for device in data["devices"]:
+        device["memory"] = float(graph.param_bytes.sum()) / 8  # every device fills up early
+    cluster = Cluster.from_dict(data)
+    rng = np.random.default_rng(5)
+    inputs = PlacementInputs(shift=rng.normal(size=graph.num_ops))
+    fast = decode_placement(graph, cluster, inputs, memory=True)
+    assert fast.tolist() == decode_reference(graph, cluster, inputs, False, True, False)
+    assert len(set(fast.tolist())) == 4  # the overflow is spread by resident parameters
