@@ -32,6 +32,7 @@ from gymnasium import spaces
 from stable_baselines3.common.type_aliases import Schedule
 from torch import Tensor, nn
 
+from graphopt.decoders.decision import channels
 from policies.gaussian import GaussianActionDistribution
 from policies.go_network import GONetwork
 from policies.heads import blocks_of
@@ -44,16 +45,9 @@ KINDS = ("shift", "gate", "affinity", "priority", "fusion")
 
 
 def scalar_channels(task: str) -> tuple[str, ...]:
-    """The real outputs per op of ``task``'s decoder (all channels but the affinities)."""
-    blocks = blocks_of(task)
-    names: list[str] = []
-    if "placement" in blocks:
-        names += ["shift", "gate"]
-    if "scheduling" in blocks:
-        names.append("priority")
-    if "fusion" in blocks:
-        names.append("fusion")
-    return tuple(names)
+    """The real outputs per op of ``task``'s decoder: its channels but the device affinities
+    (:func:`graphopt.decoders.decision.channels` with no device)."""
+    return channels(task, 0)
 
 
 class GODecoderPolicy(GOPolicy):
@@ -105,6 +99,8 @@ class GODecoderPolicy(GOPolicy):
         sizes = {"placement": num_devices, "scheduling": max(levels, 2), "fusion": 2}
         self.num_devices = num_devices
         self.scalars = scalars
+        self.channels = channels(task, num_devices)
+        """The action's channels, in order (``affinity:d`` from the placement head)."""
         return {b: sizes[b] for b in blocks}
 
     @staticmethod
@@ -145,24 +141,18 @@ class GODecoderPolicy(GOPolicy):
 
     def channel_log_std(self) -> Tensor:
         """``(C,)`` log standard deviation of every channel, in the action's channel order."""
-        kind = {k: i for i, k in enumerate(self.kinds)}
-        first = 2 if self.num_devices else 0  # shift and gate come before the affinities
-        order = [kind[name] for name in self.scalars[:first]]
-        if self.num_devices:
-            order += [kind["affinity"]] * self.num_devices
-        order += [kind[name] for name in self.scalars[first:]]
+        order = [self.kinds.index(name.split(":")[0]) for name in self.channels]
         return self.log_std[torch.tensor(order, device=self.log_std.device)]
 
     def means(self, logits: dict[str, Tensor]) -> Tensor:
         """``(G, C, M)`` mean action from the network's outputs, in the action's channel order."""
         outputs = logits["outputs"]  # (G, M, S)
-        parts: list[Tensor] = []
-        first = 0
-        if self.num_devices:
-            parts += [outputs[..., 0], outputs[..., 1]]
-            parts += list(logits["placement"][..., : self.num_devices].unbind(-1))
-            first = 2
-        parts += [outputs[..., j] for j in range(first, outputs.shape[-1])]
+        parts = [
+            logits["placement"][..., int(name.split(":")[1])]
+            if name.startswith("affinity:")
+            else outputs[..., self.scalars.index(name)]
+            for name in self.channels
+        ]
         return torch.stack(parts, dim=1)
 
     def _distribution(  # type: ignore[override]
