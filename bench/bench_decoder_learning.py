@@ -43,7 +43,6 @@ from stable_baselines3.common.vec_env import DummyVecEnv
 from torch.nn.utils import parameters_to_vector, vector_to_parameters
 
 import envs
-from graphopt.decoders.decision import decode
 from graphopt.decoders.search import decoder_search
 from graphopt.train.config import TrainConfig
 from graphopt.train.trainer import build_model
@@ -120,12 +119,20 @@ def means(policy: Any, env: Any, index: int) -> np.ndarray:
     return out[:, : env.graphs[index].num_ops]
 
 
-def speedup(env: Any, index: int, outputs: np.ndarray) -> float:
+def pricer(env: Any, index: int) -> Any:
+    """outputs -> (decision, measurement) of graph ``index``: one decode, one simulation."""
     graph = env.graphs[index]
-    ref = env.reference(index)
-    decision = decode("placement", graph, env.cluster, outputs, ref.decision, ref.name, env.decoder)
-    m = env.cost_model.evaluate(graph, env.cluster, decision)
-    return ref.measurement.step_time / m.step_time if m.valid else 1.0 / 16
+
+    def evaluate(outputs: np.ndarray) -> Any:
+        decision = env.decode_outputs(index, outputs)
+        return decision, env.cost_model.evaluate(graph, env.cluster, decision)
+
+    return evaluate
+
+
+def speedup(env: Any, index: int, outputs: np.ndarray) -> float:
+    m = pricer(env, index)(outputs)[1]
+    return env.reference(index).measurement.step_time / m.step_time if m.valid else 1.0 / 16
 
 
 def zero_shot(policy: Any, env: Any) -> list[float]:
@@ -135,14 +142,8 @@ def zero_shot(policy: Any, env: Any) -> list[float]:
 def seeded_search(env: Any, starts: list[np.ndarray], calls: int, seed: int) -> list[float]:
     out = []
     for i, start in enumerate(starts):
-        graph, ref = env.graphs[i], env.reference(i)
-
-        def evaluate(o: np.ndarray, graph: Any = graph, ref: Any = ref) -> Any:
-            d = decode("placement", graph, env.cluster, o, ref.decision, ref.name, env.decoder)
-            return d, env.cost_model.evaluate(graph, env.cluster, d)
-
-        found = decoder_search(evaluate, start, calls, seed=seed)
-        out.append(ref.measurement.step_time / found.measurement.step_time)
+        found = decoder_search(pricer(env, i), start, calls, seed=seed)
+        out.append(env.reference(i).measurement.step_time / found.measurement.step_time)
     return out
 
 
@@ -211,13 +212,7 @@ def train_imitation(seed: int, budget: int, evaluation: Any) -> tuple[Any, list]
     per_graph = max(2, budget // graphs)
     labels = []
     for i, graph in enumerate(train_env.graphs):
-        ref = train_env.reference(i)
-
-        def evaluate(o: np.ndarray, graph: Any = graph, ref: Any = ref) -> Any:
-            d = decode(
-                "placement", graph, train_env.cluster, o, ref.decision, ref.name, train_env.decoder
-            )
-            return d, train_env.cost_model.evaluate(graph, train_env.cluster, d)
+        evaluate = pricer(train_env, i)
 
         start = np.zeros((len(train_env.channels), graph.num_ops))
         start[1] = -1.0

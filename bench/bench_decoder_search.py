@@ -25,8 +25,8 @@ import torch
 
 import envs
 from graphopt.baselines.search import simulated_annealing
-from graphopt.decoders.decision import decode
 from graphopt.decoders.search import decoder_search
+from policies.rollout import decoder_outputs
 
 EVAL = (
     "suite:heldout-small,pipedream:resnet50,pipedream:inception_v3,pipedream:gnmt,"
@@ -85,14 +85,11 @@ def main() -> None:
         if model is not None:
             began = time.perf_counter()
             obs, _ = env.reset(options={"graph": i})
-            action, _ = model.predict(obs, deterministic=True)
-            start = np.asarray(action, dtype=np.float64).reshape(len(env.channels), -1)[
-                :, : graph.num_ops
-            ]
+            start = decoder_outputs(model, obs, len(env.channels), graph.num_ops)
             forward = time.perf_counter() - began
 
-        def evaluate(o: np.ndarray, graph=graph, ref=ref):  # noqa: ANN001, ANN202
-            d = decode("placement", graph, env.cluster, o, ref.decision, ref.name, env.decoder)
+        def evaluate(o: np.ndarray, graph=graph, i=i):  # noqa: ANN001, ANN202
+            d = env.decode_outputs(i, o)
             return d, env.cost_model.evaluate(graph, env.cluster, d)
 
         cells: dict[str, list[float]] = {c: [] for c in columns}

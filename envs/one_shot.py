@@ -374,7 +374,7 @@ class GraphOptEnv(GraphEnv):
         return Decision(**arrays)
 
     def _decode_outputs(self, action: np.ndarray) -> Decision:
-        """The decision the decoder builds from per-op outputs (padding slots ignored)."""
+        """The decision the decoder builds from an action of per-op outputs (padding ignored)."""
         a = np.asarray(action, dtype=np.float64)
         size = len(self.channels) * self.max_ops
         if a.shape != (size,):
@@ -383,13 +383,27 @@ class GraphOptEnv(GraphEnv):
                 f"{len(self.channels)} output(s) per op slot, max_ops={self.max_ops})"
             )
         n = self.graphs[self._current].num_ops
-        ref = self.reference(self._current)
-        assert self.decoder is not None
+        return self.decode_outputs(
+            self._current, a.reshape(len(self.channels), self.max_ops)[:, :n]
+        )
+
+    def decode_outputs(self, index: int, outputs: np.ndarray) -> Decision:
+        """The decision the decoder builds for graph ``index`` from ``outputs`` ``(C, N)``, one row
+        per channel of :attr:`channels` (:func:`graphopt.decoders.decision.decode`, from the
+        graph's reference); what an action decodes to, and what a search through the decoder
+        prices.
+
+        Raises:
+            ValueError: an environment without a decoder, or outputs of the wrong shape or NaN.
+        """
+        if self.decoder is None:
+            raise ValueError(f"this {self.task} environment has no decoder: make it with decoder=")
+        ref = self.reference(index)
         return decode_outputs(
             self.task,
-            self.graphs[self._current],
+            self.graphs[index],
             self.cluster,
-            a.reshape(len(self.channels), self.max_ops)[:, :n],
+            outputs,
             ref.decision,
             ref.name,
             self.decoder,

@@ -35,7 +35,6 @@ from envs.decision_edit import DecisionEditEnv
 from envs.one_shot import GraphOptEnv
 from envs.rewards import INVALID
 from graphopt.baselines.estimate_search import estimate_search, weighted_moves
-from graphopt.decoders.decision import decode as decode_outputs
 from graphopt.decoders.search import decoder_search
 from graphopt.errors import InvalidArgument
 from graphopt.graph import CompGraph
@@ -256,12 +255,9 @@ def _decoder_search(
     obs, _ = env.reset(seed=seed, options={"graph": index})
     start = decoder_outputs(model, obs, len(env.channels), graph.num_ops)
     ref = env.reference(index)
-    decoder = env.decoder
 
     def evaluate(outputs: np.ndarray) -> tuple[Decision, Measurement]:
-        decision = decode_outputs(
-            env.task, graph, env.cluster, outputs, ref.decision, ref.name, decoder
-        )
+        decision = env.decode_outputs(index, outputs)
         return decision, env.cost_model.evaluate(graph, env.cluster, decision)
 
     gate = env.channels.index("gate") if "gate" in env.channels else None

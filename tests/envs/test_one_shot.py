@@ -285,3 +285,6 @@ def test_decoder_env_refuses_nan_naming_the_op_and_bad_settings():
         envs.make_env("placement", "txl-tiny", "v100-nvlink-2", decoder="list")
     with pytest.raises(ValueError, match="decoder_anchor must be true or false"):
         envs.make_env("placement", "txl-tiny", "v100-nvlink-2", decoder_anchor="no")
+    plain = envs.make_env("placement", "txl-tiny", "v100-nvlink-2")
+    with pytest.raises(ValueError, match="has no decoder"):
+        plain.decode_outputs(0, np.zeros((4, 227)))
