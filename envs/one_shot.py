@@ -245,8 +245,8 @@ class GraphOptEnv(GraphEnv):
     def op_context(self, index: int) -> np.ndarray:
         """``(max_ops, K)`` float32: the reference decision's schedule features of graph
         ``index`` (:func:`graphopt.encoding.schedule_context`; zeros in padding slots), computed
-        once from one simulation of the reference (the one that measured it as the best
-        heuristic): the network sees the schedule it departs from."""
+        once per graph by one more simulation of the reference, which keeps the timeline the
+        reference's measurement does not: the network sees the schedule it departs from."""
         cached = self._contexts.get(index)
         if cached is None:
             graph = self.graphs[index]
