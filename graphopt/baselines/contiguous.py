@@ -251,3 +251,38 @@ def min_max_split(
     for stage in range(k, -1, -1):
         bounds.append(int(arg[stage, bounds[-1]]))
     return float(last[k]), np.array(bounds[::-1], dtype=np.int64)
+
+
+def relaxed_split(
+    graph: CompGraph,
+    cluster: Cluster,
+    chain: Chain,
+    order: IntArray,
+    work: FloatArray,
+    *,
+    who: str,
+    boundary: FloatArray | None = None,
+    interval: FloatArray | None = None,
+) -> IntArray:
+    """The placement of :func:`min_max_split` of ``chain`` onto the devices ``order`` (stage
+    ``k`` on ``order[k]``, ``work`` ``(K, G)`` per stage), charging each group its parameters plus
+    ``alpha`` times its outputs: ``alpha`` starts at :func:`activation_fraction` of the devices'
+    memory and is relaxed along :data:`ALPHAS` until a split fits.
+
+    Raises:
+        ValueError: no split fits even with no activations (``who`` names the placer).
+    """
+    capacity = np.asarray(cluster.memory, dtype=np.float64)[order]
+    start = ALPHAS.index(activation_fraction(chain, float(capacity.sum())))
+    for alpha in ALPHAS[start:]:
+        charge = chain.params + alpha * chain.outputs
+        objective, bounds = min_max_split(
+            work, charge, capacity, boundary=boundary, interval=interval
+        )
+        if np.isfinite(objective):
+            return placement_of(chain, stages_to_groups(bounds, order, chain.num_groups))
+    raise ValueError(
+        f"{who}: the parameters of {graph.name} ({chain.params.sum():.3g} bytes) fit no "
+        f"contiguous split onto the {len(order)} devices of {cluster.name}; "
+        "use a cluster with more memory"
+    )

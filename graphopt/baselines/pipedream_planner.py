@@ -28,15 +28,11 @@ from __future__ import annotations
 import numpy as np
 
 from graphopt.baselines.contiguous import (
-    ALPHAS,
     MAX_STAGES,
     Chain,
-    activation_fraction,
     build_chain,
     device_order,
-    min_max_split,
-    placement_of,
-    stages_to_groups,
+    relaxed_split,
 )
 from graphopt.graph import CompGraph
 from graphopt.hardware import Cluster
@@ -81,17 +77,8 @@ def pipedream_planner(graph: CompGraph, cluster: Cluster) -> IntArray:
         return np.zeros(0, dtype=np.int64)
     chain = build_chain(graph, cluster)
     order = device_order(chain)[:MAX_STAGES]
-    capacity = np.asarray(cluster.memory, dtype=np.float64)[order]
     work = np.ascontiguousarray(chain.work[:, order].T)
     boundary = boundary_times(chain, cluster, order)
-    start = ALPHAS.index(activation_fraction(chain, float(capacity.sum())))
-    for alpha in ALPHAS[start:]:
-        charge = chain.params + alpha * chain.outputs
-        objective, bounds = min_max_split(work, charge, capacity, boundary=boundary)
-        if np.isfinite(objective):
-            return placement_of(chain, stages_to_groups(bounds, order, chain.num_groups))
-    raise ValueError(
-        f"PipeDream planner: the parameters of {graph.name} ({chain.params.sum():.3g} bytes) fit "
-        f"no contiguous split onto the {len(order)} devices of {cluster.name}; "
-        "use a cluster with more memory"
+    return relaxed_split(
+        graph, cluster, chain, order, work, who="PipeDream planner", boundary=boundary
     )

@@ -37,15 +37,13 @@ import numpy as np
 
 from graphopt.baselines._costs import link_arrays, mean_link_figures
 from graphopt.baselines.contiguous import (
-    ALPHAS,
     MAX_STAGES,
     Chain,
     activation_fraction,
     build_chain,
     device_order,
-    min_max_split,
     placement_of,
-    stages_to_groups,
+    relaxed_split,
 )
 from graphopt.graph import CompGraph
 from graphopt.hardware import HOST_KIND, Cluster
@@ -160,20 +158,9 @@ def max_load_dp(graph: CompGraph, cluster: Cluster) -> IntArray:
         return np.zeros(0, dtype=np.int64)
     chain = build_chain(graph, cluster)
     order = device_order(chain)[:MAX_STAGES]
-    capacity = np.asarray(cluster.memory, dtype=np.float64)[order]
     latency, bandwidth = link_arrays(cluster)
     lat_mean, inv_bw_mean = mean_link_figures(latency, bandwidth)
     edge_cost = lat_mean + chain.edge_bytes * inv_bw_mean
     interval = interval_transfers(chain, edge_cost)
     work = np.ascontiguousarray(chain.work[:, order].T)
-    start = ALPHAS.index(activation_fraction(chain, float(capacity.sum())))
-    for alpha in ALPHAS[start:]:
-        charge = chain.params + alpha * chain.outputs
-        objective, bounds = min_max_split(work, charge, capacity, interval=interval)
-        if np.isfinite(objective):
-            return placement_of(chain, stages_to_groups(bounds, order, chain.num_groups))
-    raise ValueError(
-        f"max-load DP: the parameters of {graph.name} ({chain.params.sum():.3g} bytes) fit no "
-        f"contiguous split onto the {len(order)} devices of {cluster.name}; "
-        "use a cluster with more memory"
-    )
+    return relaxed_split(graph, cluster, chain, order, work, who="max-load DP", interval=interval)
