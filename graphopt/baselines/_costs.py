@@ -30,6 +30,26 @@ def op_times(graph: CompGraph, cluster: Cluster) -> FloatArray:
     return np.ascontiguousarray(PreparedGraph(graph, cluster).op_time, dtype=np.float64)
 
 
+def check_finite_times(graph: CompGraph, cluster: Cluster, times: FloatArray) -> None:
+    """Refuse op times whose sum on some device overflows float64: no placer can weigh devices
+    by them (every decision's step time is infinite and the simulator marks it invalid).
+
+    Raises:
+        ValueError: one line naming the graph, the device and its longest op.
+    """
+    with np.errstate(over="ignore", invalid="ignore"):
+        totals = times.sum(axis=0)
+    bad = np.flatnonzero(~np.isfinite(totals))
+    if bad.size:
+        d = int(bad[0])
+        op = int(np.argmax(times[:, d]))
+        raise ValueError(
+            f"the op times of {graph.name} on device {cluster.devices[d].name} of {cluster.name} "
+            f"sum beyond float64 (op {graph.op_names[op]!r} takes {times[op, d]:.3g} s): no "
+            "placer can weigh devices by them; fix the graph's measured times or FLOPs"
+        )
+
+
 def link_arrays(cluster: Cluster) -> tuple[FloatArray, FloatArray]:
     """``(latency, bandwidth)`` as contiguous ``(D, D)`` float arrays (diagonal 0 and ``inf``)."""
     return (

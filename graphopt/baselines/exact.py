@@ -73,6 +73,7 @@ from typing import Any
 
 import numpy as np
 
+from graphopt.baselines._costs import check_finite_times
 from graphopt.baselines.placement import PLACERS
 from graphopt.graph import CompGraph
 from graphopt.hardware import Cluster
@@ -148,7 +149,8 @@ def solve_exact(
         max_ops: refuse larger graphs (the model grows as ``N^2 D``).
 
     Raises:
-        ValueError: an unknown model, a graph above ``max_ops``, or bad limits.
+        ValueError: an unknown model, a graph above ``max_ops``, bad limits, or op times whose sum
+            overflows.
         ImportError: OR-tools is not installed.
     """
     if model not in MODELS:
@@ -169,6 +171,7 @@ def solve_exact(
             'solve_exact needs OR-tools: pip install "ortools>=9.8" (a graphopt dependency)'
         ) from e
     prepared = PreparedGraph(graph, cluster)
+    check_finite_times(graph, cluster, prepared.op_time)
     builder = _Builder(cp_model, prepared, model, memory, time_unit)
     builder.hint(np.asarray(_best_placer(graph, cluster, prepared).placement, dtype=np.int64))
     solver = cp_model.CpSolver()

@@ -24,6 +24,8 @@ the guarantee covers a device slower than every class. A device identical to one
 joins that class and is not covered. A placer that raises ``ValueError`` on a sub-cluster (no
 memory fit) gives no candidate there; when it gives none anywhere, the whole cluster's error is
 raised. On a cluster of one class the wrapper runs the placer once and simulates nothing.
+Op times whose sum on a device overflows float64 are refused first (one line naming the op):
+no placer can weigh devices by them.
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ from dataclasses import fields, replace
 
 import numpy as np
 
-from graphopt.baselines._costs import op_times
+from graphopt.baselines._costs import check_finite_times, op_times
 from graphopt.graph import CompGraph
 from graphopt.hardware import Cluster
 from graphopt.sim import PreparedGraph
@@ -99,10 +101,11 @@ def monotone(placer: Placer) -> Placer:
 
     @functools.wraps(placer)
     def wrapped(graph: CompGraph, cluster: Cluster) -> IntArray:
+        prepared = PreparedGraph(graph, cluster)
+        check_finite_times(graph, cluster, prepared.op_time)
         classes = device_classes(cluster)
         if len(classes) == 1:
             return placer(graph, cluster)
-        prepared = PreparedGraph(graph, cluster)
         best: tuple[tuple[bool, float], IntArray] | None = None
         error: ValueError | None = None
         for devices in class_sets(graph, cluster, classes):

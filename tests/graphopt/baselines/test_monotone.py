@@ -144,3 +144,26 @@ def test_slow_cpus_never_make_the_best_heuristic_worse():
         _, score, best = measure_chain(graph, gpus, "placement", simulator)
         _, score_larger, best_larger = measure_chain(graph, larger, "placement", simulator)
         assert score_larger.of(best_larger).step_time <= score.of(best).step_time
+
+
+def test_op_times_that_overflow_are_refused_by_every_placer_naming_the_op() -> None:
+    """Costs beyond float64 used to reach the placers as inf and NaN (warnings, negative device
+    indices, an IndexError in METIS): every wrapped placer now refuses them in one line."""
+    import warnings
+
+    import pytest
+
+    from graphopt.baselines.placement import PLACERS
+    from graphopt.graph import CompGraph, Op
+    from graphopt.hardware import get_cluster
+
+    ops = [Op(f"o{i}", "MatMul", measured={"V100": 1.7e308}) for i in range(6)]
+    graph = CompGraph.build("huge", ops, [(f"o{i}", f"o{i + 1}", 10.0) for i in range(5)])
+    cluster = get_cluster("v100-nvlink-4")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for name, placer in PLACERS.items():
+            if name == "single":
+                continue
+            with pytest.raises(ValueError, match="sum beyond float64 \\(op 'o0' takes 1.7e\\+308"):
+                placer(graph, cluster)
