@@ -19,6 +19,13 @@ Per op (arrays of length ``N``):
 ``measured``              optional: ``{device_kind: seconds per op}``, ``NaN`` where not measured
 ``colocation``            colocation group name, ``""`` for none (a hint for placers)
 ``layer``                 module path / layer the op belongs to, ``""`` if unknown
+``output_shapes``         optional: the op's output shapes, ``None`` where unknown
+                          (:mod:`graphopt.shapes`)
+``output_dtypes``         optional: one dtype per output, ``None`` where unknown
+``input_shapes``          optional: the shapes of its tensor arguments, ``None`` where unknown
+``allowed``               optional: the device kinds the op may run on (``Device.kind``), ``()``
+                          for any; ``CompGraph.allowed`` is ``()`` when no op is restricted
+                          (:mod:`graphopt.constraints` applies it)
 ========================  ===============================================================
 
 Per edge (arrays of length ``E``, sorted by ``(src, dst)``): ``edge_src``, ``edge_dst`` (op indices)
@@ -26,20 +33,26 @@ and ``edge_bytes`` (bytes of the tensor carried from producer to consumer).
 
 All costs are SI units: seconds, bytes, FLOPs.
 
-File format (``graphopt-graph``, version 2), JSON, optionally gzip-compressed when the path ends
+File format (``graphopt-graph``, version 3), JSON, optionally gzip-compressed when the path ends
 in ``.gz``; columnar so that large graphs load quickly::
 
     {
-      "format": "graphopt-graph", "version": 2,
+      "format": "graphopt-graph", "version": 3,
       "name": "gnmt-2", "metadata": {...},
       "ops": {"name": [...], "type": [...], "class": [...], "flops": [...], "bytes": [...],
-              "output_bytes": [...], "param_bytes": [...], "layer": [...], "colocation": [...]},
+              "output_bytes": [...], "param_bytes": [...], "layer": [...], "colocation": [...],
+              "shapes": [[[8, 64], ...] or null, ...], "dtypes": [["float32", ...] or null, ...],
+              "input_shapes": [[[8, 32], [32, 64]] or null, ...]},
       "measured": {"V100": [seconds or null, ...]},
       "edges": {"src": [op name, ...], "dst": [op name, ...], "bytes": [...]}
     }
 
 ``class``, ``layer``, ``colocation``, ``measured`` and ``metadata`` may be omitted (a missing class
-is derived from the op type). Version 1 files (no ``class`` column) still load. Ops may be listed in any
+is derived from the op type). So may ``shapes``, ``dtypes`` and ``input_shapes`` (version 3; missing
+shapes are unknown, ``null`` marks one op's as unknown, and known output shapes and dtypes must add
+up to the op's ``output_bytes``: :mod:`graphopt.shapes`); version 2 files have none. The optional ``ops.allowed`` column holds, per op, a list of the
+device kinds it may run on (``[]``: any kind), e.g. ``[[], ["CPU"], []]``; it is written only when
+some op is restricted, and files of versions 2 and later load with or without it. Version 1 files (no ``class`` column) still load. Ops may be listed in any
 order (they are sorted topologically on load; files written by graphopt are already sorted); a
 loaded graph keeps the file's order in ``file_order``, so that per-op lists written in that order
 (a placement) are read right (:meth:`CompGraph.from_file_order`).
@@ -64,12 +77,14 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from graphopt.op_classes import check_class, classify
+from graphopt.shapes import Shape, check_op_tensors, parse_dtypes, parse_shapes
 from graphopt.typing import FloatArray, IntArray
 
 FORMAT_NAME = "graphopt-graph"
-FORMAT_VERSION = 2
-READ_VERSIONS = (1, 2)
-"""Graph file versions this graphopt reads (version 1 has no op classes: they are derived)."""
+FORMAT_VERSION = 3
+READ_VERSIONS = (1, 2, 3)
+"""Graph file versions this graphopt reads (version 1 has no op classes: they are derived;
+version 2 no shapes: they are unknown)."""
 
 
 @dataclass(frozen=True)
@@ -87,6 +102,12 @@ class Op:
     layer: str = ""
     op_class: str = ""
     """Its class (:mod:`graphopt.op_classes`); empty: derived from ``type``."""
+    output_shapes: tuple[Shape, ...] | None = None
+    """Its output shapes (:mod:`graphopt.shapes`); ``None``: unknown."""
+    output_dtypes: tuple[str, ...] | None = None
+    input_shapes: tuple[Shape, ...] | None = None
+    allowed: tuple[str, ...] = ()
+    """The device kinds it may run on; empty: any."""
 
 
 def _readonly(array: np.ndarray) -> np.ndarray:
@@ -118,6 +139,15 @@ class CompGraph:
     """The index of each op in the order its graph file lists them (``file_order[j]`` is the op
     listed ``j``-th); ``None`` when the graph was not read from a file (:meth:`from_json_dict`) or
     the file lists its ops in this order already. Not part of the content (:attr:`fingerprint`)."""
+    output_shapes: tuple[tuple[Shape, ...] | None, ...] = ()
+    """Per op, its output shapes or ``None`` (unknown); ``()``: no op's is known."""
+    output_dtypes: tuple[tuple[str, ...] | None, ...] = ()
+    """Per op, one dtype per output or ``None``; ``()``: no op's is known."""
+    input_shapes: tuple[tuple[Shape, ...] | None, ...] = ()
+    """Per op, the shapes of its tensor arguments or ``None``; ``()``: no op's is known."""
+    allowed: tuple[tuple[str, ...], ...] = ()
+    """Per op, the device kinds it may run on (``()``: any kind); ``()`` when no op is
+    restricted (the module docstring; :mod:`graphopt.constraints` applies it)."""
 
     # ------------------------------------------------------------------ construction
     @classmethod
@@ -156,6 +186,10 @@ class CompGraph:
             layer=[op.layer for op in ops],
             metadata=metadata,
             op_classes=[op.op_class for op in ops],
+            output_shapes=[op.output_shapes for op in ops],
+            output_dtypes=[op.output_dtypes for op in ops],
+            input_shapes=[op.input_shapes for op in ops],
+            allowed=[op.allowed for op in ops],
         )
 
     @classmethod
@@ -176,12 +210,19 @@ class CompGraph:
         layer: Sequence[str] | None = None,
         metadata: Mapping[str, Any] | None = None,
         op_classes: Sequence[str] | None = None,
+        output_shapes: Sequence[Any] | None = None,
+        output_dtypes: Sequence[Any] | None = None,
+        input_shapes: Sequence[Any] | None = None,
+        allowed: Sequence[Sequence[str]] | None = None,
     ) -> CompGraph:
         """Validate columns, sort ops topologically (stable: input order wins among ready ops)
         and return the graph.
 
         ``edge_src``/``edge_dst`` hold either op indices (ints, into the given op order) or op names.
         ``op_classes``: one class per op, ``""`` (or no column) to derive it from the op type.
+        ``output_shapes``, ``output_dtypes``, ``input_shapes``: one entry per op (lists of shapes,
+        of dtype names; ``None`` where unknown), or no column (:mod:`graphopt.shapes`).
+        ``allowed``: per op the device kinds it may run on, empty for any (or no column).
 
         Raises:
             ValueError: see :meth:`build`.
@@ -226,6 +267,10 @@ class CompGraph:
         lay = [str(c) for c in layer] if layer is not None else [""] * n
         if len(coloc) != n or len(lay) != n:
             raise ValueError(f"graph {name!r}: colocation/layer columns must have {n} entries")
+        tensors = _tensor_columns(
+            name, names, arrays["output_bytes"], output_shapes, output_dtypes, input_shapes
+        )
+        kinds_allowed = _allowed_column(name, allowed, n, names)
 
         src = _edge_endpoints(name, edge_src, index, names, "producer")
         dst = _edge_endpoints(name, edge_dst, index, names, "consumer")
@@ -260,6 +305,8 @@ class CompGraph:
             layer=tuple(lay[i] for i in order),
             metadata=dict(metadata or {}),
             op_classes=tuple(classes[i] for i in order),
+            **{key: tuple(col[i] for i in order) if col else () for key, col in tensors.items()},
+            allowed=tuple(kinds_allowed[i] for i in order) if kinds_allowed else (),
         )
 
     # ------------------------------------------------------------------ basic views
@@ -314,9 +361,19 @@ class CompGraph:
         for kind, arr in self.measured.items():
             h.update(kind.encode())
             h.update(arr.tobytes())
+        if self.has_shapes:  # graphs without shapes keep the hash they had before shapes existed
+            tensors = (self.output_shapes, self.output_dtypes, self.input_shapes)
+            h.update(repr(tensors).encode())
         for edge_column in (self.edge_src, self.edge_dst, self.edge_bytes):
             h.update(edge_column.tobytes())
+        if self.allowed:  # an unrestricted graph hashes as before the column existed
+            h.update(json.dumps(self.allowed).encode())
         return h.hexdigest()
+
+    @property
+    def has_shapes(self) -> bool:
+        """Whether any op carries a shape or dtype (:mod:`graphopt.shapes`)."""
+        return bool(self.output_shapes or self.output_dtypes or self.input_shapes)
 
     def summary(self) -> dict[str, Any]:
         """Counts and totals for display: ops, edges, FLOPs, bytes, op-type histogram."""
@@ -376,6 +433,16 @@ class CompGraph:
                 "param_bytes": self.param_bytes.tolist(),
                 "layer": list(self.layer),
                 "colocation": list(self.colocation),
+                **{
+                    key: [_listed(v) for v in column]
+                    for key, column in (
+                        ("shapes", self.output_shapes),
+                        ("dtypes", self.output_dtypes),
+                        ("input_shapes", self.input_shapes),
+                    )
+                    if column
+                },
+                **({"allowed": [list(a) for a in self.allowed]} if self.allowed else {}),
             },
             "measured": {
                 kind: [None if math.isnan(v) else v for v in arr.tolist()]
@@ -428,6 +495,10 @@ class CompGraph:
                 layer=ops.get("layer"),
                 metadata=data.get("metadata", {}),
                 op_classes=ops.get("class"),
+                output_shapes=ops.get("shapes"),
+                output_dtypes=ops.get("dtypes"),
+                input_shapes=ops.get("input_shapes"),
+                allowed=ops.get("allowed"),
             )
         except KeyError as e:
             raise ValueError(f"{source}: graph file is missing the key {e.args[0]!r}") from e
@@ -497,6 +568,7 @@ class CompGraph:
                 measured={k: float(v[i]) for k, v in self.measured.items() if not math.isnan(v[i])},
                 colocation=self.colocation[i],
                 layer=self.layer[i],
+                allowed=list(self.allowed[i]) if self.allowed else [],
             )
         for s, d, b in zip(
             self.edge_src.tolist(), self.edge_dst.tolist(), self.edge_bytes.tolist(), strict=True
@@ -524,6 +596,7 @@ class CompGraph:
                     colocation=str(attrs.get("colocation", "")),
                     layer=str(attrs.get("layer", "")),
                     op_class=str(attrs.get("op_class", "")),
+                    allowed=tuple(str(k) for k in attrs.get("allowed", ())),
                 )
             )
         out_bytes = {op.name: op.output_bytes for op in ops}
@@ -578,6 +651,88 @@ def _cost_column(
     arr += 0.0
     arr[nan] = np.nan
     return arr
+
+
+def _allowed_column(
+    graph: str, values: object, n: int, names: Sequence[str]
+) -> list[tuple[str, ...]]:
+    """The ``allowed`` column as one tuple of device kinds per op (sorted, unique), or ``[]`` when
+    it is missing or restricts no op; ``ValueError`` naming the op for a bad entry."""
+    if values is None:
+        return []
+    if isinstance(values, (str, bytes, Mapping)) or not isinstance(values, Sequence):
+        raise ValueError(
+            f"graph {graph!r}: column 'allowed' must be a list with one list of device kinds per "
+            f"op, got {type(values).__name__}"
+        )
+    if len(values) != n:
+        raise ValueError(
+            f"graph {graph!r}: column 'allowed' has {len(values)} entries, expected {n} "
+            "(one list of device kinds per op, [] for any kind)"
+        )
+    out = []
+    for i, kinds in enumerate(values):
+        if isinstance(kinds, (str, bytes, Mapping)) or not isinstance(kinds, Sequence):
+            raise ValueError(
+                f"graph {graph!r}: op {names[i]!r} has allowed = {kinds!r}; give a list of "
+                'device kinds such as ["CPU"], or [] for any kind'
+            )
+        bad = [k for k in kinds if not isinstance(k, str) or not k]
+        if bad:
+            raise ValueError(
+                f"graph {graph!r}: op {names[i]!r} has allowed kind {bad[0]!r}; device kinds are "
+                'non-empty strings such as "CPU" or "V100"'
+            )
+        out.append(tuple(sorted(set(kinds))))
+    return out if any(out) else []
+
+
+def _listed(value: Any) -> Any:
+    """Tuples as lists (the JSON form of a shape column entry); ``None`` stays."""
+    if isinstance(value, tuple):
+        return [_listed(v) for v in value]
+    return value
+
+
+def _tensor_columns(
+    graph: str,
+    names: Sequence[str],
+    output_bytes: FloatArray,
+    output_shapes: Sequence[Any] | None,
+    output_dtypes: Sequence[Any] | None,
+    input_shapes: Sequence[Any] | None,
+) -> dict[str, list[Any]]:
+    """The shape and dtype columns parsed and checked (:mod:`graphopt.shapes`); a column that is
+    missing or all ``None`` comes back empty."""
+    n = len(names)
+    columns = {
+        "output_shapes": (output_shapes, parse_shapes, "shapes"),
+        "output_dtypes": (output_dtypes, parse_dtypes, "dtypes"),
+        "input_shapes": (input_shapes, parse_shapes, "input_shapes"),
+    }
+    out: dict[str, list[Any]] = {}
+    for key, (values, parse, label) in columns.items():
+        if values is None:
+            out[key] = []
+            continue
+        if isinstance(values, (str, bytes, Mapping)) or not isinstance(values, Sequence):
+            raise ValueError(
+                f"graph {graph!r}: column {label!r} must be a list with one entry per op"
+            )
+        if len(values) != n:
+            raise ValueError(
+                f"graph {graph!r}: column {label!r} has {len(values)} entries, expected {n}"
+            )
+        where = [f"graph {graph!r}, op {op!r}" for op in names]
+        parsed = [parse(v, where[i]) for i, v in enumerate(values)]  # type: ignore[operator]
+        out[key] = parsed if any(p is not None for p in parsed) else []
+    shapes, dtypes = out["output_shapes"], out["output_dtypes"]
+    if shapes and dtypes:
+        for i in range(n):
+            check_op_tensors(
+                shapes[i], dtypes[i], float(output_bytes[i]), f"graph {graph!r}, op {names[i]!r}"
+            )
+    return out
 
 
 def _edge_endpoints(

@@ -3,7 +3,7 @@
 The order, lowest first (``docs/architecture.md`` draws it):
 
 1. ``graphopt.graph``, ``graphopt.op_classes``, ``graphopt.hardware``, ``graphopt.typing``, ``graphopt.tasks``,
-   ``graphopt.configs``, ``graphopt.errors``
+   ``graphopt.configs``, ``graphopt.errors``, ``graphopt.constraints``
 2. ``graphopt.sim`` (engine, simulator, bounds, estimate), ``graphopt.workloads``,
    ``graphopt.importers``, ``graphopt.decision_io`` (with ``decision_format``, ``decision_files``,
    ``decision_diff``), ``graphopt.distributed``
@@ -39,8 +39,11 @@ LAYERS: dict[str, int] = {
     "graphopt.typing": 1,
     "graphopt.tasks": 1,
     "graphopt.op_classes": 1,
+    "graphopt.shapes": 1,
     "graphopt.configs": 1,
+    "graphopt.constraints": 1,
     "graphopt.sim": 2,
+    "graphopt.op_model": 2,
     "graphopt.workloads": 2,
     "graphopt.importers": 2,
     "graphopt.decision_io": 2,

@@ -112,9 +112,22 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 
 def graph_report(graph: CompGraph, top: int) -> dict[str, Any]:
-    """Summary of a graph plus its ``top`` largest ops by FLOPs."""
+    """Summary of a graph plus its ``top`` largest ops by FLOPs, each with its output tensors and
+    input shapes (``outputs``, ``inputs``: ``f32[4,32,32,32]``, ``?`` where unknown) and, with
+    them, how many ops have known shapes (``ops_with_shapes``)."""
+    from graphopt.shapes import format_tensors
+
     report = graph.summary()
+    report["ops_with_shapes"] = sum(s is not None for s in graph.output_shapes)
     order = graph.flops.argsort()[::-1][:top]
+
+    def tensors(i: int) -> tuple[str, str]:
+        shapes = graph.output_shapes[i] if graph.output_shapes else None
+        dtypes = graph.output_dtypes[i] if graph.output_dtypes else None
+        inputs = graph.input_shapes[i] if graph.input_shapes else None
+        shown = "?" if inputs is None else ", ".join(f"[{','.join(map(str, s))}]" for s in inputs)
+        return format_tensors(shapes, dtypes), shown
+
     report["largest_ops"] = [
         {
             "name": graph.op_names[i],
@@ -122,6 +135,8 @@ def graph_report(graph: CompGraph, top: int) -> dict[str, Any]:
             "flops": float(graph.flops[i]),
             "bytes": float(graph.bytes_accessed[i]),
             "param_bytes": float(graph.param_bytes[i]),
+            "outputs": tensors(i)[0],
+            "inputs": tensors(i)[1],
         }
         for i in order
     ]
@@ -150,6 +165,7 @@ def cmd_show(args: argparse.Namespace) -> int:
                 if r["measured_kinds"]
                 else ""
             )
+            + f"; shapes known for {r['ops_with_shapes']:,} of {r['ops']:,} ops"
         )
         types = Table(title="op types")
         types.add_column("type")
@@ -158,13 +174,15 @@ def cmd_show(args: argparse.Namespace) -> int:
             types.add_row(escape(t), f"{c:,}")
         console.print(types)
         big = Table(title=f"largest {len(r['largest_ops'])} ops by FLOPs")
-        for col in ("op", "type", "GFLOPs", "MB accessed", "MB params"):
-            numeric = col not in ("op", "type")
+        for col in ("op", "type", "outputs", "inputs", "GFLOPs", "MB accessed", "MB params"):
+            numeric = col not in ("op", "type", "outputs", "inputs")
             big.add_column(col, justify="right" if numeric else "left", no_wrap=numeric)
         for op in r["largest_ops"]:
             big.add_row(
                 escape(op["name"]),
                 escape(op["type"]),
+                escape(op["outputs"]),
+                escape(op["inputs"]),
                 f"{op['flops'] / 1e9:,.3f}",
                 f"{op['bytes'] / 1e6:,.2f}",
                 f"{op['param_bytes'] / 1e6:,.2f}",

@@ -32,6 +32,10 @@ Per op (see :mod:`graphopt.graph` for the columns):
   index.
 * ``output_bytes``: all tensor outputs of the kernel (``native_layer_norm`` writes its mean and
   rstd too).
+* ``output_shapes``, ``output_dtypes``, ``input_shapes`` (:mod:`graphopt.shapes`): the shape and
+  dtype of every tensor output, and the shape of every tensor argument in the kernel's argument
+  order (activations, parameters and inputs; a view's own shape), from the FX nodes' fake tensors
+  (``node.meta["val"]``).
 * ``param_bytes``: parameters, buffers and constant tensors (the state resident on the device)
   are attributed to the **first op that reads them**, in graph order, so that each is counted
   exactly once (a tied embedding / LM head is one tensor). State no op reads (e.g. batch norm's
@@ -93,7 +97,7 @@ from torch.utils.flop_counter import FlopCounterMode, flop_registry
 from graphopt.graph import CompGraph
 from graphopt.op_classes import OP_TYPE_CLASSES
 
-IMPORTER_VERSION = 1
+IMPORTER_VERSION = 2
 """Bumped whenever the graphs :func:`from_torch` produces change (keys the zoo's cache)."""
 
 LOSS_LAYER = "loss"
@@ -198,6 +202,9 @@ def graph_from(
         edge_dst=converted.edge_dst,
         edge_bytes=converted.edge_bytes,
         layer=converted.layers,
+        output_shapes=converted.output_shapes,
+        output_dtypes=converted.output_dtypes,
+        input_shapes=converted.input_shapes,
         measured=measured,
         metadata=meta,
     )
@@ -526,10 +533,21 @@ class _Converted(NamedTuple):
     edge_dst: np.ndarray
     edge_bytes: np.ndarray
     metadata: dict[str, Any]
+    output_shapes: list[list[tuple[int, ...]]]
+    output_dtypes: list[list[str]]
+    input_shapes: list[list[tuple[int, ...]]]
 
 
 def _nbytes(t: torch.Tensor) -> int:
     return int(t.numel()) * int(t.element_size())
+
+
+def _shape(t: torch.Tensor) -> tuple[int, ...]:
+    return tuple(int(d) for d in t.shape)
+
+
+def _dtype(t: torch.Tensor) -> str:
+    return str(t.dtype).removeprefix("torch.")
 
 
 def _tensors(value: Any) -> list[Any]:
@@ -651,6 +669,9 @@ def _convert(
     out_bytes: list[float] = []
     param_bytes: list[float] = []
     layers: list[str] = []
+    shapes: list[list[tuple[int, ...]]] = []
+    dtypes: list[list[str]] = []
+    in_shapes: list[list[tuple[int, ...]]] = []
     edges: dict[tuple[int, int], int] = {}
     root: dict[Node, _Root | list[_Root | None]] = {}  # where each fx value's data lives
     state_bytes: list[int] = []
@@ -722,6 +743,9 @@ def _convert(
         out_bytes.append(float(written))
         param_bytes.append(float(pbytes))
         layers.append(_layer(node, strip_prefix, training))
+        shapes.append([_shape(t) for t in outputs])
+        dtypes.append([_dtype(t) for t in outputs])
+        in_shapes.append([_shape(t) for t in _tensors(tree_map(_val, (node.args, node.kwargs)))])
         forward_ops += node.meta.get("partitioner_tag") != "is_backward"
         if isinstance(out, torch.Tensor):
             root[node] = _Root((node.name, 0), index, -1, _nbytes(out))
@@ -754,4 +778,7 @@ def _convert(
             "unattributed_state_bytes": int(unattributed),
             "unknown_op_types": sorted({t for t in types if t not in OP_TYPE_CLASSES}),
         },
+        output_shapes=shapes,
+        output_dtypes=dtypes,
+        input_shapes=in_shapes,
     )

@@ -473,7 +473,7 @@ def test_to_json_dict_is_strict_json_in_topological_order() -> None:
     data = g.to_json_dict()
     text = json.dumps(data, allow_nan=False)  # NaN is written as null, never as a bare NaN
     assert data["format"] == FORMAT_NAME == "graphopt-graph"
-    assert data["version"] == FORMAT_VERSION == 2
+    assert data["version"] == FORMAT_VERSION == 3
     assert data["ops"]["name"] == list(g.op_names)
     assert data["measured"]["V100"][1] is None
     assert data["edges"]["src"][0] == "in"  # edges name their ops
@@ -738,7 +738,7 @@ def test_column_length_mismatch(kwargs: dict[str, Any], pattern: str) -> None:
         CompGraph.from_arrays(**columns)
 
 
-@pytest.mark.parametrize("version", [3, 0, "1", None, True])
+@pytest.mark.parametrize("version", [4, 0, "1", None, True])
 def test_wrong_file_version(tmp_path: Path, version: Any) -> None:
     data = minimal_file()
     data["version"] = version
@@ -846,7 +846,7 @@ def test_version_1_file_derives_op_classes(tmp_path: Path) -> None:
     g = CompGraph.load(write_json(tmp_path / "v1.json", minimal_file()))
     assert g.op_classes == ("source", "contraction", "elementwise")
     again = CompGraph.load(g.save(tmp_path / "v2.json"))
-    assert again.to_json_dict()["version"] == 2 and again.op_classes == g.op_classes
+    assert again.to_json_dict()["version"] == 3 and again.op_classes == g.op_classes
 
 
 def test_file_classes_override_the_op_type(tmp_path: Path) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from graphopt.graph import CompGraph
+from graphopt.graph import CompGraph, Op
 
 
 def test_help(run_cli):
@@ -120,3 +120,41 @@ def test_a_graph_path_with_a_comma_is_taken_whole(run_cli, tmp_path):
     assert [r["name"] for r in report] == ["txl-tiny", "gnmt-tiny"]
     proc = run_cli("graphs", "show", str(folder / "h,1.json"), check=False)  # no such file
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
+
+
+def _shaped_graph() -> CompGraph:
+    """Two ops, the second with known shapes (tests/graphopt/test_shapes.py tests the format)."""
+    ops = [
+        Op("x", "Placeholder", output_bytes=512.0),
+        Op(
+            "mm",
+            "mm",
+            flops=8192.0,
+            bytes_accessed=3584.0,
+            output_bytes=1024.0,
+            output_shapes=((8, 32),),
+            output_dtypes=("float32",),
+            input_shapes=((8, 16), (16, 32)),
+        ),
+    ]
+    return CompGraph.build("g", ops, [("x", "mm", 512.0)])
+
+
+def test_bad_shapes_in_a_file_exit_2(tmp_path, run_cli):
+    data = _shaped_graph().to_json_dict()
+    data["ops"]["shapes"][1] = [[8, -32]]
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps(data))
+    proc = run_cli("graphs", "show", str(path), check=False)
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "op 'mm'" in lines[0] and "negative dim" in lines[0]
+
+
+def test_show_prints_shapes(tmp_path, run_cli):
+    path = _shaped_graph().save(tmp_path / "g.json")
+    report = json.loads(run_cli("graphs", "show", str(path), "--json").stdout)[0]
+    assert report["ops_with_shapes"] == 1
+    mm = next(op for op in report["largest_ops"] if op["name"] == "mm")
+    assert mm["outputs"] == "f32[8,32]" and mm["inputs"] == "[8,16], [16,32]"
+    assert "f32[8,32]" in run_cli("graphs", "show", str(path)).stdout
