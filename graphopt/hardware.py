@@ -33,6 +33,7 @@ File format (YAML or JSON by suffix; :meth:`Cluster.load`, :meth:`Cluster.save`)
     send: per-device
     copies: charged
     dispatch: priority
+    colocation: hint
 
 Model options (:data:`MODEL_OPTIONS`; the first value of each is the default, and a file that
 leaves an option out behaves, and fingerprints, as before the option existed). Rules 5, 6 and 8
@@ -57,6 +58,10 @@ of :mod:`graphopt.sim` apply them:
   the lowest ``(priority, root index)`` of the decision; ``fcfs``, first come first served: the
   one that became ready first, ties by root index; the decision's priorities are ignored (a
   runtime that launches ops in the order their inputs arrive).
+- ``colocation``: ``hint``, an op's colocation group (``CompGraph.colocation``) is a hint that
+  placers may follow; ``enforce``, every op of a group must run on one device: a placement that
+  splits a group is invalid, and every method moves a group as one
+  (:mod:`graphopt.constraints`, which also holds the per-op allowed device kinds of the graph).
 
 Size: a cluster has at most :data:`MAX_DEVICES` (4,096) devices, ``count`` included; a larger
 one is refused with a ``ValueError`` naming the limit (the reasons are at :data:`MAX_DEVICES`).
@@ -180,6 +185,7 @@ MODEL_OPTIONS: dict[str, tuple[str, ...]] = {
     "send": ("per-device", "per-consumer"),
     "copies": ("charged", "free"),
     "dispatch": ("priority", "fcfs"),
+    "colocation": ("hint", "enforce"),
 }
 """The model options of a cluster file and their values, the default first (module docstring)."""
 HOST_KIND = "CPU"
@@ -355,6 +361,8 @@ class Cluster:
         copies: ``"charged"`` (a received copy uses the receiver's memory) or ``"free"``.
         dispatch: ``"priority"`` (an idle device starts its ready kernel of lowest priority) or
             ``"fcfs"`` (the one ready first; priorities ignored).
+        colocation: ``"hint"`` (colocation groups are a hint) or ``"enforce"`` (each group runs
+            on one device).
 
     The model options are described in the module docstring; their defaults leave the cluster,
     its fingerprint and every simulated figure as they were before the options existed.
@@ -379,6 +387,7 @@ class Cluster:
     send: str = "per-device"
     copies: str = "charged"
     dispatch: str = "priority"
+    colocation: str = "hint"
 
     def __post_init__(self) -> None:
         devices = tuple(self.devices)

@@ -16,6 +16,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from graphopt.constraints import Constraints, constraints
 from graphopt.graph import CompGraph
 from graphopt.hardware import Cluster
 from graphopt.sim import engine
@@ -34,6 +35,10 @@ from graphopt.typing import (
 MAX_PRIORITY = 2**31
 """Priority levels must be below this (the engine packs a level and a kernel index in one int64)."""
 
+
+STATUS_CONSTRAINT = 3
+"""The status of a placement that breaks a placement constraint (:mod:`graphopt.constraints`),
+beside the engine's ``STATUS_OK`` (0), ``STATUS_OOM`` (1) and ``STATUS_ILLEGAL_FUSION`` (2)."""
 
 NOT_FINITE = (
     "the step time is not finite: the graph's costs overflow (an op time or a sum of them beyond "
@@ -75,7 +80,8 @@ class BatchResult:
     valid: np.ndarray
     """``(B,)`` bool."""
     status: IntArray
-    """``(B,)``: 0 valid, 1 out of memory, 2 illegal fusion."""
+    """``(B,)``: 0 valid, 1 out of memory, 2 illegal fusion, 3 a placement constraint broken
+    (:data:`STATUS_CONSTRAINT`; step time ``inf``)."""
     busy_time: FloatArray
     """``(B, D)``."""
     peak_memory: FloatArray
@@ -114,11 +120,20 @@ class PreparedGraph:
     Args:
         graph: the computation graph.
         cluster: the devices and links.
+
+    Raises:
+        ValueError: placement constraints that no placement can meet
+            (:func:`graphopt.constraints.constraints`).
     """
 
     def __init__(self, graph: CompGraph, cluster: Cluster) -> None:
         self.graph = graph
         self.cluster = cluster
+        checked = constraints(graph, cluster)
+        self.constraints: Constraints | None = checked if checked.active else None
+        """The placement constraints of the pair; ``None`` when there are none. Checked in
+        Python before the engine runs: a placement that breaks one is invalid (its reason names
+        the op), and the engine never sees it."""
         n, num_dev = graph.num_ops, cluster.num_devices
         self.succ_ptr, self.succ_dst = graph.successors_csr
         self.pred_ptr, self.pred_src, pred_edge_ids = graph.predecessors_csr
@@ -317,6 +332,11 @@ class PreparedGraph:
         workspace, valid until the next simulation; None where the rules refused the fusion);
         ``describe=False``: a fusion cycle's reason does not name its ops."""
         placement, priority, fusion = self._decision_arrays(decision or Decision())
+        if self.constraints is not None:
+            broken = self.constraints.violation(placement)
+            if broken:
+                d = self.cluster.num_devices
+                return Measurement(math.inf, np.zeros(d), np.zeros(d), 0.0, False, broken), None
         if fusion.any():
             rule, a, b = self.rules.violation(placement, fusion)
             if rule != RULE_OK:
@@ -391,11 +411,16 @@ class PreparedGraph:
         placement, priority, fusion = arrays
         fused = np.flatnonzero(fusion.any(axis=1))
         illegal = fused[self.rules.violations(placement[fused], fusion[fused]) != RULE_OK]
+        broken = np.zeros(batch, dtype=bool)
+        if self.constraints is not None:
+            broken = self.constraints.violations(placement)
+            illegal = np.union1d(illegal, np.flatnonzero(broken))
         if len(illegal) == 0:
             status, _, step, busy, peak_mem, moved = engine.simulate_batch(
                 self._engine_graph, placement, priority, fusion, tuple(self.workspace())
             )
-        else:  # simulate the legal rows only; the others are illegal fusion (rules 2a-2d)
+        else:  # simulate the legal rows only; the others are illegal fusion (rules 2a-2d) or
+            # break a placement constraint
             legal = np.setdiff1d(np.arange(batch), illegal)
             d = self.cluster.num_devices
             status = np.full(batch, engine.STATUS_ILLEGAL_FUSION, dtype=np.int64)
@@ -411,6 +436,7 @@ class PreparedGraph:
                 )
                 status[legal], step[legal], busy[legal] = out[0], out[2], out[3]
                 peak_mem[legal], moved[legal] = out[4], out[5]
+            status[broken] = STATUS_CONSTRAINT
         return BatchResult(
             step_time=step,
             valid=(status == engine.STATUS_OK) & np.isfinite(step),
