@@ -19,6 +19,10 @@ Per op (arrays of length ``N``):
 ``measured``              optional: ``{device_kind: seconds per op}``, ``NaN`` where not measured
 ``colocation``            colocation group name, ``""`` for none (a hint for placers)
 ``layer``                 module path / layer the op belongs to, ``""`` if unknown
+``output_shapes``         optional: the op's output shapes, ``None`` where unknown
+                          (:mod:`graphopt.shapes`)
+``output_dtypes``         optional: one dtype per output, ``None`` where unknown
+``input_shapes``          optional: the shapes of its tensor arguments, ``None`` where unknown
 ``allowed``               optional: the device kinds the op may run on (``Device.kind``), ``()``
                           for any; ``CompGraph.allowed`` is ``()`` when no op is restricted
                           (:mod:`graphopt.constraints` applies it)
@@ -29,20 +33,24 @@ and ``edge_bytes`` (bytes of the tensor carried from producer to consumer).
 
 All costs are SI units: seconds, bytes, FLOPs.
 
-File format (``graphopt-graph``, version 2), JSON, optionally gzip-compressed when the path ends
+File format (``graphopt-graph``, version 3), JSON, optionally gzip-compressed when the path ends
 in ``.gz``; columnar so that large graphs load quickly::
 
     {
-      "format": "graphopt-graph", "version": 2,
+      "format": "graphopt-graph", "version": 3,
       "name": "gnmt-2", "metadata": {...},
       "ops": {"name": [...], "type": [...], "class": [...], "flops": [...], "bytes": [...],
-              "output_bytes": [...], "param_bytes": [...], "layer": [...], "colocation": [...]},
+              "output_bytes": [...], "param_bytes": [...], "layer": [...], "colocation": [...],
+              "shapes": [[[8, 64], ...] or null, ...], "dtypes": [["float32", ...] or null, ...],
+              "input_shapes": [[[8, 32], [32, 64]] or null, ...]},
       "measured": {"V100": [seconds or null, ...]},
       "edges": {"src": [op name, ...], "dst": [op name, ...], "bytes": [...]}
     }
 
 ``class``, ``layer``, ``colocation``, ``measured`` and ``metadata`` may be omitted (a missing class
-is derived from the op type). The optional ``ops.allowed`` column holds, per op, a list of the
+is derived from the op type). So may ``shapes``, ``dtypes`` and ``input_shapes`` (version 3; missing
+shapes are unknown, ``null`` marks one op's as unknown, and known output shapes and dtypes must add
+up to the op's ``output_bytes``: :mod:`graphopt.shapes`); version 2 files have none. The optional ``ops.allowed`` column holds, per op, a list of the
 device kinds it may run on (``[]``: any kind), e.g. ``[[], ["CPU"], []]``; it is written only when
 some op is restricted, and files of versions 2 and later load with or without it. Version 1 files (no ``class`` column) still load. Ops may be listed in any
 order (they are sorted topologically on load; files written by graphopt are already sorted); a
@@ -69,12 +77,14 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from graphopt.op_classes import check_class, classify
+from graphopt.shapes import Shape, check_op_tensors, parse_dtypes, parse_shapes
 from graphopt.typing import FloatArray, IntArray
 
 FORMAT_NAME = "graphopt-graph"
-FORMAT_VERSION = 2
-READ_VERSIONS = (1, 2)
-"""Graph file versions this graphopt reads (version 1 has no op classes: they are derived)."""
+FORMAT_VERSION = 3
+READ_VERSIONS = (1, 2, 3)
+"""Graph file versions this graphopt reads (version 1 has no op classes: they are derived;
+version 2 no shapes: they are unknown)."""
 
 
 @dataclass(frozen=True)
@@ -92,6 +102,10 @@ class Op:
     layer: str = ""
     op_class: str = ""
     """Its class (:mod:`graphopt.op_classes`); empty: derived from ``type``."""
+    output_shapes: tuple[Shape, ...] | None = None
+    """Its output shapes (:mod:`graphopt.shapes`); ``None``: unknown."""
+    output_dtypes: tuple[str, ...] | None = None
+    input_shapes: tuple[Shape, ...] | None = None
     allowed: tuple[str, ...] = ()
     """The device kinds it may run on; empty: any."""
 
@@ -125,6 +139,12 @@ class CompGraph:
     """The index of each op in the order its graph file lists them (``file_order[j]`` is the op
     listed ``j``-th); ``None`` when the graph was not read from a file (:meth:`from_json_dict`) or
     the file lists its ops in this order already. Not part of the content (:attr:`fingerprint`)."""
+    output_shapes: tuple[tuple[Shape, ...] | None, ...] = ()
+    """Per op, its output shapes or ``None`` (unknown); ``()``: no op's is known."""
+    output_dtypes: tuple[tuple[str, ...] | None, ...] = ()
+    """Per op, one dtype per output or ``None``; ``()``: no op's is known."""
+    input_shapes: tuple[tuple[Shape, ...] | None, ...] = ()
+    """Per op, the shapes of its tensor arguments or ``None``; ``()``: no op's is known."""
     allowed: tuple[tuple[str, ...], ...] = ()
     """Per op, the device kinds it may run on (``()``: any kind); ``()`` when no op is
     restricted (the module docstring; :mod:`graphopt.constraints` applies it)."""
@@ -166,6 +186,9 @@ class CompGraph:
             layer=[op.layer for op in ops],
             metadata=metadata,
             op_classes=[op.op_class for op in ops],
+            output_shapes=[op.output_shapes for op in ops],
+            output_dtypes=[op.output_dtypes for op in ops],
+            input_shapes=[op.input_shapes for op in ops],
             allowed=[op.allowed for op in ops],
         )
 
@@ -187,6 +210,9 @@ class CompGraph:
         layer: Sequence[str] | None = None,
         metadata: Mapping[str, Any] | None = None,
         op_classes: Sequence[str] | None = None,
+        output_shapes: Sequence[Any] | None = None,
+        output_dtypes: Sequence[Any] | None = None,
+        input_shapes: Sequence[Any] | None = None,
         allowed: Sequence[Sequence[str]] | None = None,
     ) -> CompGraph:
         """Validate columns, sort ops topologically (stable: input order wins among ready ops)
@@ -194,6 +220,8 @@ class CompGraph:
 
         ``edge_src``/``edge_dst`` hold either op indices (ints, into the given op order) or op names.
         ``op_classes``: one class per op, ``""`` (or no column) to derive it from the op type.
+        ``output_shapes``, ``output_dtypes``, ``input_shapes``: one entry per op (lists of shapes,
+        of dtype names; ``None`` where unknown), or no column (:mod:`graphopt.shapes`).
         ``allowed``: per op the device kinds it may run on, empty for any (or no column).
 
         Raises:
@@ -239,6 +267,9 @@ class CompGraph:
         lay = [str(c) for c in layer] if layer is not None else [""] * n
         if len(coloc) != n or len(lay) != n:
             raise ValueError(f"graph {name!r}: colocation/layer columns must have {n} entries")
+        tensors = _tensor_columns(
+            name, names, arrays["output_bytes"], output_shapes, output_dtypes, input_shapes
+        )
         kinds_allowed = _allowed_column(name, allowed, n, names)
 
         src = _edge_endpoints(name, edge_src, index, names, "producer")
@@ -274,6 +305,7 @@ class CompGraph:
             layer=tuple(lay[i] for i in order),
             metadata=dict(metadata or {}),
             op_classes=tuple(classes[i] for i in order),
+            **{key: tuple(col[i] for i in order) if col else () for key, col in tensors.items()},
             allowed=tuple(kinds_allowed[i] for i in order) if kinds_allowed else (),
         )
 
@@ -329,11 +361,19 @@ class CompGraph:
         for kind, arr in self.measured.items():
             h.update(kind.encode())
             h.update(arr.tobytes())
+        if self.has_shapes:  # graphs without shapes keep the hash they had before shapes existed
+            tensors = (self.output_shapes, self.output_dtypes, self.input_shapes)
+            h.update(repr(tensors).encode())
         for edge_column in (self.edge_src, self.edge_dst, self.edge_bytes):
             h.update(edge_column.tobytes())
         if self.allowed:  # an unrestricted graph hashes as before the column existed
             h.update(json.dumps(self.allowed).encode())
         return h.hexdigest()
+
+    @property
+    def has_shapes(self) -> bool:
+        """Whether any op carries a shape or dtype (:mod:`graphopt.shapes`)."""
+        return bool(self.output_shapes or self.output_dtypes or self.input_shapes)
 
     def summary(self) -> dict[str, Any]:
         """Counts and totals for display: ops, edges, FLOPs, bytes, op-type histogram."""
@@ -393,6 +433,15 @@ class CompGraph:
                 "param_bytes": self.param_bytes.tolist(),
                 "layer": list(self.layer),
                 "colocation": list(self.colocation),
+                **{
+                    key: [_listed(v) for v in column]
+                    for key, column in (
+                        ("shapes", self.output_shapes),
+                        ("dtypes", self.output_dtypes),
+                        ("input_shapes", self.input_shapes),
+                    )
+                    if column
+                },
                 **({"allowed": [list(a) for a in self.allowed]} if self.allowed else {}),
             },
             "measured": {
@@ -446,6 +495,9 @@ class CompGraph:
                 layer=ops.get("layer"),
                 metadata=data.get("metadata", {}),
                 op_classes=ops.get("class"),
+                output_shapes=ops.get("shapes"),
+                output_dtypes=ops.get("dtypes"),
+                input_shapes=ops.get("input_shapes"),
                 allowed=ops.get("allowed"),
             )
         except KeyError as e:
@@ -633,6 +685,54 @@ def _allowed_column(
             )
         out.append(tuple(sorted(set(kinds))))
     return out if any(out) else []
+
+
+def _listed(value: Any) -> Any:
+    """Tuples as lists (the JSON form of a shape column entry); ``None`` stays."""
+    if isinstance(value, tuple):
+        return [_listed(v) for v in value]
+    return value
+
+
+def _tensor_columns(
+    graph: str,
+    names: Sequence[str],
+    output_bytes: FloatArray,
+    output_shapes: Sequence[Any] | None,
+    output_dtypes: Sequence[Any] | None,
+    input_shapes: Sequence[Any] | None,
+) -> dict[str, list[Any]]:
+    """The shape and dtype columns parsed and checked (:mod:`graphopt.shapes`); a column that is
+    missing or all ``None`` comes back empty."""
+    n = len(names)
+    columns = {
+        "output_shapes": (output_shapes, parse_shapes, "shapes"),
+        "output_dtypes": (output_dtypes, parse_dtypes, "dtypes"),
+        "input_shapes": (input_shapes, parse_shapes, "input_shapes"),
+    }
+    out: dict[str, list[Any]] = {}
+    for key, (values, parse, label) in columns.items():
+        if values is None:
+            out[key] = []
+            continue
+        if isinstance(values, (str, bytes, Mapping)) or not isinstance(values, Sequence):
+            raise ValueError(
+                f"graph {graph!r}: column {label!r} must be a list with one entry per op"
+            )
+        if len(values) != n:
+            raise ValueError(
+                f"graph {graph!r}: column {label!r} has {len(values)} entries, expected {n}"
+            )
+        where = [f"graph {graph!r}, op {op!r}" for op in names]
+        parsed = [parse(v, where[i]) for i, v in enumerate(values)]  # type: ignore[operator]
+        out[key] = parsed if any(p is not None for p in parsed) else []
+    shapes, dtypes = out["output_shapes"], out["output_dtypes"]
+    if shapes and dtypes:
+        for i in range(n):
+            check_op_tensors(
+                shapes[i], dtypes[i], float(output_bytes[i]), f"graph {graph!r}, op {names[i]!r}"
+            )
+    return out
 
 
 def _edge_endpoints(
