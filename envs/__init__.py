@@ -26,10 +26,12 @@ from gymnasium.envs.registration import register, registry
 from envs.base import GraphEnv, GraphSpec
 from envs.decision_edit import DecisionEditEnv, FusionEditEnv, JointEditEnv, SchedulingEditEnv
 from envs.fusion import FusionEnv
+from envs.hierarchical import HierarchicalPlacementEnv
 from envs.joint import JointEnv
 from envs.one_shot import GraphOptEnv
 from envs.placement import PlacementEnv
 from envs.placement_edit import PlacementEditEnv
+from envs.placeto import PlacetoEnv
 from envs.scheduling import SchedulingEnv
 from graphopt.hardware import Cluster
 from graphopt.tasks import TASKS, get_task
@@ -54,6 +56,17 @@ for _name, _cls in ENV_CLASSES.items():
     if TASKS[_name].env_id not in registry:
         register(id=TASKS[_name].env_id, entry_point=f"{_cls.__module__}:{_cls.__name__}")
 
+VARIANTS: dict[str, tuple[str, Callable[..., GraphEnv], str]] = {
+    "hierarchical": ("placement", HierarchicalPlacementEnv, "graphopt/HierarchicalPlacement-v0"),
+    "placeto": ("placement-edit", PlacetoEnv, "graphopt/Placeto-v0"),
+}
+"""The environments of the learned baselines (``variant`` of :func:`make_env`): the task whose
+decision each makes, its class and its Gymnasium id."""
+
+for _task, _cls, _id in VARIANTS.values():
+    if _id not in registry:
+        register(id=_id, entry_point=f"{_cls.__module__}:{_cls.__name__}")
+
 
 def make_env(
     task: str,
@@ -67,7 +80,8 @@ def make_env(
     """The environment of ``task`` on ``graphs`` and ``cluster``.
 
     Args:
-        settings: the task's other arguments (``reward_mode``, ``reference``; ``max_ops``,
+        settings: ``variant`` (``hierarchical`` or ``placeto``: the environment of a learned
+            baseline, :data:`VARIANTS`, for its task), then the task's other arguments (``reward_mode``, ``reference``; ``max_ops``,
             ``max_edges``, ``num_priorities``, ``obs_mode``, ``hint`` for the one-shot tasks;
             ``candidates``, ``horizon``, ``reward_scale`` for the edit tasks), as
             ``env.settings()`` returns them.
@@ -76,6 +90,12 @@ def make_env(
         ValueError: an unknown task, or a setting the task does not take.
     """
     cls = ENV_CLASSES[get_task(task).name]
+    variant = settings.pop("variant", None)
+    if variant is not None:
+        if variant not in VARIANTS or VARIANTS[variant][0] != get_task(task).name:
+            known = ", ".join(f"{v} (task {t})" for v, (t, _, _) in VARIANTS.items())
+            raise ValueError(f"no environment variant {variant!r} for task {task}; known: {known}")
+        cls = VARIANTS[variant][1]
     taken = set(inspect.signature(cls).parameters) - {"graphs", "cluster", "cost_model", "seed"}
     unknown = sorted(set(settings) - taken)
     if unknown:
@@ -93,11 +113,14 @@ __all__ = [
     "FusionEnv",
     "GraphEnv",
     "GraphOptEnv",
+    "HierarchicalPlacementEnv",
     "JointEditEnv",
     "JointEnv",
     "PlacementEditEnv",
     "PlacementEnv",
+    "PlacetoEnv",
     "SchedulingEditEnv",
     "SchedulingEnv",
+    "VARIANTS",
     "make_env",
 ]

@@ -26,7 +26,12 @@ from graphopt.hardware import Cluster, get_cluster
 from graphopt.tasks import SIMULATED_MOVE_TASKS, get_task
 
 CONFIG_VERSION = 1
-POLICIES = ("go", "mlp", "graph")
+POLICIES = ("go", "mlp", "graph", "gdp", "hdp", "placeto")
+LEARNED_BASELINES = {"gdp": "placement", "hdp": "placement", "placeto": "placement-edit"}
+"""The learned methods peers compare against (docs/learned_baselines.md), each with its task."""
+ALGORITHMS = ("ppo", "reinforce")
+MAX_GROUPS = 1024
+"""The most groups of HDP's grouper."""
 
 
 FLOAT_RANGES: dict[str, tuple[float, float, bool]] = {
@@ -66,8 +71,18 @@ class TrainConfig:
     """Run name; the run directory is runs/<task>/<name>_<k>."""
     policy: str = "go"
     """go (graphopt's: the GO policy, or MovePolicy for the edit tasks), graph (scheduling-,
-    fusion-, joint-edit: GOMovePolicy, the GO graph network scoring the candidates) or mlp (SB3's stock
-    MultiInputPolicy / MlpPolicy, a compatibility baseline)."""
+    fusion-, joint-edit: GOMovePolicy, the GO graph network scoring the candidates), mlp (SB3's stock
+    MultiInputPolicy / MlpPolicy, a compatibility baseline), or a learned baseline
+    (docs/learned_baselines.md): gdp (task placement: GDP, GraphSAGE + attention, no FiLM nor
+    hint), hdp (task placement: HDP's grouper and seq2seq placer) or placeto (task
+    placement-edit: Placeto, one node per step in topological order)."""
+    algorithm: str = "ppo"
+    """ppo, or reinforce: PPO's update with one epoch over one minibatch of the whole rollout
+    (n_epochs and batch_size are then ignored). At that single gradient step the probability
+    ratio is exactly 1, so the clipped surrogate's gradient is REINFORCE's (Williams 1992), with
+    the value head as the baseline."""
+    groups: int = 16
+    """policy hdp: the grouper's groups (the placer decides one device per group)."""
     reward_mode: str = "speedup"
     """speedup, neg_sqrt_time or log_speedup (see envs.rewards)."""
     num_priorities: int = 8
@@ -150,6 +165,16 @@ class TrainConfig:
             raise ValueError(
                 f"policy {self.policy!r} is unknown; choose one of: {', '.join(POLICIES)}"
             )
+        if self.algorithm not in ALGORITHMS:
+            raise ValueError(
+                f"algorithm {self.algorithm!r} is unknown; choose one of: {', '.join(ALGORITHMS)}"
+            )
+        wanted = LEARNED_BASELINES.get(self.policy)
+        if wanted is not None and self.task != wanted:
+            raise ValueError(
+                f"policy {self.policy} is trained on task {wanted}, got task {self.task}: set "
+                f"task: {wanted}"
+            )
         if self.policy == "graph" and self.task not in SIMULATED_MOVE_TASKS:
             raise ValueError(
                 f"policy 'graph' scores the candidate moves of {', '.join(SIMULATED_MOVE_TASKS)}; "
@@ -167,9 +192,12 @@ class TrainConfig:
             "num_priorities",
             "candidates",
             "horizon",
+            "groups",
         ):
             if int(getattr(self, key)) < 1:
                 raise ValueError(f"{key} must be >= 1, got {getattr(self, key)}")
+        if self.groups > MAX_GROUPS:
+            raise ValueError(f"groups must be at most {MAX_GROUPS}, got {self.groups}")
         for key, (low, high, closed) in FLOAT_RANGES.items():
             value = float(getattr(self, key))
             inside = (low <= value if closed else low < value) and value <= high
@@ -217,11 +245,16 @@ class TrainConfig:
 
     def policy_class(self) -> Any:
         """The policy the run trains: ``GOPolicy`` (one-shot), ``GODecoderPolicy`` (one-shot with
-        a decoder), ``MovePolicy`` or ``GOMovePolicy`` (``policy: graph``) for the edit tasks, or
-        SB3's stock ``MultiInputPolicy`` / ``MlpPolicy`` by name (``policy: mlp``)."""
+        a decoder), ``MovePolicy`` or ``GOMovePolicy`` (``policy: graph``) for the edit tasks,
+        SB3's stock ``MultiInputPolicy`` / ``MlpPolicy`` by name (``policy: mlp``), or a learned
+        baseline's: ``GDPPolicy``, ``HDPPolicy``, ``PlacetoPolicy``."""
         edit = not get_task(self.task).one_shot
         if self.policy == "mlp":
             return "MlpPolicy" if edit else "MultiInputPolicy"
+        if self.policy in LEARNED_BASELINES:
+            from policies import GDPPolicy, HDPPolicy, PlacetoPolicy
+
+            return {"gdp": GDPPolicy, "hdp": HDPPolicy, "placeto": PlacetoPolicy}[self.policy]
         from policies import GODecoderPolicy, GOMovePolicy, GOPolicy, MovePolicy
 
         if edit:
@@ -240,6 +273,21 @@ class TrainConfig:
         """The settings of the task's environment (:func:`envs.make_env`) for policies of
         ``max_ops`` op slots and ``max_edges`` edge slots (one-shot tasks only; None: sized to
         the environment's graphs)."""
+        if self.policy == "hdp":  # envs.hierarchical: groups and their devices
+            return {
+                "reward_mode": self.reward_mode,
+                "max_ops": max_ops,
+                "max_edges": max_edges,
+                "variant": "hierarchical",
+                "groups": self.groups,
+            }
+        if self.policy == "placeto":  # envs.placeto: one node per step
+            return {
+                "reward_mode": self.reward_mode,
+                "max_ops": max_ops,
+                "max_edges": max_edges,
+                "variant": "placeto",
+            }
         if get_task(self.task).one_shot:
             return {
                 "reward_mode": self.reward_mode,

@@ -54,7 +54,8 @@ def build_model(
 ) -> Any:
     """A new PPO of ``config``'s policy and hyper-parameters, on ``device`` (a torch device
     name as :func:`graphopt.accelerator.resolve_device` returns it; default: the config's,
-    resolved here).
+    resolved here). ``algorithm: reinforce`` is PPO's update with one epoch over one minibatch
+    of the whole rollout (see :class:`~graphopt.train.config.TrainConfig`).
 
     Args:
         env: the (vectorised) training environment; or None and
@@ -65,11 +66,15 @@ def build_model(
     from stable_baselines3 import PPO
 
     policy, policy_kwargs = _policy(config)
+    n_epochs, batch_size = config.n_epochs, config.batch_size
+    if config.algorithm == "reinforce":  # one gradient step on the whole rollout: REINFORCE
+        n_envs = env.num_envs if env is not None else 1
+        n_epochs, batch_size = 1, config.n_steps * n_envs
     kwargs: dict[str, Any] = dict(
         learning_rate=config.learning_rate,
         n_steps=config.n_steps,
-        batch_size=config.batch_size,
-        n_epochs=config.n_epochs,
+        batch_size=batch_size,
+        n_epochs=n_epochs,
         gamma=config.gamma,
         gae_lambda=config.gae_lambda,
         clip_range=config.clip_range,

@@ -1,0 +1,123 @@
+"""``graphopt/HierarchicalPlacement-v0``: placement decided as groups of ops and a device per group.
+
+The environment of HDP (Mirhoseini et al., ICLR 2018, "A Hierarchical Model for Device
+Placement"), whose policy makes two choices: a grouper puts every op in one of ``G`` groups, and
+a placer puts every group on a device. Both are sampled, and both enter the policy's
+log-probability, so the action carries both; the placement is ``device[group[op]]``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from gymnasium import spaces
+
+from envs.base import GraphSpec
+from envs.one_shot import COMMON_SECTIONS
+from envs.placement import PlacementEnv
+from graphopt.hardware import DEFAULT_CLUSTER, Cluster
+from graphopt.typing import CostModel, Decision
+
+
+class HierarchicalPlacementEnv(PlacementEnv):
+    """Device placement through groups: which group each op joins, which device each group takes.
+
+    ## Description
+
+    As ``graphopt/Placement-v0`` (one decision for the whole graph, priced by the cost model),
+    with HDP's two-level action: ``G`` groups, each op assigned to one, each group placed on one
+    of the ``D`` devices; op ``i`` runs on ``device[group[i]]``. An empty group's device changes
+    nothing.
+
+    ## Action Space
+
+    ``MultiDiscrete([G] * max_ops + [D] * G)``: the group of each op slot (entries of padding
+    slots are ignored), then the device of each group.
+
+    The observation's ``hint`` is all ``-1`` (HDP starts from no reference decision); the
+    reference still sets the reward.
+
+    """
+
+    __doc__ = (__doc__ or "") + COMMON_SECTIONS
+
+    variant = "hierarchical"
+
+    def __init__(
+        self,
+        graphs: GraphSpec = "suite:tiny",
+        cluster: str | Path | Cluster = DEFAULT_CLUSTER,
+        cost_model: CostModel | None = None,
+        reward_mode: str = "speedup",
+        max_ops: int | None = None,
+        max_edges: int | None = None,
+        groups: int = 16,
+        reference: str = "best",
+        seed: int | None = None,
+    ) -> None:
+        if isinstance(groups, bool) or not isinstance(groups, (int, np.integer)) or groups < 1:
+            raise ValueError(f"groups must be an integer >= 1, got {groups!r}")
+        self.groups = int(groups)
+        super().__init__(
+            graphs,
+            cluster,
+            cost_model,
+            reward_mode=reward_mode,
+            max_ops=max_ops,
+            max_edges=max_edges,
+            reference=reference,
+            hint=False,
+            seed=None,
+        )
+        devices = self.cluster.num_devices
+        self.nvec = np.concatenate(
+            [np.full(self.max_ops, self.groups, np.int64), np.full(self.groups, devices, np.int64)]
+        )
+        self.action_space = spaces.MultiDiscrete(self.nvec)
+        high = int(self.nvec.max()) - 1
+        hint_space = spaces.Box(-1, high, (len(self.nvec),), np.int64)
+        self.observation_space = spaces.Dict({**self.observation_space.spaces, "hint": hint_space})
+        if seed is not None:
+            self.reset(seed=seed)
+
+    def settings(self) -> dict[str, Any]:
+        """Keyword arguments of :func:`envs.make_env` that recreate this environment."""
+        out = super().settings()
+        for key in ("num_priorities", "obs_mode", "hint", "decoder", "decoder_anchor"):
+            out.pop(key)
+        return {**out, "variant": self.variant, "groups": self.groups}
+
+    def hint_action(self, index: int) -> np.ndarray:
+        """All ``-1``: no hint (HDP learns from nothing)."""
+        return np.full(len(self.nvec), -1, dtype=np.int64)
+
+    def decode(self, action: np.ndarray) -> Decision:
+        """The placement ``device[group[op]]`` of the current graph (padding ignored).
+
+        Raises:
+            ValueError: an action of the wrong shape, not integers, or out of range.
+        """
+        a = np.asarray(action)
+        if a.shape != self.nvec.shape:
+            raise ValueError(
+                f"action has shape {a.shape}; expected {self.nvec.shape} (a group per op slot, "
+                f"max_ops={self.max_ops}, then a device per group, groups={self.groups})"
+            )
+        if a.dtype.kind not in "iu":
+            if a.dtype.kind == "f" and np.all(a == np.round(a)):
+                a = a.astype(np.int64)
+            else:
+                raise ValueError(f"action must hold integers, got dtype {a.dtype}")
+        bad = (a < 0) | (a >= self.nvec)
+        if bad.any():
+            i = int(np.flatnonzero(bad)[0])
+            raise ValueError(
+                f"action[{i}] = {int(a[i])} is out of range; allowed values are "
+                f"0..{int(self.nvec[i]) - 1}"
+            )
+        n = self.graphs[self._current].num_ops
+        group = a[:n].astype(np.int64)
+        device = a[self.max_ops :].astype(np.int64)
+        return Decision(placement=device[group])
