@@ -102,7 +102,8 @@ def check_address(address: str, timeout: float = 3.0) -> None:
 
     Raises:
         ValueError: the address is malformed, or its host does not accept a connection on its
-            port within ``timeout`` seconds.
+            port within ``timeout`` seconds, or (a GCS address, not ``ray://``) what answers
+            there fails the health check of a Ray head (:func:`check_gcs_health`).
     """
     if address in ("auto", "local"):
         return
@@ -117,8 +118,10 @@ def check_address(address: str, timeout: float = 3.0) -> None:
     try:
         with socket.create_connection((host, int(port)), timeout=timeout):
             pass
-    except OSError as e:
-        reason = e.strerror or type(e).__name__
+        if "://" not in address:
+            check_gcs_health(hostport, timeout)
+    except (OSError, ConnectionError) as e:
+        reason = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
         raise InvalidArgument(
             "no Ray cluster answers at {got} ({reason}); start one there with "
             "'ray start --head --port {port}' or check {address}",
@@ -126,6 +129,31 @@ def check_address(address: str, timeout: float = 3.0) -> None:
             reason=reason,
             port=port,
         ) from None
+
+
+def check_gcs_health(hostport: str, timeout: float) -> None:
+    """Ask the Ray head's GCS at ``hostport`` the standard gRPC health check
+    (``grpc.health.v1.Health/Check``, which a Ray head answers ``SERVING``) within ``timeout``
+    seconds: a port that accepts connections but is no Ray head (another service, a proxy) is
+    told apart at once, where ``ray.init`` would retry for half a minute. Needs ``grpcio`` (a
+    dependency of Ray); without it only the TCP probe is made.
+
+    Raises:
+        ConnectionError: no health answer, with gRPC's status and details.
+    """
+    try:
+        import grpc
+    except ImportError:  # pragma: no cover - Ray depends on grpcio
+        return
+    with grpc.insecure_channel(hostport) as channel:
+        check = channel.unary_unary("/grpc.health.v1.Health/Check")
+        try:
+            check(b"", timeout=timeout)
+        except grpc.RpcError as e:
+            code, details = e.code(), e.details()
+            raise ConnectionError(
+                f"it is not a Ray head: the health check got {code.name}: {details}"
+            ) from None
 
 
 @contextlib.contextmanager

@@ -64,6 +64,27 @@ def test_an_unreachable_address_fails_at_once(monkeypatch):
     check_address("auto")  # left to Ray
 
 
+def test_a_port_that_accepts_but_is_no_ray_head_fails_within_the_timeout():
+    """Something listens but never answers the gRPC health check of a Ray head (another service,
+    a proxy): refused after the bounded probe, not after ray.init's half minute of retries."""
+    pytest.importorskip("grpc")
+    import threading
+
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        port = server.getsockname()[1]
+        accepted: list[socket.socket] = []
+        threading.Thread(target=lambda: accepted.append(server.accept()[0]), daemon=True).start()
+        with pytest.raises(
+            ValueError,
+            match=f"no Ray cluster answers at 127.0.0.1:{port} \\(it is not a Ray head: the health check got ",
+        ):
+            check_address(f"127.0.0.1:{port}", timeout=0.5)
+        for conn in accepted:
+            conn.close()
+
+
 def test_on_a_local_ray_the_same_results_in_the_same_order():
     from ray_testing import local_ray
 
