@@ -42,7 +42,11 @@ FAMILIES = ("priority", "fusion", "placement", "group")
 - ``group``: move several ops to one other device, as annealing does: half of the time a
   colocation group, else a layer (:func:`graphopt.baselines.search.placement_groups`), else a
   run of ``2 .. max(2, N // D)`` ops in topological order (only moves that keep the fusion legal
-  are offered)."""
+  are offered).
+
+Placement and group moves that would break a placement constraint (an op on a device kind it
+may not use, an enforced colocation group split: :mod:`graphopt.constraints`) are never
+offered; the rows they would have filled stay empty."""
 
 FEATURES = (
     "prior",  # symlog of the move's promise, % of the step (wait or fused time of a critical op)
@@ -367,6 +371,8 @@ class DecisionEditEnv(GraphEnv):
                 placement = self._moved(move)[0]
                 if self.fusion.any() and rules.violation(placement, self.fusion)[0] != 0:
                     continue
+                if self._breaks(placement):
+                    continue
                 out.append(move)
                 if len(out) == count:
                     break
@@ -375,8 +381,15 @@ class DecisionEditEnv(GraphEnv):
         alone = np.flatnonzero(np.bincount(times.kernel)[times.kernel] == 1)
         for op in rng.choice(alone, min(count, len(alone)), replace=False).tolist():
             new = (self.placement[op] + 1 + rng.integers(d - 1)) % d
-            out.append(Move(f, op, int(new)))
+            move = Move(f, op, int(new))
+            if not self._breaks(self._moved(move)[0]):
+                out.append(move)
         return out
+
+    def _breaks(self, placement: IntArray) -> bool:
+        """Whether ``placement`` breaks a placement constraint (never when there are none)."""
+        rules = self._prepared().constraints
+        return rules is not None and bool(rules.violations(placement[None])[0])
 
     def _overtaker(self, op: int) -> int:
         """The root of the first kernel that started on ``op``'s device while ``op``'s kernel

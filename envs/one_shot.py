@@ -19,6 +19,7 @@ from envs.base import GraphEnv, GraphSpec
 from envs.reference import Reference
 from envs.rewards import reward
 from graphopt import encoding
+from graphopt.constraints import Constraints, constraints
 from graphopt.decoders.decision import LIMIT, DecoderSettings, channels
 from graphopt.decoders.decision import decode as decode_outputs
 from graphopt.graph import CompGraph
@@ -54,6 +55,17 @@ COMMON_SECTIONS = """
 
     With ``obs_mode="id"`` the observation is ``{"graph_id": (1,) int64}``, the graph's index in
     ``env.encoded_graphs()``: rollout memory then no longer grows with graph size.
+
+    ## Placement constraints
+
+    Where the graph restricts ops to device kinds (its ``allowed`` column) or the cluster enforces
+    colocation (``colocation: enforce``; :mod:`graphopt.constraints`), the placement an action
+    encodes is projected onto the allowed devices before it is priced
+    (:meth:`graphopt.constraints.Constraints.project`: a restricted op on a barred device moves
+    to its producer's device or its fastest allowed one, an enforced group to the device holding
+    most of it); the decoders keep to them on their own. ``decode`` returns the projected
+    decision, so no action yields a decision that breaks a constraint. Without constraints the
+    action is the decision, as before.
 
     ## Rewards
 
@@ -206,6 +218,7 @@ class GraphOptEnv(GraphEnv):
             )
         self._fusion_masks: dict[int, np.ndarray] = {}
         self._contexts: dict[int, np.ndarray] = {}
+        self._constraints: dict[int, Constraints] = {}
         self._seed = seed
         self.last_episode: Episode | None = None
         if seed is not None:
@@ -365,6 +378,11 @@ class GraphOptEnv(GraphEnv):
             )
         n = self.graphs[self._current].num_ops
         part = a.reshape(-1, self.max_ops)[:, :n].astype(np.int64)
+        if "placement" in self.blocks:  # onto the allowed devices (docstring, constraints)
+            rules = self.constraints(self._current)
+            if rules.active:
+                k = self.blocks.index("placement")
+                part[k] = rules.project(part[k])
         if self.blocks == ("placement",):  # no reference needed: the other arrays are defaults
             return Decision(placement=part[0])
         base = self.reference(self._current).decision.filled(n)
@@ -372,6 +390,13 @@ class GraphOptEnv(GraphEnv):
         for b, block in enumerate(self.blocks):
             arrays[ARRAYS[block]] = part[b]
         return Decision(**arrays)
+
+    def constraints(self, index: int) -> Constraints:
+        """The placement constraints of graph ``index`` on the cluster (cached)."""
+        rules = self._constraints.get(index)
+        if rules is None:
+            rules = self._constraints[index] = constraints(self.graphs[index], self.cluster)
+        return rules
 
     def _decode_outputs(self, action: np.ndarray) -> Decision:
         """The decision the decoder builds from an action of per-op outputs (padding ignored)."""

@@ -11,6 +11,7 @@ from gymnasium import spaces
 
 from envs.base import GraphEnv, GraphSpec, check_action
 from envs.rewards import reward
+from graphopt.constraints import Constraints, constraints
 from graphopt.encoding import symlog
 from graphopt.hardware import DEFAULT_CLUSTER, Cluster
 from graphopt.sim.estimate import PlacementEstimate
@@ -141,6 +142,12 @@ class PlacementEditEnv(GraphEnv):
 
     ``Discrete(C + 1)``: 0 passes (the placement stays), ``i`` in ``1..C`` makes candidate ``i``.
 
+    Placement constraints (:mod:`graphopt.constraints`): every candidate keeps them, so every
+    action is allowed. A drawn op moves with the rest of its enforced colocation group, to a
+    device (drawn uniformly) that all of them may use; an op with no such other device makes a
+    candidate that changes nothing. A start placement given to :meth:`restart` is projected onto
+    the allowed devices. Without constraints the candidates are drawn as before.
+
     ## Observation Space
 
     ``Box(-100, 100, (C + 1, 12), float32)``: a row per choice, row 0 the pass; columns
@@ -214,6 +221,7 @@ class PlacementEditEnv(GraphEnv):
             -CLIP, CLIP, (self.candidates + 1, len(FEATURES)), np.float32
         )
         self._estimates: dict[int, tuple[PlacementEstimate, PlacementEstimate]] = {}
+        self._rules: dict[int, Constraints] = {}
         self._seed = seed
         if seed is not None:
             self.reset(seed=seed)
@@ -250,6 +258,9 @@ class PlacementEditEnv(GraphEnv):
         assert ref.decision.placement is not None
         start = ref.decision.placement if placement is None else placement
         self.placement: IntArray = np.array(start, dtype=np.int64)
+        rules = self._constraints(index)
+        if rules.active:
+            self.placement = rules.project(self.placement)
         est, append = self._estimate(index)
         self._op_time = est.op_time  # (N, D) seconds
         self._load = np.zeros(self.cluster.num_devices)
@@ -268,6 +279,12 @@ class PlacementEditEnv(GraphEnv):
         self._last = (self._ref_time, valid)  # step time and validity of the current placement
         self._return = 0.0
 
+    def _constraints(self, index: int) -> Constraints:
+        """The placement constraints of graph ``index`` (cached)."""
+        if index not in self._rules:
+            self._rules[index] = constraints(self.graphs[index], self.cluster)
+        return self._rules[index]
+
     def _schedule_length(self) -> float:
         """The current placement's estimate, or where its parameters do not fit (``inf``) its
         schedule with memory ignored: the finite time that op times and loads are shares of."""
@@ -280,12 +297,22 @@ class PlacementEditEnv(GraphEnv):
         n, d, c = self.graphs[self._current].num_ops, self.cluster.num_devices, self.candidates
         ops = self.np_random.integers(0, n, c)
         old = self.placement[ops]
-        new = (old + self.np_random.integers(1, d, c)) % d
+        shift = self.np_random.integers(1, d, c)
+        new = (old + shift) % d
         moved = np.repeat(self.placement[None], c, axis=0)
         moved[np.arange(c), ops] = new
+        rules = self._constraints(self._current)
+        if rules.active:  # allowed moves only (Action Space)
+            for k, op in enumerate(ops.tolist()):
+                members = rules.members(op)
+                targets = np.flatnonzero(rules.choices(members))
+                targets = targets[targets != old[k]]
+                moved[k] = self.placement
+                new[k] = targets[(shift[k] - 1) % len(targets)] if len(targets) else old[k]
+                moved[k, members] = new[k]
         est, append = self._estimate(self._current)
         times, times_append = est(moved), append(moved)
-        self._cand = (ops, new, times, times_append)
+        self._cand = (ops, new, times, times_append, moved)
         # Gains are finite, or +-inf where a placement's parameters do not fit; never NaN.
         insert = percent_gain(self._est, times)
         after = percent_gain(self._est_append, times_append)
@@ -313,12 +340,13 @@ class PlacementEditEnv(GraphEnv):
         self._steps += 1
         if action == 0:
             return False
-        ops, new, times, times_append = self._cand
-        op, dev = int(ops[action - 1]), int(new[action - 1])
-        old = int(self.placement[op])
-        self._load[old] -= self._op_time[op, old]
-        self._load[dev] += self._op_time[op, dev]
-        self.placement[op] = dev
+        _, _, times, times_append, moved = self._cand
+        row = moved[action - 1]
+        for op in np.flatnonzero(row != self.placement).tolist():  # one op, or an enforced group
+            old, dev = int(self.placement[op]), int(row[op])
+            self._load[old] -= self._op_time[op, old]
+            self._load[dev] += self._op_time[op, dev]
+            self.placement[op] = dev
         self._est = float(times[action - 1])
         self._est_append = float(times_append[action - 1])
         self._span = self._schedule_length()
@@ -369,10 +397,7 @@ class PlacementEditEnv(GraphEnv):
         """``(C, N)``: the placement each current candidate move makes (row ``i`` is action
         ``i + 1``), for a caller that prices them itself (e.g. a batch of simulator calls)."""
         self._check_reset()
-        ops, new, _, _ = self._cand
-        moved = np.repeat(self.placement[None], self.candidates, axis=0)
-        moved[np.arange(self.candidates), ops] = new
-        return moved
+        return self._cand[4].copy()
 
     def restart(self, placement: IntArray) -> np.ndarray:
         """Continue the current graph's episode from ``placement`` (estimates, loads and the

@@ -17,6 +17,11 @@ with the start (``graphopt eval --mode plan:K`` does).
 Proposers are ``(rng, current (N,), k) -> (ops (k,), devices (k,))`` with every device different
 from the op's current one: :func:`uniform_moves` (the baseline) and :func:`weighted_moves` (drawn
 from a policy's per-op device probabilities, mixed with uniform moves).
+
+Placement constraints (:mod:`graphopt.constraints`): the start is projected onto the allowed
+devices, and a proposed move takes the rest of the op's enforced colocation group along; a move
+to a device that some moved op may not use leaves the placement as it is (that candidate is
+still estimated and counted).
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from graphopt.constraints import constraints
 from graphopt.graph import CompGraph
 from graphopt.hardware import Cluster
 from graphopt.sim.estimate import PlacementEstimate
@@ -134,6 +140,9 @@ def estimate_search(
     current = np.array(start, dtype=np.int64)
     if current.shape != (graph.num_ops,):
         raise ValueError(f"start has shape {current.shape}; expected ({graph.num_ops},)")
+    rules = constraints(graph, cluster)
+    if rules.active:
+        current = rules.project(current)
     estimate = estimate or PlacementEstimate(graph, cluster)
     start_estimate = best = float(estimate(current[None])[0])
     if graph.num_ops == 0 or cluster.num_devices < 2:  # no move exists
@@ -146,6 +155,12 @@ def estimate_search(
         ops, devices = propose(rng, current, k)
         candidates = np.repeat(current[None], k, axis=0)
         candidates[np.arange(k), ops] = devices
+        if rules.active:  # move whole enforced groups, and only where every moved op may run
+            for r in range(k):
+                moved = rules.members(ops[r])
+                candidates[r] = current
+                if rules.choices(moved)[devices[r]]:
+                    candidates[r, moved] = devices[r]
         times = estimate(candidates)
         used += k
         j = int(np.argmin(times))

@@ -302,6 +302,7 @@ class _Builder:
         self.num_jobs = n + len(self.senders) * (num_dev - 1)
         self._same: dict[tuple[int, int], Any] = {}
         self._ops()
+        self._constraints()
         self._transfers()
         if model == "list":
             self._list_scheduling()
@@ -533,6 +534,24 @@ class _Builder:
             m.add(free == int(capacity[d]) - sum(int(params[u]) * self.x[u][d] for u in range(n)))
             m.add_cumulative(intervals, demands, free)
         return "modelled"
+
+    def _constraints(self) -> None:
+        """The placement constraints (:mod:`graphopt.constraints`): ``x[i, d] = 0`` where op
+        ``i`` may not run on ``d``; under ``colocation: enforce`` the ops of a group share
+        their ``x`` row. Interchangeable devices (:meth:`_symmetry`) have the same kind, so the
+        constraints keep them interchangeable."""
+        rules = self.prepared.constraints
+        if rules is None:
+            return
+        if rules.allowed is not None:
+            for i, d in np.argwhere(~rules.allowed).tolist():
+                self.m.add(self.x[i][d] == 0)
+        if rules.group is not None:
+            for g in range(len(rules.group_names)):
+                members = np.flatnonzero(rules.group == g).tolist()
+                for a, b in zip(members, members[1:], strict=False):
+                    for d in range(self.num_dev):
+                        self.m.add(self.x[a][d] == self.x[b][d])
 
     def _symmetry(self) -> None:
         """Use interchangeable devices in order (module docstring, Symmetry)."""

@@ -21,6 +21,7 @@ from collections.abc import Callable
 import numpy as np
 
 from graphopt.baselines.baechi import m_etf, m_topo
+from graphopt.baselines.constrained import constrained
 from graphopt.baselines.contiguous import op_groups
 from graphopt.baselines.heft import heft, heft_contention
 from graphopt.baselines.metis import metis
@@ -74,17 +75,19 @@ def contiguous_split(graph: CompGraph, cluster: Cluster) -> IntArray:
 
 
 PLACERS: dict[str, Callable[[CompGraph, Cluster], IntArray]] = {
-    "single": single_device,
-    "round-robin": monotone(round_robin),
-    "split": monotone(contiguous_split),
-    "metis": monotone(metis),
-    "heft": monotone(heft),
-    "heft-lc": monotone(heft_contention),
-    "m-topo": monotone(m_topo),
-    "m-etf": monotone(m_etf),
-    "tarnawski-greedy": monotone(latency_greedy),
-    "tarnawski-dp": monotone(max_load_dp),
-    "pipedream": monotone(pipedream_planner),
+    "single": constrained(single_device),
+    "round-robin": monotone(constrained(round_robin)),
+    "split": monotone(constrained(contiguous_split)),
+    "metis": monotone(constrained(metis)),
+    "heft": monotone(constrained(heft)),
+    "heft-lc": monotone(constrained(heft_contention)),
+    "m-topo": monotone(constrained(m_topo)),
+    "m-etf": monotone(constrained(m_etf)),
+    "tarnawski-greedy": monotone(constrained(latency_greedy)),
+    "tarnawski-dp": monotone(constrained(max_load_dp)),
+    "pipedream": monotone(constrained(pipedream_planner)),
 }
 """Placement baselines by name (the names the CLI accepts); the order is the best-heuristic
-chain's order of equals."""
+chain's order of equals. Each keeps the placement constraints of the graph and cluster
+(:func:`~graphopt.baselines.constrained.constrained`: a projection, the identity without
+constraints; ``single`` then moves a restricted op off device 0)."""

@@ -28,6 +28,11 @@ decision was seen). Out of memory costs ``step_time * OOM_PENALTY * max_d(peak_d
 always more than twice its step time, and worse the further over capacity, so annealing can walk
 out of an OOM region. The returned decision is the fastest *valid* one seen; when none was valid,
 the one of least penalised cost (its measurement says why it is invalid).
+
+Placement constraints (:mod:`graphopt.constraints`). Both searches keep to them: random
+placements are projected onto the allowed devices, and annealing moves ops (with the rest of
+their enforced colocation groups) only to devices every moved op may use; the start comes from
+the placers, which keep to them. Without constraints the samples and moves are as before.
 """
 
 from __future__ import annotations
@@ -40,6 +45,7 @@ import numpy as np
 
 from graphopt.baselines.fusion import FUSERS
 from graphopt.baselines.staged import Key, run_chain
+from graphopt.constraints import Constraints
 from graphopt.errors import InvalidArgument
 from graphopt.graph import CompGraph
 from graphopt.hardware import Cluster
@@ -274,6 +280,9 @@ def random_search(
         placements, priorities, fusions = (np.repeat(a[None, :], b, axis=0) for a in base)
         if "placement" in searched:
             placements = _random_placements(rng, b, n, num_dev, groups)
+            rules = tracker.prepared.constraints
+            if rules is not None:
+                placements = np.stack([rules.project(row) for row in placements])
         if "priority" in searched:
             priorities = rng.integers(0, levels, size=(b, n))
         if "fusion" in searched:
@@ -361,7 +370,7 @@ def simulated_annealing(
         family = families[int(rng.integers(len(families)))]
         new = tuple(a.copy() for a in state)
         if family == "placement":
-            _move_placement(rng, new[0], num_dev, groups, run)
+            _move_placement(rng, new[0], num_dev, groups, run, tracker.prepared.constraints)
         elif family == "priority" and levels > 1:
             i = int(rng.integers(n))
             new[1][i] = (new[1][i] + 1 + rng.integers(levels - 1)) % levels
@@ -383,9 +392,16 @@ def simulated_annealing(
 
 
 def _move_placement(
-    rng: np.random.Generator, placement: IntArray, num_dev: int, groups: IntArray, run: int
+    rng: np.random.Generator,
+    placement: IntArray,
+    num_dev: int,
+    groups: IntArray,
+    run: int,
+    rules: Constraints | None = None,
 ) -> None:
-    """One placement move, in place (see :func:`simulated_annealing`)."""
+    """One placement move, in place (see :func:`simulated_annealing`). With ``rules``, the moved
+    ops take their enforced colocation groups along and go to another device that all of them
+    may use (none: no move)."""
     if num_dev < 2:
         return
     n = len(placement)
@@ -399,4 +415,11 @@ def _move_placement(
     else:
         ops = np.flatnonzero(groups == groups[rng.integers(n)])
     current = placement[ops[0]]
-    placement[ops] = (current + 1 + rng.integers(num_dev - 1)) % num_dev
+    if rules is None:
+        placement[ops] = (current + 1 + rng.integers(num_dev - 1)) % num_dev
+        return
+    ops = rules.members(ops)
+    targets = np.flatnonzero(rules.choices(ops))
+    targets = targets[targets != current]
+    if len(targets):
+        placement[ops] = targets[rng.integers(len(targets))]

@@ -25,6 +25,12 @@ placed op went). With all inputs zero, no anchor and these options off, the deco
 :func:`graphopt.baselines.heft.heft` (or ``heft_contention``) exactly; a test checks it against
 both and against the plain twin in ``tests/graphopt/decoders/test_placement.py``.
 
+Placement constraints (:mod:`graphopt.constraints`): a free op never goes to a device it may
+not use (its score there is raised by :data:`BARRED`), and the decoded placement is projected
+onto the allowed devices (:meth:`~graphopt.constraints.Constraints.project`: an anchored op on
+a barred device, or an enforced colocation group split by the loop, is moved). Without
+constraints nothing changes.
+
 Performance: the loop is HEFT's (:func:`graphopt.baselines.heft.list_schedule`, compiled with
 numba); the ready list is a binary heap, so a step costs
 ``O(D * (in-degree + log N + max_gaps))``.
@@ -38,6 +44,7 @@ import numpy as np
 
 from graphopt.baselines._costs import link_arrays, op_times
 from graphopt.baselines.heft import DEFAULT_MAX_GAPS, list_schedule, upward_rank
+from graphopt.constraints import constraints
 from graphopt.graph import CompGraph
 from graphopt.hardware import Cluster
 from graphopt.typing import FloatArray, IntArray
@@ -46,6 +53,8 @@ SHIFT_UNIT = 0.05
 """A priority shift of 1 moves an op by 5% of the critical path of mean costs."""
 AFFINITY_UNIT = 0.01
 """An affinity of 1 is worth 1% of the critical path of mean costs in the device score."""
+BARRED = 1e30
+"""Seconds added to the score of a device an op may not use: above any real score."""
 
 
 @dataclass(frozen=True)
@@ -108,8 +117,8 @@ def decode_placement(
         rank: HEFT's upward rank, if already computed (:func:`~graphopt.baselines.heft.upward_rank`).
 
     Raises:
-        ValueError: an input of the wrong shape, a non-finite input (naming the op) or an anchor
-            device out of range.
+        ValueError: an input of the wrong shape, a non-finite input (naming the op), an anchor
+            device out of range, or placement constraints no placement can meet.
     """
     n, num_dev = graph.num_ops, cluster.num_devices
     inputs = inputs or PlacementInputs()
@@ -132,6 +141,9 @@ def decode_placement(
         free = np.zeros(n, dtype=np.bool_)
         if inputs.gate is not None:
             free = _checked("gate", inputs.gate, (n,), graph) > 0.0
+    rules = constraints(graph, cluster)
+    if rules.allowed is not None:
+        bias = np.where(rules.allowed, bias, bias - BARRED)
     group, num_groups = colocation_groups(graph) if colocation else (np.full(n, -1), 0)
     mem = np.array([d.memory if memory else 0.0 for d in cluster.devices], dtype=np.float64)
     latency, bandwidth = link_arrays(cluster)
@@ -158,4 +170,4 @@ def decode_placement(
         group,
         num_groups,
     )
-    return placement
+    return rules.project(placement) if rules.active else placement
