@@ -1,4 +1,4 @@
-"""Saving decisions: one decision file per (graph, method) in a directory, with an index.
+"""Saving decisions: one decision file per (graph, cluster, method) in a directory, with an index.
 
 ``DIR/index.json`` lists what the directory holds::
 
@@ -14,9 +14,11 @@
     }
 
 Each file is a version-1 decision file (:mod:`graphopt.decision_format`) named
-``<graph>--<method>.json`` (each run of characters other than letters, digits and ``.+@_-``
-replaced by one ``_``; a ``-2``, ``-3``... suffix where two pairs would share a name). Saving into a directory that
-already has an index keeps its entries; a pair saved again replaces its file and its entry.
+``<graph>--<method>.json``, or ``<graph>--<cluster>--<method>.json`` when the directory already
+holds that graph and method on another cluster (``--cluster each``); each run of characters other
+than letters, digits and ``.+@_-`` is replaced by one ``_``, and a ``-2``, ``-3``... suffix is added
+where two triples would still share a name. Saving into a directory that already has an index
+keeps its entries; a (graph, cluster, method) saved again replaces its file and its entry.
 
 Every file, the index included, is written whole to a temporary file in the same directory and
 renamed into place (``os.replace``, atomic on POSIX): a reader sees the old file or the new one,
@@ -164,13 +166,15 @@ def write_json_atomic(path: Path, data: dict[str, Any]) -> Path:
     return write_text_atomic(path, dumps(data))
 
 
-def file_name(graph: str, method: str) -> str:
-    """The file name of a (graph, method) pair, before any collision suffix."""
+def file_name(graph: str, method: str, cluster: str | None = None) -> str:
+    """The file name of a (graph, method) pair, with the cluster's name between them when given,
+    before any collision suffix."""
 
     def safe(text: str) -> str:
         return _UNSAFE.sub("_", text).strip("._") or "_"
 
-    return f"{safe(graph)}--{safe(method)}.json"
+    middle = "" if cluster is None else f"{safe(cluster)}--"
+    return f"{safe(graph)}--{middle}{safe(method)}.json"
 
 
 class DecisionDir:
@@ -205,7 +209,9 @@ class DecisionDir:
                 "directory"
             ) from None
         self._entries = {str(e.get("file")): e for e in self._read_index()}
-        self._files = {(e.get("graph"), e.get("method")): f for f, e in self._entries.items()}
+        self._files = {
+            (e.get("graph"), e.get("cluster"), e.get("method")): f for f, e in self._entries.items()
+        }
         self._texts: dict[str, GraphText] = {}
         self._writer: ThreadPoolExecutor | None = None
         self._pending: list[Future[Path]] = []
@@ -233,17 +239,19 @@ class DecisionDir:
             )
         return [e for e in data.get("decisions", []) if isinstance(e, dict)]
 
-    def _name_for(self, graph: str, method: str) -> str:
-        """The file of (graph, method): the one it already has, else a free name."""
-        name = self._files.get((graph, method))
+    def _name_for(self, graph: str, cluster: str, method: str) -> str:
+        """The file of (graph, cluster, method): the one it already has, else a free name (the
+        cluster's name in it when the pair is already saved for another cluster)."""
+        name = self._files.get((graph, cluster, method))
         if name is not None:
             return name
-        name = base = file_name(graph, method)
+        other_cluster = any(g == graph and m == method for g, _, m in self._files)
+        name = base = file_name(graph, method, cluster if other_cluster else None)
         k = 1
         while name in self._entries or name == INDEX:
             k += 1
             name = f"{base.removesuffix('.json')}-{k}.json"
-        self._files[graph, method] = name
+        self._files[graph, cluster, method] = name
         return name
 
     def save(
@@ -279,7 +287,7 @@ class DecisionDir:
             if values is not None:
                 data[key] = text.op_map(in_file_order(graph, values, key, method))
         data["kernels"] = text.kernels(decision.fusion)
-        name = self._name_for(graph.name, method)
+        name = self._name_for(graph.name, cluster.name, method)
         self._write(self.path / name, dumps(data))
         entry = {
             "graph": graph.name,

@@ -83,6 +83,24 @@ def test_names_that_collide_get_a_suffix_and_a_pair_saved_again_keeps_its_file(t
     assert file_name("a/b", "cp-sat, no fusion (feasible)") == "a_b--cp-sat_no_fusion_feasible.json"
 
 
+def test_one_graph_on_two_clusters_keeps_both_files(tmp_path):
+    """``--cluster each``: the same graph and method on another cluster is another file (it used
+    to replace the first), named with its cluster; each saved again keeps its own file."""
+    other = get_cluster("v100-nvlink-4")
+    assert other.name != CLUSTER.name
+    d = Decision(placement=np.zeros(3, dtype=np.int64))
+    saved = DecisionDir(tmp_path)
+    first = saved.save(graph("g"), CLUSTER, "heft", d)
+    second = saved.save(graph("g"), other, "heft", d)
+    assert (first, second) == ("g--heft.json", "g--v100-nvlink-4--heft.json")
+    assert saved.save(graph("g"), other, "heft", d) == second
+    saved.write_index()
+    again = DecisionDir(tmp_path)  # an earlier run's index: the same files again
+    assert again.save(graph("g"), CLUSTER, "heft", d) == first
+    assert again.save(graph("g"), other, "heft", d) == second
+    assert {e["cluster"] for e in again.entries} == {CLUSTER.name, other.name}
+
+
 def test_an_index_of_an_earlier_run_is_kept(tmp_path):
     d = Decision(placement=np.zeros(3, dtype=np.int64))
     save_decision(tmp_path, graph("one"), CLUSTER, "heft", d)
