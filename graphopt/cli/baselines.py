@@ -60,9 +60,10 @@ def register(sub: Any) -> None:
     )
     options.add_save_decisions(
         p,
-        help="save every method's decision to DIR: one decision file per graph and method, "
-        "replayable with graphopt simulate GRAPH --decision FILE, and DIR/index.json; --json rows "
-        "name their file (docs/decisions.md)",
+        help="save every method's decision to DIR: one decision file per graph and method "
+        "(with --curve: per method and budget, e.g. annealing@calls=256), replayable with "
+        "graphopt simulate GRAPH --decision FILE, and DIR/index.json; --json rows name their "
+        "file (docs/decisions.md)",
     )
     p.add_argument(
         "--curve",
@@ -132,11 +133,6 @@ def check_outputs(args: argparse.Namespace) -> None:
     """
     from graphopt.rundir import check_output_path
 
-    if args.save_decisions and args.curve:
-        raise ValueError(
-            "--save-decisions saves the decisions of the table; it does not apply to --curve "
-            "yet: run without --curve to save them"
-        )
     if args.json:
         json_path = Path(args.json)
         check_output_path(json_path, "--json")
@@ -211,11 +207,7 @@ def cmd_baselines(args: argparse.Namespace) -> int:
         exact_time_limit=args.exact_time_limit,
     )
     pairs, where = graphs_on_clusters(args)
-    saved = None
-    if args.save_decisions:  # created before the (slow) comparison: one that cannot be fails now
-        from graphopt.decision_files import DecisionDir
-
-        saved = DecisionDir(args.save_decisions, "--save-decisions")
+    saved = options.open_save_decisions(args)
     if uses_ray(args.workers, args.ray_address):  # one Ray task per graph, results in order
         jobs = [{"graph": g, "cluster": c, "task": args.task, **settings} for g, c in pairs]
         comparisons = map_jobs(compare_job, jobs, workers=args.workers, address=args.ray_address)
@@ -246,32 +238,43 @@ def curves(args: argparse.Namespace) -> int:
     out = rundir.check_output_path(args.curve, "--curve", directory=True)
 
     from graphopt.distributed import map_jobs, uses_ray
-    from graphopt.eval.curves import graph_curves, print_curves, write_curves
+    from graphopt.eval.curves import (
+        graph_curves,
+        print_curves,
+        save_curve_decisions,
+        write_curves,
+    )
     from graphopt.sim import Simulator
 
+    saved = options.open_save_decisions(args)
     pairs, where = graphs_on_clusters(args)
-    points = []
+    per_pair: list[list[Any]] = []
     if uses_ray(args.workers, args.ray_address):  # one Ray task per graph, points in order
         settings = dict(
             calls=calls, seconds=seconds, seed=args.seed, num_priorities=args.num_priorities
         )
         jobs = [{"graph": g, "cluster": c, "task": args.task, **settings} for g, c in pairs]
-        for found in map_jobs(curve_job, jobs, workers=args.workers, address=args.ray_address):
-            points += found
+        per_pair = map_jobs(curve_job, jobs, workers=args.workers, address=args.ray_address)
     else:
         sim = Simulator()
         for graph, cluster in pairs:
-            points += graph_curves(
-                graph,
-                cluster,
-                args.task,
-                calls=calls,
-                seconds=seconds,
-                seed=args.seed,
-                num_priorities=args.num_priorities,
-                sim=sim,
+            per_pair.append(
+                graph_curves(
+                    graph,
+                    cluster,
+                    args.task,
+                    calls=calls,
+                    seconds=seconds,
+                    seed=args.seed,
+                    num_priorities=args.num_priorities,
+                    sim=sim,
+                )
             )
+    points = [p for found in per_pair for p in found]
     title = f"{args.task} on {where}"
     print_curves(points, title)
     print(f"wrote {', '.join(str(f) for f in write_curves(points, out, title))}")
+    if saved is not None:
+        index = save_curve_decisions(pairs, per_pair, saved, task=args.task, seed=args.seed)
+        print(f"saved every point's decision: {index}")
     return 0

@@ -62,9 +62,10 @@ def register(sub: Any) -> None:
     options.add_curve_budgets(p)
     options.add_save_decisions(
         p,
-        help="save the decision of every row of the table (the policy's and every baseline's) "
-        "to DIR: one decision file per graph and method, replayable with graphopt simulate GRAPH "
-        "--decision FILE, and DIR/index.json; results.json rows name their file",
+        help="save the decision of every row of the table (the policy's and every baseline's; "
+        "with --curve every point's, e.g. sample@calls=64) to DIR: one decision file per graph "
+        "and method, replayable with graphopt simulate GRAPH --decision FILE, and "
+        "DIR/index.json; results.json rows name their file",
     )
     p.add_argument(
         "--finetune-max",
@@ -104,11 +105,6 @@ def cmd_eval(args: argparse.Namespace) -> int:
     :func:`graphopt.cli.options.check` before."""
     from graphopt import rundir
 
-    if args.save_decisions and args.curve:
-        raise ValueError(
-            "--save-decisions saves the decisions of the table; it does not apply to --curve "
-            "yet: run without --curve to save them"
-        )
     if args.curve and args.finetune_max < 0:
         raise ValueError(f"--finetune-max must be >= 0, got {args.finetune_max}")
     run = rundir.check_run_dir(args.run)
@@ -137,6 +133,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
             calls=args.curve_calls,
             seconds=args.curve_seconds,
             finetune_max=args.finetune_max,
+            save_decisions=args.save_decisions,
             **where,
         )
     else:

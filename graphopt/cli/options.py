@@ -210,6 +210,16 @@ def add_save_decisions(p: Any, *, help: str) -> None:
     name_flags(p, check_save_decisions, save_decisions="--save-decisions")
 
 
+def open_save_decisions(args: argparse.Namespace) -> Any:
+    """The :class:`graphopt.decision_files.DecisionDir` of ``--save-decisions`` (made now, so that
+    one that cannot be fails before the slow work), or ``None`` without the flag."""
+    if not args.save_decisions:
+        return None
+    from graphopt.decision_files import DecisionDir
+
+    return DecisionDir(args.save_decisions, "--save-decisions")
+
+
 def add_curve_budgets(p: Any) -> None:
     """``--curve-calls`` and ``--curve-seconds``, the budgets of ``--curve``; the check replaces
     each with its parsed tuple (integers for the calls)."""

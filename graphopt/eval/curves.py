@@ -36,7 +36,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -68,6 +68,17 @@ class CurvePoint:
     """Over the graph's best heuristic; 0 for an invalid decision."""
     calls: int
     seconds: float
+    decision: Decision | None = field(default=None, compare=False, repr=False)
+    """The decision the point measures (not written to curves.csv / curves.json; saved with
+    :func:`save_curve_decisions`). Points of a method that does not depend on the budget (the
+    best heuristic, greedy) share one decision object."""
+
+
+FIXED_METHODS = ("best heuristic", "greedy")
+"""Methods whose point is the same at every budget."""
+
+ROW_FIELDS = tuple(f for f in CurvePoint.__dataclass_fields__ if f != "decision")
+"""The fields of a point written to curves.csv and curves.json."""
 
 
 @dataclass(frozen=True)
@@ -76,12 +87,17 @@ class _Run:
     valid: bool
     calls: int
     seconds: float
+    decision: Decision | None = None
 
 
-def _timed(fn: Callable[[], tuple[float, bool, int]]) -> _Run:
+Measured = tuple[float, bool, int, Decision]
+"""``(step time, valid, simulator calls, decision)`` of one budgeted run."""
+
+
+def _timed(fn: Callable[[], Measured]) -> _Run:
     start = time.perf_counter()
-    step, valid, calls = fn()
-    return _Run(step, valid, calls, time.perf_counter() - start)
+    step, valid, calls, decision = fn()
+    return _Run(step, valid, calls, time.perf_counter() - start, decision)
 
 
 def graph_curves(
@@ -106,23 +122,29 @@ def graph_curves(
     chain, score, best = measure_chain(graph, cluster, task, sim)
     m = score.of(best)
     used = sum(len(stage) for stage in chain.stages)
-    heuristic = _Run(m.step_time, m.valid, used, time.perf_counter() - began)
-    start, reference = best.decision, heuristic.step_time
+    start = best.decision
     assert start is not None
-    at_start = _Run(heuristic.step_time, heuristic.valid, 0, 0.0)  # every search at K = 0
+    heuristic = _Run(m.step_time, m.valid, used, time.perf_counter() - began, start)
+    reference = heuristic.step_time
+    at_start = _Run(heuristic.step_time, heuristic.valid, 0, 0.0, start)  # every search at K = 0
 
-    def measured(decision: Decision, used: int) -> tuple[float, bool, int]:
+    def measured(decision: Decision, used: int) -> Measured:
         m = sim.evaluate(graph, cluster, decision)
-        return m.step_time, m.valid, used
+        return m.step_time, m.valid, used, decision
 
     def search(fn: Any) -> Callable[[int], _Run]:
         def run(k: int) -> _Run:
             if k == 0:
                 return at_start
 
-            def go() -> tuple[float, bool, int]:
+            def go() -> Measured:
                 res = fn(graph, cluster, task, k, seed, start=start, num_priorities=num_priorities)
-                return res.measurement.step_time, res.measurement.valid, res.evaluations
+                return (
+                    res.measurement.step_time,
+                    res.measurement.valid,
+                    res.evaluations,
+                    res.decision,
+                )
 
             return _timed(go)
 
@@ -141,12 +163,12 @@ def graph_curves(
             if k == 0:
                 return at_start
             row = estimate_search_row(graph, cluster, start, known, k, seed, sim)
-            return _Run(row.step_time, row.valid, row.evaluations, row.wall_seconds)
+            return _Run(row.step_time, row.valid, row.evaluations, row.wall_seconds, row.decision)
 
         budgeted["estimate-search"] = estimated
-    fixed: dict[str, _Run] = {"best heuristic": heuristic}
+    fixed: dict[str, _Run] = {FIXED_METHODS[0]: heuristic}
     if policy is not None:
-        fixed["greedy"] = _timed(lambda: measured(*policy(index, "greedy")))
+        fixed[FIXED_METHODS[1]] = _timed(lambda: measured(*policy(index, "greedy")))
         for kind in policy_kinds:
             budgeted[kind] = _policy_budget(policy, index, kind, finetune_max, measured)
 
@@ -168,6 +190,7 @@ def graph_curves(
                 speedup,
                 run.calls,
                 run.seconds,
+                run.decision,
             )
         )
 
@@ -196,7 +219,7 @@ def _policy_budget(
     index: int,
     kind: str,
     finetune_max: int,
-    measured: Callable[[Decision, int], tuple[float, bool, int]],
+    measured: Callable[[Decision, int], Measured],
 ) -> Callable[[int], _Run | None]:
     def run(k: int) -> _Run | None:
         if k == 0 or (kind == "finetune" and k > finetune_max):
@@ -224,19 +247,52 @@ def write_curves(points: Sequence[CurvePoint], out: Path, title: str) -> list[Pa
 
     out.mkdir(parents=True, exist_ok=True)
     csv_path, json_path = out / "curves.csv", out / "curves.json"
-    fields = list(CurvePoint.__dataclass_fields__)
+    rows = [{f: getattr(p, f) for f in ROW_FIELDS} for p in points]
     with csv_path.open("w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=fields)
+        writer = csv.DictWriter(f, fieldnames=list(ROW_FIELDS))
         writer.writeheader()
-        for p in points:
-            writer.writerow(asdict(p))
+        writer.writerows(rows)
     means = [
         {"method": m, "axis": a, "budget": b, "geomean_speedup": v}
         for (m, a, b), v in geomeans(points).items()
     ]
-    data = {"title": title, "points": [asdict(p) for p in points], "geomeans": means}
+    data = {"title": title, "points": rows, "geomeans": means}
     json_path.write_text(strict_json.dumps(data, indent=1) + "\n")
     return [csv_path, json_path, plot_curves(points, out / "curves.png", title)]
+
+
+def point_method(point: CurvePoint) -> str:
+    """The name a point's saved decision has: ``METHOD@AXIS=BUDGET`` (``annealing@calls=256``,
+    ``sample@seconds=1``), or the method alone for one whose decision does not depend on the
+    budget (the best heuristic, greedy)."""
+    if point.method in FIXED_METHODS:
+        return point.method
+    return f"{point.method}@{point.axis}={point.budget:g}"
+
+
+def save_curve_decisions(
+    pairs: Sequence[tuple[CompGraph, Cluster]],
+    per_pair: Sequence[Sequence[CurvePoint]],
+    saved: Any,
+    *,
+    task: str,
+    seed: int,
+) -> Path:
+    """Save the decision of every point of ``per_pair`` (the points of each ``(graph, cluster)``
+    of ``pairs``, in order) into ``saved`` (a :class:`graphopt.decision_files.DecisionDir`), one
+    file per graph, cluster and :func:`point_method`, measured again with the simulator for its
+    record; returns the index's path. A decision shared by several points is saved once."""
+    sim = Simulator()
+    for (graph, cluster), points in zip(pairs, per_pair, strict=True):
+        done: set[str] = set()
+        for point in points:
+            name = point_method(point)
+            if point.decision is None or name in done:
+                continue
+            done.add(name)
+            m = sim.evaluate(graph, cluster, point.decision)
+            saved.save(graph, cluster, name, point.decision, m, task=task, seed=seed)
+    return Path(saved.write_index())
 
 
 def plot_curves(points: Sequence[CurvePoint], path: Path, title: str) -> Path:

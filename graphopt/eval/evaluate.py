@@ -41,6 +41,7 @@ from graphopt.eval.curves import (
     CurvePoint,
     graph_curves,
     print_curves,
+    save_curve_decisions,
     write_curves,
 )
 from graphopt.eval.report import (
@@ -339,11 +340,14 @@ def curve_run(
     device: str | None = None,
     workers: int = 1,
     address: str | None = None,
+    save_decisions: str | Path | None = None,
 ) -> list[CurvePoint]:
     """Anytime curves (:mod:`graphopt.eval.curves`) of the run's policy and the baselines on
     ``graphs``; printed, and written to ``out_dir`` (default ``RUN/eval/curves``). With
     ``workers`` above 1 or an ``address``, one Ray task per graph (module docstring). ``cluster``:
     default the run's; ``"each"``: every graph on its own (:func:`load_runs`).
+    ``save_decisions``: a directory where every point's decision is saved
+    (:func:`graphopt.eval.curves.save_curve_decisions`).
 
     Raises:
         ValueError: as :func:`load_run`, and an output directory that cannot be created (before
@@ -355,6 +359,11 @@ def curve_run(
     path = rundir.check_run_dir(run)
     out = out_dir or path / "eval" / "curves"
     rundir.check_output_path(out, "output directory", directory=True)  # before any work
+    saved = None
+    if save_decisions is not None:
+        from graphopt.decision_files import DecisionDir
+
+        saved = DecisionDir(save_decisions, "save_decisions")
     groups, where = load_runs(path, graphs, cluster, seed, device)
     settings = dict(calls=calls, seconds=seconds, seed=seed, finetune_max=finetune_max)
     if uses_ray(workers, address):
@@ -368,10 +377,17 @@ def curve_run(
             for loaded, _ in groups
             for i in range(len(loaded.env.graphs))
         ]
-    points: list[CurvePoint] = [p for per_graph in in_order(groups, found) for p in per_graph]
+    per_pair: list[list[CurvePoint]] = in_order(groups, found)
+    points = [p for per_graph in per_pair for p in per_graph]
     title = f"{groups[0][0].config.task} on {where}, run {path.name}"
     print_curves(points, title, console)
     files = write_curves(points, out, title)
+    if saved is not None:
+        pairs = in_order(
+            groups, [(g, loaded.env.cluster) for loaded, _ in groups for g in loaded.env.graphs]
+        )
+        task = groups[0][0].config.decides
+        files.append(save_curve_decisions(pairs, per_pair, saved, task=task, seed=seed))
     (console or make_console()).print(f"wrote {', '.join(str(f) for f in files)}")
     return points
 

@@ -4,6 +4,7 @@ refused in one line before any work."""
 from __future__ import annotations
 
 import csv
+import json
 
 import pytest
 import torch
@@ -46,12 +47,31 @@ def test_baselines_curve_writes_every_method_at_every_budget(run_cli, tmp_path) 
         "0,8",
         "--curve-seconds",
         "0.05",
+        "--save-decisions",
+        str(tmp_path / "saved"),
     )
     rows = list(csv.DictReader((out / "curves.csv").open()))
     got = {(r["method"], r["axis"], float(r["budget"])) for r in rows}
     for method in ("best heuristic", "random-search", "annealing"):
         assert {(method, "calls", 0.0), (method, "calls", 8.0), (method, "seconds", 0.05)} <= got
     assert (out / "curves.png").exists() and (out / "curves.json").exists()
+    # every point's decision is saved and replays to the point's step time
+    from graphopt.decision_io import load_decision
+    from graphopt.hardware import get_cluster
+    from graphopt.sim import simulate
+    from graphopt.workloads import get_graph
+
+    index = json.loads((tmp_path / "saved" / "index.json").read_text())["decisions"]
+    by_method = {e["method"]: e for e in index}
+    assert "best heuristic" in by_method and "annealing@seconds=0.05" in by_method
+    graph, cluster = get_graph("txl-tiny"), get_cluster("v100-nvlink-2")
+    for r in rows:
+        name = r["method"] if r["method"] == "best heuristic" else None
+        name = name or f"{r['method']}@{r['axis']}={float(r['budget']):g}"
+        entry = by_method[name]
+        decision = load_decision(tmp_path / "saved" / entry["file"], graph)
+        replay = simulate(graph, cluster, decision).step_time
+        assert replay == float(r["step_time"]) == entry["step_time"], name
 
 
 def test_baselines_curve_refuses_a_bad_budget(run_cli, tmp_path) -> None:

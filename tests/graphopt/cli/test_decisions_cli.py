@@ -281,13 +281,3 @@ def test_a_save_directory_that_is_a_file_or_unwritable_fails_before_the_run(run_
     assert proc.returncode == 2 and "not writable" in proc.stderr and proc.stdout == ""
     assert len(proc.stderr.strip().splitlines()) == 1
     assert sorted(p.name for p in locked.iterdir()) == before
-    proc = run_cli(
-        "baselines",
-        "txl-tiny",
-        "--curve",
-        str(tmp_path / "c"),
-        "--save-decisions",
-        str(tmp_path / "s"),
-        check=False,
-    )
-    assert proc.returncode == 2 and "does not apply to --curve" in proc.stderr

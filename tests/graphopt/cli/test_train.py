@@ -415,7 +415,3 @@ def test_bad_decoder_setting_is_one_line(run_cli, tmp_path):
     assert proc.returncode == 2, proc.stderr
     fragment = "decoder 'list' is unknown; choose none or one of: heft, heft-lc"
     assert fragment in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
-    curve = run_cli(
-        "eval", "RUN", "--graphs", "txl-tiny", "--curve", "--save-decisions", "d", check=False
-    )
-    assert curve.returncode == 2 and "does not apply to --curve" in curve.stderr

@@ -101,8 +101,22 @@ def test_curve_run_writes_the_policy_and_the_baselines(tmp_path: Path) -> None:
         finetune_max=4,
         out_dir=out,
         console=quiet(),
+        save_decisions=tmp_path / "saved",
     )
     methods = {p.method for p in points}
     assert {"greedy", "sample", "finetune", "plan", "annealing", "best heuristic"} <= methods
     assert all(math.isfinite(p.seconds) for p in points)
     assert (out / "curves.csv").exists() and (out / "curves.png").exists()
+    # every point's decision is saved, the policy's included, and replays to its step time
+    from graphopt.decision_io import load_decision
+    from graphopt.eval.curves import point_method
+    from graphopt.sim import simulate
+    from graphopt.workloads import get_graph
+
+    index = json.loads((tmp_path / "saved" / "index.json").read_text())["decisions"]
+    files = {e["method"]: e["file"] for e in index}
+    assert {"greedy", "sample@calls=4", "plan@calls=4"} <= set(files)
+    graph, cluster = get_graph("txl-tiny"), tiny_config().validate().resolved_cluster
+    for p in points:
+        decision = load_decision(tmp_path / "saved" / files[point_method(p)], graph)
+        assert simulate(graph, cluster, decision).step_time == p.step_time, point_method(p)
