@@ -65,7 +65,6 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
 
     from graphopt import rundir
     from graphopt.graph import CompGraph
-    from graphopt.hardware import Cluster
     from graphopt.sim.calibrate import calibrate
 
     graphs = [CompGraph.load(path) for path in args.graphs]
@@ -92,11 +91,11 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
         else d
         for d in cluster.devices
     )
-    fitted = Cluster(
-        cluster.name,
-        devices,
-        cluster.bandwidth,
-        cluster.latency,
+    # replace keeps every other field: the links and the model options (contention, route and
+    # host, send, copies, dispatch, colocation)
+    fitted = replace(
+        cluster,
+        devices=devices,
         description=(cluster.description + " " if cluster.description else "")
         + f"(calibrated by graphopt calibrate on {len(graphs)} graph(s))",
     )

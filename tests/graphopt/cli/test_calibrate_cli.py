@@ -95,3 +95,23 @@ def test_measured_times_that_overflow_are_one_line_and_no_file(run_cli, tmp_path
     assert proc.returncode == 2 and not out.exists() and proc.stdout == ""
     (line,) = proc.stderr.strip().splitlines()
     assert "cannot be summed" in line and f"/{graph.op_names[first]}' measured 1.7e+308 s" in line
+
+
+def test_calibrate_keeps_the_cluster_options(run_cli, tmp_path) -> None:
+    """The fitted cluster keeps the links and every model option of the cluster it fits."""
+    data = Cluster.load(DATA / "cluster.yaml").to_dict()
+    options = {
+        "contention": "none",
+        "send": "per-consumer",
+        "copies": "free",
+        "dispatch": "fcfs",
+        "colocation": "enforce",
+    }
+    given = tmp_path / "options.yaml"
+    Cluster.from_dict({**data, **options}).save(given)
+    out = tmp_path / "calibrated.yaml"
+    run_cli("calibrate", *map(str, TRAIN[:2]), "--cluster", str(given), "-o", str(out))
+    source, fitted = Cluster.load(given), Cluster.load(out)
+    assert fitted.model_options() == source.model_options() == options
+    assert (fitted.bandwidth == source.bandwidth).all() and (fitted.latency == source.latency).all()
+    assert fitted.devices[0].efficiency != source.devices[0].efficiency  # it did fit
