@@ -3,7 +3,7 @@
 The order, lowest first (``docs/architecture.md`` draws it):
 
 1. ``graphopt.graph``, ``graphopt.op_classes``, ``graphopt.hardware``, ``graphopt.typing``, ``graphopt.tasks``,
-   ``graphopt.configs``, ``graphopt.errors``, ``graphopt.constraints``
+   ``graphopt.configs``, ``graphopt.errors``, ``graphopt.constraints``, ``graphopt.modes``
 2. ``graphopt.sim`` (engine, simulator, bounds, estimate), ``graphopt.workloads``,
    ``graphopt.importers``, ``graphopt.decision_io`` (with ``decision_format``, ``decision_files``,
    ``decision_diff``), ``graphopt.distributed``
@@ -38,6 +38,7 @@ LAYERS: dict[str, int] = {
     "graphopt.hardware": 1,
     "graphopt.typing": 1,
     "graphopt.tasks": 1,
+    "graphopt.modes": 1,
     "graphopt.op_classes": 1,
     "graphopt.shapes": 1,
     "graphopt.configs": 1,

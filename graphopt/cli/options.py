@@ -15,7 +15,7 @@ option                    check (run by :func:`check` after parsing, before the 
 ``--runs-dir``            a directory that can be created (:func:`graphopt.rundir.check_output_path`)
 ``--curve-calls``,        budgets of the anytime curves (:func:`graphopt.eval.budgets.parse_budgets`);
 ``--curve-seconds``       the parsed tuples replace the text
-``--mode``                how a policy runs (:func:`policies.rollout.parse_mode`)
+``--mode``                how a policy runs (:func:`graphopt.modes.parse_mode`)
 ========================  ==========================================================================
 
 Library functions name their arguments in their errors (:class:`graphopt.errors.InvalidArgument`);
@@ -251,7 +251,7 @@ def add_mode(p: Any, *, help: str, default: str = "greedy") -> None:
     p.add_argument("--mode", default=default, help=help)
 
     def check_mode(args: argparse.Namespace) -> None:
-        from policies.rollout import parse_mode
+        from graphopt.modes import parse_mode
 
         parse_mode(args.mode)
 

@@ -158,9 +158,26 @@ def cmd_train(args: argparse.Namespace) -> int:
     check_args(args)  # before torch is imported
 
     from graphopt import rundir
-    from graphopt.distributed import WorkerDied
+    from graphopt.errors import RunAlreadyFinished, TrainingInterrupted, WorkerDied
     from graphopt.train.config import load_config
-    from graphopt.train.trainer import RunAlreadyFinished, TrainingInterrupted, resume, train
+
+    config = None
+    if not args.resume:  # a bad config or flag value is refused before torch is imported
+        config = load_config(
+            args.config,
+            task=args.task,
+            graphs=args.graphs,
+            val_graphs=args.val_graphs,
+            cluster=args.cluster,
+            total_timesteps=args.total_timesteps,
+            seed=args.seed,
+            name=args.name,
+            policy=args.policy,
+            cost_model=args.cost_model,
+            max_ops=args.max_ops,
+            device=args.device,
+        )
+    from graphopt.train.trainer import resume, train
 
     where: dict[str, Any] = {
         "workers": args.workers,
@@ -186,25 +203,13 @@ def cmd_train(args: argparse.Namespace) -> int:
                 **where,
             )
         else:
+            assert config is not None
 
             def starting(run: Path) -> None:
+                assert config is not None
                 started.append(run)
                 print(f"run: {run} (training {config.total_timesteps:,} timesteps)", flush=True)
 
-            config = load_config(
-                args.config,
-                task=args.task,
-                graphs=args.graphs,
-                val_graphs=args.val_graphs,
-                cluster=args.cluster,
-                total_timesteps=args.total_timesteps,
-                seed=args.seed,
-                name=args.name,
-                policy=args.policy,
-                cost_model=args.cost_model,
-                max_ops=args.max_ops,
-                device=args.device,
-            )
             run = train(
                 config,
                 runs_root=args.runs_dir or "runs",

@@ -53,13 +53,14 @@ from graphopt.eval.report import (
 )
 from graphopt.graph import CompGraph
 from graphopt.hardware import Cluster, get_cluster
+from graphopt.modes import parse_mode
 from graphopt.sim import Simulator
 from graphopt.tasks import SIMULATED_MOVE_TASKS, get_task
 from graphopt.train.config import TrainConfig, load_config
 from graphopt.train.trainer import load_model
 from graphopt.typing import Decision
 from graphopt.workloads.clusters import EACH, graph_clusters
-from policies.rollout import PolicyResult, check_compatible, parse_mode, run_policy
+from policies.rollout import PolicyResult, check_compatible, run_policy
 
 POLICY_KINDS = {
     "placement": ("sample", "finetune", "plan"),

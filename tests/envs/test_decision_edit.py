@@ -180,8 +180,9 @@ def test_an_untrained_move_policy_is_the_prior_hill_climb_and_search_spends_k():
     import torch
     from stable_baselines3 import PPO
 
+    from graphopt.modes import parse_mode
     from policies import MovePolicy
-    from policies.rollout import parse_mode, run_policy
+    from policies.rollout import run_policy
 
     torch.set_num_threads(1)
     env = make("fusion-edit", seed=0)

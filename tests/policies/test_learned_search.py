@@ -8,11 +8,12 @@ import torch
 from stable_baselines3 import PPO
 
 from envs.placement_edit import PlacementEditEnv
+from graphopt.modes import parse_mode
 from graphopt.sim import simulate
 from graphopt.typing import Decision
 from policies import MovePolicy
 from policies.learned_search import learned_search
-from policies.rollout import parse_mode, run_policy
+from policies.rollout import run_policy
 
 torch.set_num_threads(1)
 
