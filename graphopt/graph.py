@@ -305,7 +305,9 @@ class CompGraph:
             layer=tuple(lay[i] for i in order),
             metadata=dict(metadata or {}),
             op_classes=tuple(classes[i] for i in order),
-            **{key: tuple(col[i] for i in order) if col else () for key, col in tensors.items()},
+            output_shapes=_ordered(tensors["output_shapes"], order),
+            output_dtypes=_ordered(tensors["output_dtypes"], order),
+            input_shapes=_ordered(tensors["input_shapes"], order),
             allowed=tuple(kinds_allowed[i] for i in order) if kinds_allowed else (),
         )
 
@@ -504,6 +506,10 @@ class CompGraph:
             raise ValueError(f"{source}: graph file is missing the key {e.args[0]!r}") from e
         except (TypeError, AttributeError) as e:
             raise ValueError(f"{source}: malformed graph file: {e}") from e
+        except ValueError as e:  # a bad column or op: the file named first (<dict>: as it is)
+            if source == "<dict>" or str(e).startswith(source):
+                raise
+            raise ValueError(f"{source}: {e}") from e
         file_order = np.array([graph.index[str(n)] for n in ops["name"]], dtype=np.int64)
         if np.array_equal(file_order, np.arange(graph.num_ops)):
             return graph
@@ -687,6 +693,11 @@ def _allowed_column(
     return out if any(out) else []
 
 
+def _ordered(column: list[Any], order: IntArray) -> tuple[Any, ...]:
+    """A per-op column in topological order; ``()`` stays ``()`` (no op has a value)."""
+    return tuple(column[i] for i in order) if column else ()
+
+
 def _listed(value: Any) -> Any:
     """Tuples as lists (the JSON form of a shape column entry); ``None`` stays."""
     if isinstance(value, tuple):
@@ -724,7 +735,7 @@ def _tensor_columns(
                 f"graph {graph!r}: column {label!r} has {len(values)} entries, expected {n}"
             )
         where = [f"graph {graph!r}, op {op!r}" for op in names]
-        parsed = [parse(v, where[i]) for i, v in enumerate(values)]  # type: ignore[operator]
+        parsed = [parse(v, where[i]) for i, v in enumerate(values)]
         out[key] = parsed if any(p is not None for p in parsed) else []
     shapes, dtypes = out["output_shapes"], out["output_dtypes"]
     if shapes and dtypes:

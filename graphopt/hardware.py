@@ -63,6 +63,17 @@ of :mod:`graphopt.sim` apply them:
   splits a group is invalid, and every method moves a group as one
   (:mod:`graphopt.constraints`, which also holds the per-op allowed device kinds of the graph).
 
+Op times (:data:`OP_TIMES`; not a model option of the event loop: they choose the time of every
+op that has no measured time for its device's kind, rule 3 of :mod:`graphopt.sim`):
+
+- ``op_times: roofline`` (the default): the roofline, with the device's ``efficiency`` table when
+  it has one;
+- ``op_times: calibrated``: the same, and every device must carry an ``efficiency`` table (fit
+  one with ``graphopt calibrate``);
+- ``op_times: learned`` with ``op_model: FILE`` (a path relative to the cluster file): the
+  learned per-op model of :mod:`graphopt.op_model` (``graphopt costmodel ops train``) prices
+  every op it can (a device kind and an op type it was trained on), the roofline the rest.
+
 Size: a cluster has at most :data:`MAX_DEVICES` (4,096) devices, ``count`` included; a larger
 one is refused with a ``ValueError`` naming the limit (the reasons are at :data:`MAX_DEVICES`).
 
@@ -179,6 +190,9 @@ PRESET_DIR = Path(__file__).with_name("hardware_presets")
 DEFAULT_CLUSTER = "v100-nvlink-4"
 
 _DEVICE_FIELDS = ("name", "kind", "peak_flops", "mem_bandwidth", "memory", "launch_overhead")
+OP_TIMES = ("roofline", "calibrated", "learned")
+"""How a cluster prices ops without a measured time (``op_times``, module docstring)."""
+
 MODEL_OPTIONS: dict[str, tuple[str, ...]] = {
     "contention": ("link", "none"),
     "route": ("direct", "via-host"),
@@ -388,6 +402,10 @@ class Cluster:
     copies: str = "charged"
     dispatch: str = "priority"
     colocation: str = "hint"
+    op_times: str = "roofline"
+    """How ops without a measured time are priced: :data:`OP_TIMES` (module docstring)."""
+    op_model: str | None = None
+    """The op model file of ``op_times: learned``; ``None`` otherwise."""
 
     def __post_init__(self) -> None:
         devices = tuple(self.devices)
@@ -418,6 +436,31 @@ class Cluster:
             object.__setattr__(self, key, _readonly(array))
         object.__setattr__(self, "devices", devices)
         self._check_model(names)
+        self._check_op_times()
+
+    def _check_op_times(self) -> None:
+        """Check ``op_times`` and ``op_model`` (``__post_init__``)."""
+        where = f"cluster {self.name!r}"
+        if self.op_times not in OP_TIMES:
+            raise ValueError(
+                f"{where}: unknown op_times {self.op_times!r}; choose one of: {', '.join(OP_TIMES)}"
+            )
+        if self.op_times == "learned" and not self.op_model:
+            raise ValueError(
+                f"{where}: op_times: learned needs op_model: FILE, a model trained by "
+                "graphopt costmodel ops train GRAPH... --cluster CLUSTER.yaml -o MODEL.json"
+            )
+        if self.op_times != "learned" and self.op_model is not None:
+            raise ValueError(
+                f"{where}: op_model is only read with op_times: learned; remove it or set "
+                "op_times: learned"
+            )
+        bare = [d.name for d in self.devices if not d.efficiency]
+        if self.op_times == "calibrated" and bare:
+            raise ValueError(
+                f"{where}: op_times: calibrated, but device(s) {_some(bare)} have no efficiency "
+                "table; fit one with graphopt calibrate GRAPH... --cluster FILE -o FIT.yaml"
+            )
 
     def _check_model(self, names: list[str]) -> None:
         """Check the model options and fill in the host (``__post_init__``)."""
@@ -524,6 +567,8 @@ class Cluster:
         # hash as before the table and the options existed.
         rows = [astuple(d) if d.efficiency else astuple(d)[:-1] for d in self.devices]
         options = self.model_options()
+        if self.op_times != "roofline":  # the default hashes as before op_times existed
+            options = {**options, "op_times": self.op_times, "op_model": self.op_model or ""}
         h = hashlib.sha256(json.dumps([self.name, rows, *([options] if options else [])]).encode())
         h.update(self.bandwidth.tobytes())
         h.update(self.latency.tobytes())
@@ -575,6 +620,8 @@ class Cluster:
             "devices": devices,
             "links": links,
             **self.model_options(),
+            **({"op_times": self.op_times} if self.op_times != "roofline" else {}),
+            **({"op_model": self.op_model} if self.op_model is not None else {}),
         }
 
     @classmethod
@@ -587,12 +634,13 @@ class Cluster:
                 device, a link given twice, an ordered pair left without figures, or a bad model
                 option (an unknown value, ``via-host`` without a host device).
         """
-        optional = ("description", "links", *MODEL_OPTIONS, "host")
+        optional = ("description", "links", *MODEL_OPTIONS, "host", "op_times", "op_model")
         _check_keys(data, "cluster", ("name", "devices"), optional)
         devices = _parse_devices(data["devices"])
         bandwidth, latency = _parse_links(data.get("links"), [d.name for d in devices])
         description = str(data.get("description") or "")
-        options = {key: data[key] for key in (*MODEL_OPTIONS, "host") if key in data}
+        keys = (*MODEL_OPTIONS, "host", "op_times", "op_model")
+        options = {key: data[key] for key in keys if key in data}
         return cls(
             str(data["name"]), devices, bandwidth, latency, description=description, **options
         )
@@ -625,6 +673,8 @@ class Cluster:
         except (OSError, ValueError, yaml.YAMLError) as e:  # UnicodeDecodeError is a ValueError
             kind = "JSON" if is_json else "YAML"
             raise ValueError(f"cluster file '{path}' does not parse as {kind}: {e}") from e
+        if isinstance(data, dict) and isinstance(data.get("op_model"), str):
+            data["op_model"] = str(path.parent / data["op_model"])  # relative to the file
         try:
             return cls.from_dict(data)
         except ValueError as e:

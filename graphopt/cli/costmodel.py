@@ -1,5 +1,6 @@
-"""``graphopt costmodel dataset|train|eval``: build a dataset of measured decisions, train a
-learned cost model on it (``runs/costmodel/<name>_<k>/``), and score a trained model.
+"""``graphopt costmodel dataset|train|eval|ops``: build a dataset of measured decisions, train a
+learned cost model on it (``runs/costmodel/<name>_<k>/``), and score a trained model; ``ops``:
+the learned per-op runtime model (:mod:`graphopt.cli.costmodel_ops`).
 
 The heavy imports (torch, PyG) happen inside the commands, so ``graphopt --help`` stays fast.
 """
@@ -121,6 +122,10 @@ def register(sub: Any) -> None:
     ev.add_argument("--batch-size", type=int, default=256, help="configurations per forward pass")
     ev.add_argument("--json", metavar="FILE", help="also write the results as JSON")
     ev.set_defaults(func=cmd_eval)
+
+    from graphopt.cli import costmodel_ops
+
+    costmodel_ops.register(csub)
 
 
 def check_data(source: str | None, flag: str) -> None:

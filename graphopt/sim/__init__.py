@@ -26,6 +26,9 @@ The cluster's model options (``contention``, ``route``, ``send``, ``copies``, ``
    ``max(flops / (peak_flops[d] * c), bytes / (mem_bandwidth[d] * m)) + launch_overhead[d]``, with
    ``c`` and ``m`` the op's compute and memory efficiency on ``d`` (the device's ``efficiency``
    entry for the op's type, else for its class, else 1: :class:`~graphopt.hardware.Device`).
+   Under a cluster's ``op_times: learned``, the learned per-op model (:mod:`graphopt.op_model`)
+   gives the time of every op it can price that has no measured time, and that time counts as
+   measured below.
 4. **Kernel time.** A kernel of one op takes the op time. A fused kernel of ``m`` ops, if every member
    is measured for the kind: ``max(sum(measured) - (m - 1) * launch_overhead, max(measured))`` (one
    launch instead of ``m``); else the roofline over the group: the larger of its compute time, the

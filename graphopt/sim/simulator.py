@@ -149,6 +149,10 @@ class PreparedGraph:
         for d, device in enumerate(cluster.devices):
             if device.kind in graph.measured:
                 op_meas[:, d] = graph.measured[device.kind]
+        if cluster.op_times == "learned":  # the op model prices what was not measured
+            from graphopt.op_model import learned_op_times
+
+            op_meas = learned_op_times(graph, cluster, op_meas)
         # Rule 3: seconds per FLOP and per byte of every op on every device (efficiency per op
         # type or class, 1 where the device names neither).
         cinv, binv = np.empty((n, num_dev)), np.empty((n, num_dev))

@@ -1,0 +1,301 @@
+"""A learned per-op runtime model: the features it reads, its file, and its predictions.
+
+The simulator prices an op on a device by its measured time for the device's kind, else by the
+roofline (rule 3 of :mod:`graphopt.sim`). A cluster with ``op_times: learned`` and
+``op_model: FILE`` (:mod:`graphopt.hardware`) takes the time of every op **without** a measured
+time from an :class:`OpModel` instead, where the model can price it: the device's kind is one
+the model was trained on and the op's type is one it has seen. Every other op keeps the roofline
+(with the device's efficiency table, if any).
+
+Features (:data:`OP_FEATURE_VERSION`, :data:`FEATURES`), one row per (op, device):
+
+- the op's type and class (categorical, coded by the model's own vocabulary);
+- ``log1p`` of its FLOPs, bytes accessed, output bytes and parameter bytes, its arithmetic
+  intensity ``flops / bytes``, its roofline time on the device (``max(flops / peak, bytes /
+  bandwidth)``, no efficiency, no overhead) in log seconds;
+- its shapes (:mod:`graphopt.shapes`): outputs and tensor arguments, rank and ``log1p`` of the
+  element count of the first output, the first four dims of the first output and of its first
+  two arguments (``NaN`` where unknown or absent), the bytes per element of the first output;
+- the device: log peak FLOP/s, log memory bandwidth, launch overhead in microseconds.
+
+Target: the op's time in log seconds, minus the log of its roofline time plus the device's launch
+overhead (a tree model cannot extrapolate, a ratio to the roofline can: an op of a size never
+measured keeps its roofline's scaling). Prediction: ``exp(prediction) * (roofline + overhead)``.
+
+File (``graphopt-op-model``, JSON): ``version``, ``op_feature_version``, ``kinds`` (the device
+kinds trained on), ``types`` and ``classes`` (the categorical codes), ``features`` (their names,
+checked on load), ``booster`` (LightGBM's own text model, parsed by LightGBM: no code runs on
+load) and ``metadata`` (what it was trained on and its scores). A file of another
+``op_feature_version`` is refused naming both versions. Train one with
+``graphopt costmodel ops train`` (:mod:`graphopt.costmodel.op_fit`).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from graphopt.graph import CompGraph
+from graphopt.hardware import Device
+from graphopt.op_classes import SOURCE
+from graphopt.shapes import DTYPE_BYTES
+
+FORMAT_NAME = "graphopt-op-model"
+FORMAT_VERSION = 1
+OP_FEATURE_VERSION = 1
+"""Bumped whenever :func:`op_features` changes: a model reads only the features it was fit on."""
+
+TRAIN_COMMAND = "graphopt costmodel ops train GRAPH... --cluster CLUSTER.yaml -o MODEL.json"
+"""The command that trains a model (named by the errors that need one)."""
+
+_DIMS = 4
+FEATURES: tuple[str, ...] = (
+    "type",
+    "class",
+    "log_flops",
+    "log_bytes",
+    "log_output_bytes",
+    "log_param_bytes",
+    "log_intensity",
+    "log_roofline",
+    "outputs",
+    "inputs",
+    "out_rank",
+    "out_log_numel",
+    *(f"out_dim{k}" for k in range(_DIMS)),
+    *(f"in0_dim{k}" for k in range(_DIMS)),
+    *(f"in1_dim{k}" for k in range(_DIMS)),
+    "itemsize",
+    "log_peak_flops",
+    "log_bandwidth",
+    "launch_us",
+)
+"""Column names of :func:`op_features`, in order."""
+CATEGORICAL = (0, 1)
+"""Columns of :data:`FEATURES` that are categorical codes (type, class)."""
+
+
+def roofline_seconds(graph: CompGraph, device: Device) -> np.ndarray:
+    """``float64 [N]``: every op's plain roofline time on ``device`` (no efficiency, no overhead),
+    at least one nanosecond (the model's target is a log ratio to it)."""
+    seconds = np.maximum(
+        graph.flops / device.peak_flops, graph.bytes_accessed / device.mem_bandwidth
+    )
+    return np.maximum(seconds, 1e-9)
+
+
+def _dims(shape: Sequence[int] | None) -> list[float]:
+    if shape is None:
+        return [math.nan] * _DIMS
+    dims = [float(d) for d in shape[:_DIMS]]
+    return [math.log1p(d) for d in dims] + [math.nan] * (_DIMS - len(dims))
+
+
+def op_features(
+    graph: CompGraph, device: Device, types: Mapping[str, int], classes: Mapping[str, int]
+) -> np.ndarray:
+    """``float64 [N, F]``: the features of :data:`FEATURES` of every op of ``graph`` on
+    ``device``; ``types``/``classes`` code the categorical columns (``NaN`` for a name not in
+    them: LightGBM's missing value)."""
+    n = graph.num_ops
+    x = np.full((n, len(FEATURES)), np.nan)
+    x[:, 0] = [types.get(t, math.nan) for t in graph.op_types]
+    x[:, 1] = [classes.get(c, math.nan) for c in graph.op_classes]
+    x[:, 2] = np.log1p(graph.flops)
+    x[:, 3] = np.log1p(graph.bytes_accessed)
+    x[:, 4] = np.log1p(graph.output_bytes)
+    x[:, 5] = np.log1p(graph.param_bytes)
+    x[:, 6] = np.log1p(graph.flops / np.maximum(graph.bytes_accessed, 1.0))
+    x[:, 7] = np.log(roofline_seconds(graph, device))
+    x[:, -3] = math.log(device.peak_flops)
+    x[:, -2] = math.log(device.mem_bandwidth)
+    x[:, -1] = device.launch_overhead * 1e6
+    start = FEATURES.index("outputs")
+    for u in range(n):
+        shapes = graph.output_shapes[u] if graph.output_shapes else None
+        dtypes = graph.output_dtypes[u] if graph.output_dtypes else None
+        inputs = graph.input_shapes[u] if graph.input_shapes else None
+        row = x[u]
+        if shapes is not None:
+            row[start] = len(shapes)
+            if shapes:
+                row[start + 2] = len(shapes[0])
+                row[start + 3] = math.log1p(math.prod(shapes[0]))
+                row[start + 4 : start + 4 + _DIMS] = _dims(shapes[0])
+        if inputs is not None:
+            row[start + 1] = len(inputs)
+            for k in range(2):
+                at = start + 4 + (k + 1) * _DIMS
+                row[at : at + _DIMS] = _dims(inputs[k] if k < len(inputs) else None)
+        if dtypes:
+            row[start + 4 + 3 * _DIMS] = DTYPE_BYTES[dtypes[0]]
+    return x
+
+
+@dataclass(frozen=True)
+class OpModel:
+    """A trained per-op runtime model (module docstring).
+
+    Attributes:
+        kinds: device kinds it was trained on (it prices ops on these only).
+        types / classes: op types and classes seen in training, in code order.
+        booster_text: the LightGBM model, as LightGBM writes it.
+        metadata: what it was trained on, and its scores.
+    """
+
+    kinds: tuple[str, ...]
+    types: tuple[str, ...]
+    classes: tuple[str, ...]
+    booster_text: str
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def type_codes(self) -> dict[str, int]:
+        return {t: i for i, t in enumerate(self.types)}
+
+    @property
+    def class_codes(self) -> dict[str, int]:
+        return {c: i for i, c in enumerate(self.classes)}
+
+    def booster(self) -> Any:
+        """The LightGBM booster (parsed once per model)."""
+        cached = _BOOSTERS.get(id(self))
+        if cached is None or cached[0] is not self:
+            import lightgbm
+
+            cached = (self, lightgbm.Booster(model_str=self.booster_text))
+            _BOOSTERS[id(self)] = cached
+        return cached[1]
+
+    def predict(self, graph: CompGraph, device: Device) -> np.ndarray:
+        """``float64 [N]``: every op's predicted seconds on ``device``; ``NaN`` where the model
+        cannot price it (a device kind or op type it was not trained on, a ``source`` op)."""
+        n = graph.num_ops
+        out = np.full(n, np.nan)
+        if device.kind not in self.kinds or n == 0:
+            return out
+        x = op_features(graph, device, self.type_codes, self.class_codes)
+        known = ~np.isnan(x[:, 0]) & (np.asarray(graph.op_classes) != SOURCE)
+        if not known.any():
+            return out
+        ratio = self.booster().predict(x[known])
+        base = roofline_seconds(graph, device)[known] + device.launch_overhead
+        out[known] = np.exp(ratio) * base
+        return out
+
+    def to_json_dict(self) -> dict[str, Any]:
+        return {
+            "format": FORMAT_NAME,
+            "version": FORMAT_VERSION,
+            "op_feature_version": OP_FEATURE_VERSION,
+            "features": list(FEATURES),
+            "kinds": list(self.kinds),
+            "types": list(self.types),
+            "classes": list(self.classes),
+            "metadata": dict(self.metadata),
+            "booster": self.booster_text,
+        }
+
+    def save(self, path: str | Path) -> Path:
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_text(json.dumps(self.to_json_dict()), encoding="utf-8")
+        tmp.replace(path)
+        return path
+
+    @classmethod
+    def from_json_dict(cls, data: Any, source: str) -> OpModel:
+        """Parse a model file's dict.
+
+        Raises:
+            ValueError: not an op model file, another format or op-feature version (both named),
+                or a missing or malformed key.
+        """
+        if not isinstance(data, Mapping) or data.get("format") != FORMAT_NAME:
+            raise ValueError(
+                f'{source}: not an op model file (expected "format": "{FORMAT_NAME}"); train one '
+                f"with {TRAIN_COMMAND}"
+            )
+        got = data.get("op_feature_version")
+        if data.get("version") != FORMAT_VERSION or got != OP_FEATURE_VERSION:
+            raise ValueError(
+                f"{source}: op model of file version {data.get('version')!r}, op-feature version "
+                f"{got!r}; this graphopt reads file version {FORMAT_VERSION}, op-feature version "
+                f"{OP_FEATURE_VERSION}: train it again with {TRAIN_COMMAND}"
+            )
+        try:
+            if list(data["features"]) != list(FEATURES):
+                raise ValueError(f"{source}: its feature names differ from this graphopt's")
+            names = {key: tuple(str(v) for v in data[key]) for key in ("kinds", "types", "classes")}
+            booster = data["booster"]
+            if not isinstance(booster, str) or not booster:
+                raise ValueError(f"{source}: 'booster' must be LightGBM's text model")
+            return cls(
+                kinds=names["kinds"],
+                types=names["types"],
+                classes=names["classes"],
+                booster_text=booster,
+                metadata=dict(data.get("metadata") or {}),
+            )
+        except KeyError as e:
+            raise ValueError(f"{source}: op model file is missing the key {e.args[0]!r}") from e
+        except TypeError as e:
+            raise ValueError(f"{source}: malformed op model file: {e}") from e
+
+    @classmethod
+    def load(cls, path: str | Path) -> OpModel:
+        """Read a model file (cached by path and modification time).
+
+        Raises:
+            ValueError: a missing or unreadable file, or any error of :meth:`from_json_dict`.
+        """
+        path = Path(path)
+        if not path.is_file():
+            raise ValueError(
+                f"op model file {str(path)!r} does not exist; train one with {TRAIN_COMMAND}"
+            )
+        key = (str(path.resolve()), path.stat().st_mtime_ns)
+        cached = _MODELS.get(key)
+        if cached is not None:
+            return cached
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (json.JSONDecodeError, UnicodeDecodeError, OSError) as e:
+            raise ValueError(f"{path}: cannot read op model file: {e}") from e
+        model = cls.from_json_dict(data, str(path))
+        _MODELS[key] = model
+        return model
+
+
+_MODELS: dict[tuple[str, int], OpModel] = {}
+_BOOSTERS: dict[int, tuple[OpModel, Any]] = {}
+
+
+def learned_op_times(graph: CompGraph, cluster: Any, measured: np.ndarray) -> np.ndarray:
+    """``measured`` (``float64 [N, D]``, ``NaN`` where an op has no measured time on a device)
+    with its ``NaN`` entries filled by the op model of ``cluster.op_model`` where it can price
+    them (``cluster.op_times == "learned"``; :class:`~graphopt.hardware.Cluster`). Devices of
+    one kind and spec are predicted once.
+
+    Raises:
+        ValueError: the model file is missing, unreadable, or of another version.
+    """
+    model = OpModel.load(cluster.op_model)
+    out = np.array(measured, dtype=np.float64, copy=True)
+    done: dict[Device, np.ndarray] = {}
+    for d, device in enumerate(cluster.devices):
+        key = Device(
+            "_", device.kind, device.peak_flops, device.mem_bandwidth, 1.0, device.launch_overhead
+        )
+        if key not in done:
+            done[key] = model.predict(graph, device)
+        column = out[:, d]
+        np.copyto(column, done[key], where=np.isnan(column))
+    return out

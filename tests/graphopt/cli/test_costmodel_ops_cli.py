@@ -1,0 +1,102 @@
+"""``graphopt costmodel ops train|eval`` and a cluster file with ``op_times: learned``, in a
+subprocess."""
+
+from __future__ import annotations
+
+import json
+
+import yaml
+
+from graphopt.graph import CompGraph, Op
+
+KIND = "cpu-test"
+CLUSTER = {
+    "name": "one",
+    "devices": [
+        {
+            "name": "cpu0",
+            "kind": KIND,
+            "peak_flops": 1e11,
+            "mem_bandwidth": 2e10,
+            "memory": 1e10,
+            "launch_overhead": 2e-6,
+        }
+    ],
+}
+
+
+def chain(name: str, family: str, scale: int) -> CompGraph:
+    ops = []
+    for k in range(12):
+        n = scale * (k + 1)
+        for op_type, flops, nbytes, share in (
+            ("mm", 2.0 * n**3, 12.0 * n * n, 0.5),
+            ("relu", 0.0, 8.0 * n * n, 0.25),
+        ):
+            seconds = max(flops / 1e11, nbytes / 2e10) / share + 2e-6
+            ops.append(
+                Op(
+                    f"{op_type}{k}",
+                    op_type,
+                    flops=flops,
+                    bytes_accessed=nbytes,
+                    output_bytes=4.0 * n * n,
+                    measured={KIND: seconds},
+                    output_shapes=((n, n),),
+                    output_dtypes=("float32",),
+                )
+            )
+    edges = [(a.name, b.name, a.output_bytes) for a, b in zip(ops, ops[1:], strict=False)]
+    return CompGraph.build(name, ops, edges, metadata={"zoo": family})
+
+
+def test_train_eval_and_simulate(tmp_path, run_cli):
+    paths = [str(chain(n, n, s).save(tmp_path / f"{n}.json")) for n, s in (("a", 16), ("b", 24))]
+    cluster = tmp_path / "c.yaml"
+    cluster.write_text(yaml.safe_dump(CLUSTER))
+    model = tmp_path / "ops.json"
+    out = run_cli("costmodel", "ops", "train", *paths, "--cluster", str(cluster), "-o", str(model),
+                  "--rounds", "20").stdout  # fmt: skip
+    assert "wrote" in out and KIND in out and model.is_file()
+    rows = json.loads(
+        run_cli(
+            "costmodel",
+            "ops",
+            "eval",
+            *paths,
+            "--cluster",
+            str(cluster),
+            "--model",
+            str(model),
+            "--json",
+        ).stdout  # fmt: skip
+    )
+    assert [r["graph"] for r in rows] == ["a", "b"] and all(r["priced"] == 24 for r in rows)
+    learned = tmp_path / "learned.yaml"
+    learned.write_text(yaml.safe_dump({**CLUSTER, "op_times": "learned", "op_model": "ops.json"}))
+    bare = chain("c", "c", 20).to_json_dict()
+    bare["measured"] = {}
+    (tmp_path / "c.json").write_text(json.dumps(bare))
+    run_cli("simulate", str(tmp_path / "c.json"), "--cluster", str(learned), "--placement",
+            "single")  # fmt: skip
+
+
+def test_bad_input_is_one_line_exit_2(tmp_path, run_cli):
+    learned = tmp_path / "learned.yaml"
+    learned.write_text(yaml.safe_dump({**CLUSTER, "op_times": "learned"}))
+    graph = chain("a", "a", 16).save(tmp_path / "a.json")
+    proc = run_cli("simulate", str(graph), "--cluster", str(learned), "--placement", "single",
+                   check=False)  # fmt: skip
+    assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1
+    assert "graphopt costmodel ops train" in proc.stderr
+    stale = tmp_path / "stale.json"
+    stale.write_text(json.dumps({"format": "graphopt-op-model", "version": 1,
+                                 "op_feature_version": 0}))  # fmt: skip
+    proc = run_cli("costmodel", "ops", "eval", str(graph), "--cluster", str(tmp_path / "x.yaml"),
+                   "--model", str(stale), check=False)  # fmt: skip
+    assert proc.returncode == 2  # the cluster file is missing
+    learned.write_text(yaml.safe_dump(CLUSTER))
+    proc = run_cli("costmodel", "ops", "eval", str(graph), "--cluster", str(learned), "--model",
+                   str(stale), check=False)  # fmt: skip
+    assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1
+    assert "op-feature version 0" in proc.stderr and "op-feature version 1" in proc.stderr

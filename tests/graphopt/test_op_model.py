@@ -1,0 +1,148 @@
+"""The learned per-op runtime model: its features, file, predictions, and a cluster's
+``op_times`` (the simulator takes the model's times where nothing was measured)."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+from graphopt.costmodel.op_fit import fit_op_model, op_errors
+from graphopt.graph import CompGraph, Op
+from graphopt.hardware import Cluster, Device
+from graphopt.op_model import FEATURES, OP_FEATURE_VERSION, OpModel, op_features
+from graphopt.sim import simulate
+
+KIND = "cpu-test"
+DEVICE = Device("cpu0", KIND, 1e11, 2e10, 1e10, 2e-6)
+
+# The law the synthetic measurements follow: a per-type share of the roofline plus the overhead.
+SHARE = {"mm": 0.5, "relu": 0.25, "add": 0.8}
+
+
+def law(op_type: str, flops: float, nbytes: float) -> float:
+    roofline = max(flops / DEVICE.peak_flops, nbytes / DEVICE.mem_bandwidth)
+    return roofline / SHARE[op_type] + DEVICE.launch_overhead
+
+
+def chain(name: str, family: str, sizes: list[int], measured: bool = True) -> CompGraph:
+    """A chain mm -> relu -> add per size, with shapes, measured by :func:`law`."""
+    ops = []
+    for k, n in enumerate(sizes):
+        mm_flops, mm_bytes = 2.0 * n**3, 4.0 * 3 * n * n
+        for op_type, flops, nbytes in (
+            ("mm", mm_flops, mm_bytes),
+            ("relu", 0.0, 8.0 * n * n),
+            ("add", 0.0, 12.0 * n * n),
+        ):
+            ops.append(
+                Op(
+                    f"{op_type}{k}",
+                    op_type,
+                    flops=flops,
+                    bytes_accessed=nbytes,
+                    output_bytes=4.0 * n * n,
+                    measured={KIND: law(op_type, flops, nbytes)} if measured else {},
+                    output_shapes=((n, n),),
+                    output_dtypes=("float32",),
+                    input_shapes=((n, n), (n, n)) if op_type != "relu" else ((n, n),),
+                )
+            )
+    edges = [(a.name, b.name, a.output_bytes) for a, b in zip(ops, ops[1:], strict=False)]
+    return CompGraph.build(name, ops, edges, metadata={"zoo": family})
+
+
+@pytest.fixture(scope="module")
+def graphs() -> list[CompGraph]:
+    return [
+        chain("a", "fa", [32, 64, 128, 256, 512]),
+        chain("b", "fb", [48, 96, 192, 384, 768]),
+        chain("c", "fc", [40, 80, 160, 320, 640]),
+    ]
+
+
+@pytest.fixture(scope="module")
+def model(graphs: list[CompGraph]) -> OpModel:
+    return fit_op_model(graphs[:2], [DEVICE], rounds=150)
+
+
+def test_features_read_shapes_and_device(graphs):
+    x = op_features(graphs[0], DEVICE, {"mm": 0}, {"contraction": 0})
+    assert x.shape == (15, len(FEATURES))
+    row = dict(zip(FEATURES, x[0], strict=True))
+    assert row["type"] == 0 and row["class"] == 0
+    assert row["out_rank"] == 2 and row["out_dim0"] == pytest.approx(math.log1p(32))
+    assert row["in1_dim1"] == pytest.approx(math.log1p(32)) and row["itemsize"] == 4
+    assert math.isnan(x[1, 0])  # relu: no code given
+    assert row["launch_us"] == pytest.approx(2.0)
+
+
+def test_predicts_a_held_out_family(graphs, model):
+    errors = op_errors(model, graphs[2], DEVICE)
+    assert np.isfinite(errors).all()
+    assert np.median(np.abs(errors)) < 0.15  # the law is a per-type ratio: learnable
+
+
+def test_unseen_type_and_kind_fall_back(graphs, model):
+    other = Device("gpu0", "other-kind", 1e13, 1e12, 1e10, 5e-6)
+    assert np.isnan(model.predict(graphs[0], other)).all()
+    data = graphs[0].to_json_dict()
+    data["ops"]["type"] = ["gelu" if t == "relu" else t for t in data["ops"]["type"]]
+    renamed = CompGraph.from_json_dict(data)
+    predicted = model.predict(renamed, DEVICE)
+    gelu = np.array([t == "gelu" for t in renamed.op_types])
+    assert np.isnan(predicted[gelu]).all() and np.isfinite(predicted[~gelu]).all()
+
+
+def test_file_round_trip_and_version_refused(tmp_path, graphs, model):
+    path = model.save(tmp_path / "ops.json")
+    back = OpModel.load(path)
+    np.testing.assert_array_equal(back.predict(graphs[2], DEVICE), model.predict(graphs[2], DEVICE))
+    data = json.loads(path.read_text())
+    data["op_feature_version"] = OP_FEATURE_VERSION + 1
+    old = tmp_path / "old.json"
+    old.write_text(json.dumps(data))
+    with pytest.raises(ValueError, match=f"op-feature version {OP_FEATURE_VERSION + 1}") as info:
+        OpModel.load(old)
+    assert f"op-feature version {OP_FEATURE_VERSION}:" in str(info.value)
+    assert "graphopt costmodel ops train" in str(info.value)
+    with pytest.raises(ValueError, match="does not exist; train one with graphopt costmodel"):
+        OpModel.load(tmp_path / "missing.json")
+
+
+def cluster_of(**options) -> Cluster:
+    return Cluster("one", (DEVICE,), np.zeros((1, 1)), np.zeros((1, 1)), **options)
+
+
+def test_cluster_op_times_checks():
+    with pytest.raises(
+        ValueError, match="op_times: learned needs op_model.*graphopt costmodel ops"
+    ):
+        cluster_of(op_times="learned")
+    with pytest.raises(ValueError, match="no efficiency table; fit one with graphopt calibrate"):
+        cluster_of(op_times="calibrated")
+    with pytest.raises(ValueError, match="unknown op_times 'guess'; choose one of: roofline"):
+        cluster_of(op_times="guess")
+    with pytest.raises(ValueError, match="op_model is only read with op_times: learned"):
+        cluster_of(op_model="m.json")
+    assert cluster_of().fingerprint == cluster_of(op_times="roofline").fingerprint
+    assert "op_times" not in cluster_of().to_dict()
+
+
+def test_simulator_takes_the_learned_times(tmp_path, graphs, model):
+    model.save(tmp_path / "ops.json")
+    learned = cluster_of(op_times="learned", op_model="ops.json").to_dict()
+    (tmp_path / "c.json").write_text(json.dumps(learned))
+    cluster = Cluster.load(tmp_path / "c.json")  # op_model relative to the cluster file
+    assert cluster.op_model == str(tmp_path / "ops.json")
+    assert cluster.fingerprint != cluster_of().fingerprint
+    bare = chain("c", "fc", [40, 80, 160, 320, 640], measured=False)
+    step = simulate(bare, cluster).step_time  # one device, a chain: the sum of its op times
+    assert step == pytest.approx(float(model.predict(bare, DEVICE).sum()), rel=1e-9)
+    assert step != pytest.approx(simulate(bare, cluster_of()).step_time, rel=1e-3)
+    measured = graphs[2]  # measured ops keep their measured times
+    assert simulate(measured, cluster).step_time == pytest.approx(
+        float(measured.measured[KIND].sum()), rel=1e-9
+    )
