@@ -155,16 +155,22 @@ def check_outputs(args: argparse.Namespace) -> None:
 def graphs_on_clusters(args: argparse.Namespace) -> tuple[list[tuple[CompGraph, Cluster]], str]:
     """The graphs of the command line, each with the cluster it runs on, and how a title names
     the clusters: ``--cluster`` (resolved by its check) for all, or with ``--cluster each`` every
-    graph's own (:func:`graphopt.workloads.clusters.graph_clusters`)."""
+    graph's own (:func:`graphopt.workloads.clusters.graph_clusters`). Each graph's placement
+    constraints are checked on its cluster (:func:`check_constraints`)."""
+    from graphopt.cli.simulate import check_constraints
+
     if args.cluster == options.EACH:
         from graphopt.workloads.clusters import graph_clusters
 
         pairs = graph_clusters(args.graphs)
         names = dict.fromkeys(c.name for _, c in pairs)
+        check_constraints(pairs, args.graphs)
         return pairs, "each graph's cluster (" + ", ".join(names) + ")"
     from graphopt.workloads import resolve_graphs
 
-    return [(g, args.cluster) for g in resolve_graphs(args.graphs)], args.cluster.name
+    pairs = [(g, args.cluster) for g in resolve_graphs(args.graphs)]
+    check_constraints(pairs, args.graphs)
+    return pairs, args.cluster.name
 
 
 def compare_job(job: dict[str, Any]) -> Any:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -168,6 +169,23 @@ def method_name(args: argparse.Namespace) -> str:
     return Path(chosen).stem
 
 
+def check_constraints(pairs: Sequence[tuple[CompGraph, Cluster]], source: str) -> None:
+    """Refuse placement constraints that no placement of a graph can meet on its cluster
+    (:func:`graphopt.constraints.constraints`), before anything runs.
+
+    Raises:
+        ValueError: one line, ``source`` (the graphs as the command line named them: a graph
+            file's path) first, then the graph and the op or colocation group.
+    """
+    from graphopt.constraints import constraints
+
+    for graph, cluster in pairs:
+        try:
+            constraints(graph, cluster)
+        except ValueError as e:
+            raise ValueError(f"{source}: {e}") from e
+
+
 def cmd_simulate(args: argparse.Namespace) -> int:
     from graphopt.decision_io import load_decision
     from graphopt.hardware import get_cluster
@@ -179,6 +197,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         check_output_path(args.gantt, "--gantt")
     cluster = get_cluster(cluster_spec(args))
     graphs = resolve_graphs(args.graphs)
+    check_constraints([(graph, cluster) for graph in graphs], args.graphs)
     sim = Simulator()
     warm_up(cluster, schedule=bool(args.gantt))  # a throwaway simulator: `sim` caches per graph
     results, measured = [], []  # every graph is simulated before anything is written
