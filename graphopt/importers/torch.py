@@ -95,6 +95,7 @@ from torch.utils._pytree import tree_leaves, tree_map
 from torch.utils.flop_counter import FlopCounterMode, flop_registry
 
 from graphopt.graph import CompGraph
+from graphopt.hardware import HOST_KIND
 from graphopt.op_classes import OP_TYPE_CLASSES
 
 IMPORTER_VERSION = 2
@@ -102,6 +103,22 @@ IMPORTER_VERSION = 2
 
 LOSS_LAYER = "loss"
 _WRAPPED = "model"  # attribute under which the training wrapper holds the user's model
+
+CPU_ONLY_NAMESPACES = frozenset({"quantized"})
+"""Op namespaces whose kernels PyTorch has for the CPU only: ``quantized::`` ops run on the
+quantized engines (fbgemm, qnnpack, onednn; ``torch.backends.quantized.supported_engines``),
+all CPU libraries. Their ops get ``allowed = ("CPU",)`` (:func:`allowed_kinds`); every other op
+may run anywhere (the importer marks only what it knows)."""
+
+
+def allowed_kinds(op_types: Sequence[str]) -> list[tuple[str, ...]]:
+    """The ``allowed`` column of imported ops (:attr:`CompGraph.allowed`): the host kind for an
+    op of a :data:`CPU_ONLY_NAMESPACES` namespace (its type ``"<namespace>.<op>"``), else any."""
+    return [
+        (HOST_KIND,) if "." in t and t.split(".")[0] in CPU_ONLY_NAMESPACES else ()
+        for t in op_types
+    ]
+
 
 _GATHER_LIKE = frozenset({"embedding", "index", "gather", "index_select"})
 
@@ -205,6 +222,7 @@ def graph_from(
         output_shapes=converted.output_shapes,
         output_dtypes=converted.output_dtypes,
         input_shapes=converted.input_shapes,
+        allowed=allowed_kinds(converted.types),
         measured=measured,
         metadata=meta,
     )

@@ -234,3 +234,14 @@ def test_data_dependent_branch_in_training() -> None:
     model, x = meta(lambda: (Branchy(), torch.randn(2, 4)))
     with pytest.raises(ValueError, match="if x.sum"):
         from_torch(model, (x,), name="branchy", training=True)
+
+
+def test_cpu_only_namespaces_restrict_ops_to_the_cpu() -> None:
+    """quantized:: ops have CPU kernels only; every other op may run anywhere."""
+    from graphopt.importers.torch import allowed_kinds
+
+    types = ["mm", "quantized.linear", "relu", "quantized.conv2d", "prims.iota"]
+    assert allowed_kinds(types) == [(), ("CPU",), (), ("CPU",), ()]
+    # an imported float model restricts nothing: no allowed column, fingerprint as before
+    g = from_torch(torch.nn.Linear(4, 2), (torch.randn(1, 4),), name="lin")
+    assert g.allowed == () and "allowed" not in g.to_json_dict()["ops"]
