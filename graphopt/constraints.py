@@ -164,7 +164,7 @@ class Constraints:
         """``(D,)`` bool: the devices that every op of ``ops`` and of their enforced groups may
         use (where a move of those ops may go)."""
         ops = self.members(ops)
-        return self._device_mask()[ops].all(axis=0)
+        return np.asarray(self._device_mask()[ops].all(axis=0), dtype=bool)
 
     def members(self, ops: IntArray | int) -> IntArray:
         """``ops`` with every op of their enforced colocation groups (sorted, unique): what
