@@ -6,6 +6,13 @@ missing arrays default to all zeros (everything on device 0, topological order, 
 The cluster's model options (``contention``, ``route``, ``send``, ``copies``, ``dispatch``:
 :mod:`graphopt.hardware`) choose among the variants of rules 5, 6 and 8, the default first.
 
+0. **Placement constraints** (:mod:`graphopt.constraints`; none by default). An op may run only
+   on a device whose kind its graph's ``allowed`` column lists (an empty list: any), and under
+   the cluster's ``colocation: enforce`` the ops of one colocation group on one device. A
+   placement that breaks either is invalid, ``step_time = inf``, the reason naming the op (or
+   the group and two of its ops); it is checked before anything else and never simulated.
+   Constraints that no placement can meet are refused when the graph is prepared for the
+   cluster (``ValueError``).
 1. **Kernels (fusion).** An op whose fusion bit is 1 is merged with *every* one of its consumers
    (union-find over those edges; the bit of an op without consumers is ignored). Each connected group
    is one kernel. Its *root* is its member with the highest topological index; the kernel runs on

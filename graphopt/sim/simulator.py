@@ -490,11 +490,13 @@ class Simulator:
 
     def __init__(self, cache_size: int = 64) -> None:
         self.cache_size = cache_size
-        self._cache: OrderedDict[tuple[str, str], PreparedGraph] = OrderedDict()
+        self._cache: OrderedDict[tuple[str, ...], PreparedGraph] = OrderedDict()
 
     def prepare(self, graph: CompGraph, cluster: Cluster) -> PreparedGraph:
         """The :class:`PreparedGraph` for this pair, from the cache when possible."""
-        key = (graph.fingerprint, cluster.fingerprint)
+        key: tuple[str, ...] = (graph.fingerprint, cluster.fingerprint)
+        if cluster.colocation == "enforce":  # the groups constrain: part of the key (rule 0)
+            key += ("\0".join(graph.colocation),)
         prepared = self._cache.get(key)
         if prepared is None:
             prepared = PreparedGraph(graph, cluster)

@@ -217,3 +217,14 @@ def test_exact_optimum_keeps_constraints() -> None:
         assert result.decision is not None, (graph.name, result.status)
         assert_keeps(graph, cluster, result.decision.placement, "solve_exact")
         assert result.measurement is not None and result.measurement.valid
+
+
+def test_simulator_cache_tells_apart_graphs_that_differ_only_in_groups() -> None:
+    """The graph's fingerprint leaves colocation out; under enforce the cache key adds it."""
+    grouped = chain_graph([(), (), ()], ["x", "x", ""])
+    ungrouped = replace(grouped, colocation=("", "", ""))
+    assert grouped.fingerprint == ungrouped.fingerprint
+    c = cluster_of("GPU", "CPU", colocation="enforce")
+    sim, split = Simulator(), Decision(placement=np.array([0, 1, 1]))
+    assert not sim.evaluate(grouped, c, split).valid
+    assert sim.evaluate(ungrouped, c, split).valid
