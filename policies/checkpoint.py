@@ -7,7 +7,11 @@ A model file (``best_model.pt``, ``final_model.pt``, ``checkpoints/last.pt``, se
     {"format": "graphopt-ppo-weights", "version": 1,
      "policy": policy.state_dict(),               # tensors
      "optimizer": policy.optimizer.state_dict(),  # tensors and numbers (Adam's moments)
-     "num_timesteps": int, "n_updates": int}      # where PPO's counters stand
+     "num_timesteps": int, "n_updates": int,      # where PPO's counters stand
+     "method": "GOPolicy"}                        # the policy class (GDPPolicy, HDPPolicy, ...)
+
+A file of one method is refused by a run of another, naming both (:func:`load_weights`; files
+without ``method``, from before it was recorded, are checked by their weights' shapes only).
 
 The run's ``model.json`` (plain JSON, :func:`write_model_info`) holds the observation and action
 spaces the policy was built for::
@@ -87,6 +91,7 @@ def model_weights(model: Any) -> dict[str, Any]:
         "optimizer": model.policy.optimizer.state_dict(),
         "num_timesteps": int(model.num_timesteps),
         "n_updates": int(getattr(model, "_n_updates", 0)),
+        "method": type(model.policy).__name__,
     }
 
 
@@ -167,6 +172,8 @@ def _weights_problem(data: Any) -> str | None:
         value = data.get(key)
         if not isinstance(value, int) or isinstance(value, bool) or value < 0:
             return f"{key!r} is not a count"
+    if not isinstance(data.get("method", ""), str):
+        return "'method' is not a policy class name"
     return None
 
 
@@ -175,9 +182,16 @@ def load_weights(model: Any, weights: dict[str, Any], path: Path) -> None:
     parameters, its optimizer's state and the timestep and update counters.
 
     Raises:
-        ValueError: the weights do not fit the model (another policy or network size than the
-            run's ``config.yaml`` builds); the message names the file.
+        ValueError: the file holds another method's model (both named), or the weights do not
+            fit the model (another policy or network size than the run's ``config.yaml``
+            builds); the message names the file.
     """
+    found, expected = weights.get("method"), type(model.policy).__name__
+    if found is not None and found != expected:
+        raise ValueError(
+            f"{path} holds a model of {found}, but its run's config.yaml builds {expected}: "
+            f"give a {expected} run its own model files (or evaluate this file with its own run)"
+        )
     try:
         model.policy.load_state_dict(weights["policy"], strict=True)
         model.policy.optimizer.load_state_dict(weights["optimizer"])
@@ -467,6 +481,9 @@ def check_run_sizes(
     if isinstance(action_space, spaces.MultiDiscrete):
         priorities = config.get("num_priorities")
         choices = max(_devices(config.get("cluster")), 2, priorities if _count(priorities) else 0)
+        groups = config.get("groups")  # policy hdp: a group per op slot
+        if config.get("policy") == "hdp" and _count(groups):
+            choices = max(choices, groups)
         if int(action_space.nvec.max(initial=0)) > choices:
             raise ValueError(
                 f"{info}: action_space.nvec has {int(action_space.nvec.max()):,} values per op; "
