@@ -18,8 +18,11 @@ Printed per graph: measured ``eager / compiled`` and ``eager / no-fusion compile
 predicted ``none / inductor``, ``none / xla``, ``none / greedy`` speed-ups, and the difference
 ``predicted - measured`` of the Inductor speed-up in points (x 100).
 
+On a GPU (``--device cuda``, data from ``bench_profile.py --device cuda``) the model runs there
+and ``torch.compile`` generates Triton kernels; every step is synchronised before its clock stops.
+
 Run: ``python bench/bench_compile.py [--models NAME,...] [--modes forward,train] [--threads 1]
-[--iterations 20] [--data DIR]``.
+[--iterations 20] [--data DIR] [--device cpu|cuda]``.
 """
 
 from __future__ import annotations
@@ -43,7 +46,7 @@ from graphopt.graph import CompGraph  # noqa: E402
 from graphopt.hardware import Cluster  # noqa: E402
 from graphopt.importers import torch as torch_importer  # noqa: E402
 from graphopt.importers import zoo  # noqa: E402
-from graphopt.importers.machine import cpu_kind, torch_threads  # noqa: E402
+from graphopt.importers.machine import cpu_kind, cuda_kind, torch_threads  # noqa: E402
 from graphopt.sim import simulate  # noqa: E402
 from graphopt.sim.calibrate import calibrate, source_of  # noqa: E402
 from graphopt.typing import Decision  # noqa: E402
@@ -72,22 +75,42 @@ def step_fn(model: Any, work: zoo.Workload, training: bool) -> Callable[[], None
 
 
 def timed(step: Callable[[], None], iterations: int, warmup: int) -> float:
+    sync = torch.cuda.synchronize if torch.cuda.is_initialized() else (lambda: None)
     for _ in range(warmup):
         step()
     times = []
     for _ in range(iterations):
+        sync()
         start = time.perf_counter()
         step()
+        sync()
         times.append(time.perf_counter() - start)
     return statistics.median(times)
 
 
-def measured(spec: str, training: bool, iterations: int, warmup: int) -> dict[str, float]:
-    """Eager, compiled and compiled-without-fusion step times of one zoo model."""
+def measured(
+    spec: str, training: bool, iterations: int, warmup: int, device: str = "cpu"
+) -> dict[str, float]:
+    """Eager, compiled and compiled-without-fusion step times of one zoo model on ``device``."""
+    import dataclasses
+
     import torch._dynamo
     import torch._inductor.config as inductor_config
+    from torch.utils._pytree import tree_map
 
     work, _, _ = zoo.zoo_workload(spec, training=training, device="cpu")
+    if device != "cpu":
+
+        def to(x: Any) -> Any:
+            return x.to(device) if isinstance(x, torch.Tensor) else x
+
+        work = dataclasses.replace(
+            work,
+            model=work.model.to(device),
+            inputs=tree_map(to, work.inputs),
+            kwargs=tree_map(to, dict(work.kwargs)),
+            loss_inputs=tree_map(to, work.loss_inputs),
+        )
     model = work.model
     model.train(training)
     out: dict[str, float] = {}
@@ -134,8 +157,11 @@ def main() -> None:
     p.add_argument("--iterations", type=int, default=20)
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--data", type=Path, default=None)
+    p.add_argument("--device", default="cpu", help="cpu, or cuda (a GPU: Triton kernels)")
     args = p.parse_args()
-    data = args.data or Path(__file__).parent / "data" / f"profile-{cpu_kind(args.threads)}"
+    torch.set_num_threads(args.threads)
+    kind = cuda_kind() if args.device.startswith("cuda") else cpu_kind(args.threads)
+    data = args.data or Path(__file__).parent / "data" / f"profile-{kind}"
     cluster = Cluster.load(data / "cluster.yaml")
     names = [n.strip() for n in args.models.split(",") if n.strip()]
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
@@ -156,7 +182,9 @@ def main() -> None:
             others = [g for g in graphs.values() if source_of(g) != source_of(graph)]
             held_out = on(cluster, calibrate(others, cluster.devices[0]).device)
             with torch_threads(args.threads):
-                m = measured(MODELS[name], mode == "train", args.iterations, args.warmup)
+                m = measured(
+                    MODELS[name], mode == "train", args.iterations, args.warmup, args.device
+                )
             s = predicted(graph, held_out)
             speed = m["eager"] / m["compiled"]
             pred = s["none"] / s["inductor"]

@@ -37,8 +37,12 @@ absolute error of each, and the fitted efficiency table.
 The machine is shared and noisy: every time is a median over ``--iterations`` runs, the peak
 figures are best-of-repeats; the same step can vary by 10-30% between sessions.
 
+On a GPU, ``--device cuda`` profiles there (CUDA events, :mod:`graphopt.importers.profile`) and
+probes the GPU (:func:`graphopt.importers.machine.probe_cuda`); the data go to
+``bench/data/profile-cuda-<GPU>``.
+
 Run: ``python bench/bench_profile.py [--models NAME,...] [--threads 1] [--iterations 20]
-[--warmup 3] [--timer clock|profiler] [--data DIR] [--reuse]``.
+[--warmup 3] [--timer clock|profiler] [--data DIR] [--reuse] [--device cpu|cuda] [--rounds N]``.
 """
 
 from __future__ import annotations
@@ -56,7 +60,7 @@ import torch
 from graphopt.costmodel.op_fit import fit_op_model, op_errors
 from graphopt.graph import CompGraph
 from graphopt.hardware import Cluster, Device
-from graphopt.importers.machine import cpu_kind, machine_cluster, probe_cpu
+from graphopt.importers.machine import cpu_kind, cuda_kind, machine_cluster, probe_cpu, probe_cuda
 from graphopt.importers.profile import profile_graph
 from graphopt.op_model import OpModel
 from graphopt.sim import simulate
@@ -114,7 +118,7 @@ def roofline_op_errors(graph: CompGraph, device: Device) -> np.ndarray:
 def measure(args: argparse.Namespace, data: Path, names: list[str]) -> None:
     """Probe the machine and profile every model and mode into ``data``."""
     data.mkdir(parents=True, exist_ok=True)
-    device = probe_cpu(args.threads)
+    device = probe_cuda() if args.device.startswith("cuda") else probe_cpu(args.threads)
     machine_cluster(device).save(data / "cluster.yaml")
     print(
         f"this machine: {device.kind}: peak {device.peak_flops / 1e9:.1f} GFLOP/s, "
@@ -131,6 +135,7 @@ def measure(args: argparse.Namespace, data: Path, names: list[str]) -> None:
                 warmup=args.warmup,
                 threads=args.threads,
                 timer=args.timer,
+                device=args.device,
             )
             graph.save(data / f"{name}-{mode}.json.gz")
             print(
@@ -149,6 +154,7 @@ def main() -> None:
     p.add_argument("--timer", default="clock", choices=("profiler", "clock"))
     p.add_argument("--data", type=Path, default=None, help="measurement directory")
     p.add_argument("--reuse", action="store_true", help="read the measurements in --data back")
+    p.add_argument("--device", default="cpu", help="cpu, or cuda (CUDA events; --timer clock)")
     p.add_argument(
         "--rounds", type=int, default=None, help="boosting rounds of the op model (default 300)"
     )
@@ -158,7 +164,8 @@ def main() -> None:
     unknown = [n for n in names if n not in MODELS]
     if unknown:
         p.error(f"unknown model(s) {unknown}; choose from {', '.join(MODELS)}")
-    data = args.data or Path(__file__).parent / "data" / f"profile-{cpu_kind(args.threads)}"
+    kind = cuda_kind() if args.device.startswith("cuda") else cpu_kind(args.threads)
+    data = args.data or Path(__file__).parent / "data" / f"profile-{kind}"
 
     began = time.perf_counter()
     if not args.reuse:

@@ -49,7 +49,9 @@ def register(sub: Any) -> None:
         help="cluster file of this machine to write (.yaml, .yml or .json; default: the graph "
         "file's name with .cluster.yaml)",
     )
-    options.add_device(p, default="cpu", help="where to run the model (cpu)")
+    options.add_device(
+        p, default="cpu", help="where to run the model: cpu, or cuda / cuda:N (--timer clock)"
+    )
     p.add_argument("--threads", type=int, default=1, help="torch threads (part of the device kind)")
     p.add_argument(
         "--iterations", type=int, default=10, help="timed runs; each op's time is their median"
@@ -153,7 +155,7 @@ def cmd_profile(args: argparse.Namespace) -> int:
     from rich.markup import escape
     from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-    from graphopt.importers.machine import machine_cluster, probe_cpu
+    from graphopt.importers.machine import machine_cluster, probe_cpu, probe_cuda
     from graphopt.importers.profile import check_device, profile_graph
 
     check_device(args.device)
@@ -171,9 +173,13 @@ def cmd_profile(args: argparse.Namespace) -> int:
             device=args.device,
             seed=args.seed,
         )
-        progress.update(task, description="measuring this CPU (peak FLOP/s, bandwidth, overhead)")
-        device = probe_cpu(args.threads)
-    if device.kind != report.kind:  # pragma: no cover - both come from cpu_kind(threads)
+        progress.update(task, description="measuring the device (peak FLOP/s, bandwidth, overhead)")
+        if args.device.startswith("cuda"):  # pragma: no cover - needs a GPU
+            index = args.device.partition(":")[2]
+            device = probe_cuda(int(index or 0))
+        else:
+            device = probe_cpu(args.threads)
+    if device.kind != report.kind:  # pragma: no cover - both come from cpu_kind / cuda_kind
         raise ValueError(f"device kind {device.kind!r} differs from the profile's {report.kind!r}")
     cluster = machine_cluster(device)
     write_outputs(graph, out, cluster, cluster_out)

@@ -26,10 +26,18 @@ The device's ``kind`` (:func:`cpu_kind`) names the CPU model and the thread coun
 ``cpu-amd-epyc-t1`` or ``cpu-intel-xeon-platinum-8375c-t4``: the key under which
 :func:`graphopt.importers.profile.profile_graph` stores the ops' measured times, so a graph
 profiled with ``t`` threads is simulated with its measured times only on a device of that kind.
+
+:func:`probe_cuda` measures a CUDA GPU the same way, timed with CUDA events (each figure the best
+of repeats after a warm-up): ``peak_flops`` from a float32 ``8192 x 8192`` matmul (with torch's
+default TF32 setting), ``mem_bandwidth`` from ``dst.copy_(src)`` of 1 GiB (read + write counted),
+``launch_overhead`` from the median wall time per eager one-element ``torch.add`` on the GPU
+(batches of :data:`DISPATCH_BATCH`, synchronised), ``memory`` the device's total memory. Its kind
+(:func:`cuda_kind`) is ``cuda-<GPU name slug>``, e.g. ``cuda-nvidia-h100-80gb-hbm3``.
 """
 
 from __future__ import annotations
 
+import math
 import os
 import platform
 import re
@@ -83,6 +91,13 @@ def slugify_cpu(model_name: str) -> str:
 def cpu_kind(threads: int = 1, model_name: str | None = None) -> str:
     """The device kind of this CPU run with ``threads`` threads: ``cpu-<model slug>-t<threads>``."""
     return f"cpu-{slugify_cpu(model_name or cpu_model_name())}-t{int(threads)}"
+
+
+def cuda_kind(index: int = 0) -> str:
+    """The device kind of CUDA GPU ``index``: ``cuda-<name slug>`` (:func:`slugify_cpu`'s rules)."""
+    import torch
+
+    return f"cuda-{slugify_cpu(torch.cuda.get_device_name(index))}"
 
 
 def memory_bytes() -> float:
@@ -210,9 +225,74 @@ def probe_cpu(threads: int | None = None, *, name: str = "cpu0") -> Device:
     )
 
 
+def _cuda_best(fn: Callable[[], Any], repeats: int) -> float:
+    """Best seconds of ``fn()`` over ``repeats`` runs, each timed by CUDA events."""
+    import torch
+
+    best = math.inf
+    for _ in range(repeats):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        end.record()
+        end.synchronize()
+        best = min(best, start.elapsed_time(end) * 1e-3)
+    return best
+
+
+def probe_cuda(index: int = 0, *, name: str = "gpu0") -> Device:
+    """Measure CUDA GPU ``index`` (module docstring).
+
+    Raises:
+        ValueError: no CUDA device.
+    """
+    import torch
+
+    if not torch.cuda.is_available():
+        raise ValueError("no CUDA device: torch.cuda.is_available() is False")
+    dev = torch.device("cuda", index)
+
+    def matmul() -> float:
+        n = 8192
+        a, b = torch.randn(n, n, device=dev), torch.randn(n, n, device=dev)
+        out = torch.empty(n, n, device=dev)
+        for _ in range(3):
+            torch.mm(a, b, out=out)
+        return 2.0 * n**3 / _cuda_best(lambda: torch.mm(a, b, out=out), 10)
+
+    def copy() -> float:
+        src = torch.rand(2**28, device=dev)  # 1 GiB of float32
+        dst = torch.empty_like(src)
+        dst.copy_(src)
+        return 2.0 * src.numel() * 4 / _cuda_best(lambda: dst.copy_(src), 10)
+
+    def dispatch() -> float:
+        x, y = torch.ones(1, device=dev), torch.ones(1, device=dev)
+
+        def batch() -> None:
+            for _ in range(DISPATCH_BATCH):
+                torch.add(x, y)
+            torch.cuda.synchronize(dev)
+
+        batch()
+        return statistics.median(_repeat(batch, 0.0, DISPATCH_REPEATS)) / DISPATCH_BATCH
+
+    with torch.cuda.device(dev):  # each figure's tensors are freed before the next
+        flops, bandwidth, launch = matmul(), copy(), dispatch()
+        memory = float(torch.cuda.get_device_properties(dev).total_memory)
+    return Device(
+        name=name,
+        kind=cuda_kind(index),
+        peak_flops=flops,
+        mem_bandwidth=bandwidth,
+        memory=memory,
+        launch_overhead=launch,
+    )
+
+
 def machine_cluster(device: Device, *, name: str | None = None) -> Cluster:
     """A cluster of the single ``device`` (this machine), e.g. for ``graphopt simulate``."""
-    model = cpu_model_name()
+    model = device.kind if device.kind.startswith("cuda-") else cpu_model_name()
     return Cluster(
         name=name or device.kind,
         devices=(device,),

@@ -49,6 +49,14 @@ Whole-step times, each the median over the timed rounds of an un-instrumented ru
 ``torch.no_grad()``, or ``loss_fn(model(...)).backward()`` for training, the optimizer step not
 included, as in the graph). :attr:`~ProfileReport.op_seconds` is the sum of the ops' median times.
 
+On a CUDA GPU (``device="cuda"`` or ``"cuda:N"``): the graph is captured on the CPU as above,
+then the placeholder values, the graph's constants, the device arguments of its ops (``full``,
+``arange``...) and the eager model are moved to the GPU; only the ``clock`` timer runs there, and
+an op's time is the elapsed time between two CUDA events recorded around its call (the kernels it
+launched, and the launch itself where the GPU waits for it), read after each round's
+synchronisation; the whole-step times synchronise before the clock stops. The kind defaults to
+:func:`~graphopt.importers.machine.cuda_kind` (the GPU's name).
+
 Failures raise ``ValueError`` with one clear message: a model torch.export cannot capture, an op
 that fails to run (named, with torch's error), a model that fails to run eagerly, no op matched.
 """
@@ -73,7 +81,7 @@ from torch.utils._pytree import tree_leaves, tree_map
 from graphopt.errors import InvalidArgument
 from graphopt.graph import CompGraph
 from graphopt.importers import torch as torch_importer
-from graphopt.importers.machine import cpu_kind, torch_threads
+from graphopt.importers.machine import cpu_kind, cuda_kind, torch_threads
 
 PROFILER_VERSION = 2
 """Bumped whenever what :func:`profile_graph` measures changes (stored in the graph's metadata)."""
@@ -83,8 +91,8 @@ ANNOTATION = "graphopt-op/"
 
 TIMERS = ("profiler", "clock")
 
-DEVICES = ("cpu",)
-"""Devices :func:`profile_graph` runs on."""
+DEVICES = ("cpu", "cuda")
+"""Devices :func:`profile_graph` runs on (``cuda:N`` names one GPU)."""
 
 
 @dataclass(frozen=True)
@@ -204,9 +212,10 @@ def profile_graph(
         warmup: untimed runs first.
         threads: ``torch.set_num_threads`` for the runs (restored afterwards); part of the kind.
         timer: ``"profiler"`` or ``"clock"`` (module docstring).
-        device: where to run; only ``"cpu"``.
+        device: where to run: ``"cpu"``, or ``"cuda"`` / ``"cuda:N"`` (``timer="clock"`` only;
+            module docstring).
         kind: the key of the measured times (default :func:`~graphopt.importers.machine.cpu_kind`
-            of ``threads``).
+            of ``threads``, or :func:`~graphopt.importers.machine.cuda_kind` on a GPU).
         seed: seeds the weights (zoo models) and the random inputs.
 
     Returns:
@@ -219,7 +228,9 @@ def profile_graph(
     """
     _check_arguments(iterations, warmup, threads, timer, device)
     start = time.perf_counter()
-    kind = kind or cpu_kind(threads)
+    target = torch.device(device)
+    if kind is None:
+        kind = cuda_kind(target.index or 0) if target.type == "cuda" else cpu_kind(threads)
     metadata: dict[str, Any] = {}
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
@@ -247,6 +258,9 @@ def profile_graph(
         real_kwargs = _real_inputs(kwargs)
         captured = _capture(model, inputs, extra, kwargs, loss_fn, training, name)
         values = _placeholder_values(captured, real_args, real_kwargs)
+        if target.type != "cpu":
+            values, real_args, real_kwargs = _to_device(captured, model, values, real_args,
+                                                        real_kwargs, target)  # fmt: skip
         capture_seconds = time.perf_counter() - start
         with torch_threads(threads), torch_importer.math_attention():
             timing = _measure(
@@ -257,6 +271,7 @@ def profile_graph(
                 warmup=warmup,
                 timer=timer,
                 name=name,
+                device=target,
             )
     converted = captured.converted
     op_names = list(converted.names)
@@ -327,10 +342,10 @@ def check_device(device: str) -> None:
     """Refuse a device :func:`profile_graph` cannot run on, with a one-line reason.
 
     Raises:
-        ValueError: ``cuda`` (or ``cuda:N``) on a machine without a CUDA device, ``cuda`` where
-            one exists (not supported yet), or any other name.
+        ValueError: ``cuda`` (or ``cuda:N``) on a machine without a CUDA device, a GPU index it
+            does not have, or any other name.
     """
-    if device in DEVICES:
+    if device == "cpu":
         return
     if device == "cuda" or device.startswith("cuda:"):
         if not torch.cuda.is_available():
@@ -339,9 +354,15 @@ def check_device(device: str) -> None:
                 "profile on {device} cpu",
                 version=torch.__version__,
             )
-        raise InvalidArgument(
-            "profiling on {got!r} is not supported yet; profile on {device} cpu", got=device
-        )
+        index = device.partition(":")[2]
+        if index and (not index.isdigit() or int(index) >= torch.cuda.device_count()):
+            raise InvalidArgument(
+                "{device} {got!r}: this machine has {count} CUDA device(s), cuda:0 to cuda:{last}",
+                got=device,
+                count=torch.cuda.device_count(),
+                last=torch.cuda.device_count() - 1,
+            )
+        return
     raise InvalidArgument(
         "unknown {device} {got!r}; choose one of: {choices}, cuda",
         got=device,
@@ -362,6 +383,11 @@ def _check_arguments(iterations: int, warmup: int, threads: int, timer: str, dev
     if timer not in TIMERS:
         raise ValueError(f"unknown timer {timer!r}; choose one of: {', '.join(TIMERS)}")
     check_device(device)
+    if device != "cpu" and timer != "clock":
+        raise ValueError(
+            f"timer {timer!r} times CPU events only; profile on {device} with timer 'clock' "
+            "(CUDA events)"
+        )
 
 
 def _zoo_workload(spec: str, training: bool, name: str | None) -> tuple[Any, str, dict[str, Any]]:
@@ -381,7 +407,7 @@ def _zoo_workload(spec: str, training: bool, name: str | None) -> tuple[Any, str
 def _is_real(t: Any) -> bool:
     from torch._subclasses.fake_tensor import FakeTensor
 
-    return isinstance(t, torch.Tensor) and not isinstance(t, FakeTensor) and t.device.type == "cpu"
+    return isinstance(t, torch.Tensor) and not isinstance(t, FakeTensor) and t.device.type != "meta"
 
 
 def _synthetic(like: Any, *, ones: bool = False) -> Any:
@@ -543,6 +569,33 @@ def _set_attr(gm: torch.nn.Module, target: str, value: Any) -> None:
     setattr(owner, leaf, value)
 
 
+def _to_device(
+    captured: _Captured,
+    model: torch.nn.Module,
+    values: list[Any],
+    real_args: Any,
+    real_kwargs: Any,
+    device: torch.device,
+) -> tuple[list[Any], Any, Any]:
+    """Move a CPU-captured graph's run to ``device``: its placeholder values, the tensors it
+    reads as attributes, the ``device`` arguments of its ops, and the eager model and inputs."""
+
+    def move(x: Any) -> Any:
+        return x.to(device) if isinstance(x, torch.Tensor) else x
+
+    gm = captured.gm
+    for node in gm.graph.nodes:
+        if node.op == "get_attr":
+            attr = getattr(gm, str(node.target), None)
+            if isinstance(attr, torch.Tensor):
+                _set_attr(gm, str(node.target), move(attr))
+        elif node.op == "call_function" and isinstance(node.kwargs.get("device"), torch.device):
+            node.kwargs = {**node.kwargs, "device": device}
+    gm.recompile()
+    model.to(device)
+    return [move(v) for v in values], tree_map(move, real_args), tree_map(move, real_kwargs)
+
+
 # ---------------------------------------------------------------------------- running
 class _OpFailed(Exception):
     def __init__(self, node: torch.fx.Node, error: BaseException) -> None:
@@ -555,10 +608,18 @@ class _Runner(torch.fx.Interpreter):
     """Runs the graph node by node: each ``call_function`` node inside a profiler annotation
     (``clock`` off), or timed with ``perf_counter_ns`` around its op's call (``clock`` on)."""
 
-    def __init__(self, gm: torch.fx.GraphModule, clock: bool, times: dict[str, list[int]]) -> None:
+    def __init__(
+        self,
+        gm: torch.fx.GraphModule,
+        clock: bool,
+        times: dict[str, list[int]],
+        cuda: bool = False,
+    ) -> None:
         super().__init__(gm, garbage_collect_values=True)
         self.clock = clock
         self.times = times
+        self.cuda = cuda
+        self.events: list[tuple[str, Any, Any]] = []  # (node, start, end): read by :meth:`sync`
         self.node_name = ""
 
     def run_node(self, n: torch.fx.Node) -> Any:
@@ -578,10 +639,27 @@ class _Runner(torch.fx.Interpreter):
     def call_function(self, target: Any, args: Any, kwargs: Any) -> Any:
         if not self.clock:
             return target(*args, **kwargs)
+        if self.cuda:
+            begin = torch.cuda.Event(enable_timing=True)
+            end = torch.cuda.Event(enable_timing=True)
+            begin.record()
+            out = target(*args, **kwargs)
+            end.record()
+            self.events.append((self.node_name, begin, end))
+            return out
         start = time.perf_counter_ns()
         out = target(*args, **kwargs)
         self.times.setdefault(self.node_name, []).append(time.perf_counter_ns() - start)
         return out
+
+    def sync(self) -> None:
+        """Wait for the GPU and store every op's CUDA-event time, nanoseconds."""
+        if not self.events:
+            return
+        torch.cuda.synchronize()
+        for node, begin, end in self.events:
+            self.times.setdefault(node, []).append(int(begin.elapsed_time(end) * 1e6))
+        self.events.clear()
 
 
 def _flat_module(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
@@ -648,19 +726,29 @@ def _measure(
     warmup: int,
     timer: str,
     name: str,
+    device: torch.device | None = None,
 ) -> _Timing:
     gm = captured.gm
     clock = timer == "clock"
+    cuda = device is not None and device.type == "cuda"
+    where = "the CPU" if not cuda else str(device)
+
+    def synchronize() -> None:
+        if cuda:
+            torch.cuda.synchronize(device)
+
     clock_times: dict[str, list[int]] = {}
     timing = _Timing()
 
     def instrumented() -> None:
         try:
-            _Runner(gm, clock, clock_times).run(*values)
+            runner = _Runner(gm, clock, clock_times, cuda=cuda)
+            runner.run(*values)
+            runner.sync()
         except _OpFailed as e:
             op_type = torch_importer._op_type(e.node.target)
             raise ValueError(
-                f"{name!r}: op {e.node.name!r} ({op_type}) failed to run on the CPU: "
+                f"{name!r}: op {e.node.name!r} ({op_type}) failed to run on {where}: "
                 f"{type(e.error).__name__}: {torch_importer._headline(e.error)}"
             ) from e.error
 
@@ -670,7 +758,7 @@ def _measure(
             eager()
         except Exception as e:
             raise ValueError(
-                f"{name!r}: the model fails to run eagerly on the CPU: "
+                f"{name!r}: the model fails to run eagerly on {where}: "
                 f"{type(e).__name__}: {torch_importer._headline(e)}"
             ) from e
 
@@ -679,8 +767,10 @@ def _measure(
 
     def wall(what: str, fn: Callable[[], Any], grad: bool = False) -> None:
         with torch.enable_grad() if grad else torch.no_grad():
+            synchronize()
             start = time.perf_counter()
             fn()
+            synchronize()
             walls[what].append(time.perf_counter() - start)
 
     profilers: list[Any] = []

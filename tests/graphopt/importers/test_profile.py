@@ -157,3 +157,43 @@ def test_report_counts() -> None:
     )
     assert report.matched == 3 and report.match_rate == 0.75
     assert ProfileReport("g", "k", "cpu", False, 1, 1, 0, "clock", op_names=[]).match_rate == 1.0
+
+
+def test_profiled_graph_has_shapes() -> None:
+    graph, _ = profile_graph(TRANSFORMER, iterations=1, warmup=0, timer="clock")
+    assert graph.has_shapes and all(s is not None for s in graph.output_shapes)
+    assert all(d is not None for d in graph.output_dtypes)
+
+
+def test_a_run_moved_to_a_device_computes_the_same() -> None:
+    """The CPU-side half of profiling on a GPU: the placeholder values, constants and the ops'
+    device arguments move (here to the CPU itself), and the graph computes what it did."""
+    from graphopt.importers import torch as torch_importer
+
+    work, name, _ = profiler._zoo_workload(TRANSFORMER, False, None)
+    inputs = torch_importer._as_tuple(work.inputs)
+    kwargs = dict(work.kwargs)
+    captured = profiler._capture(work.model, inputs, (), kwargs, None, False, name)
+    args, kw = profiler._real_inputs(inputs), profiler._real_inputs(kwargs)
+    values = profiler._placeholder_values(captured, args, kw)
+    with torch.no_grad():
+        before = profiler._flat_module(captured.gm)(*values)
+    with_device = [n for n in captured.gm.graph.nodes if "device" in n.kwargs]
+    assert with_device  # arange, full: ops that create tensors on a device
+    moved, args2, kw2 = profiler._to_device(
+        captured, work.model, values, args, kw, torch.device("cpu")
+    )
+    assert all(n.kwargs["device"] == torch.device("cpu") for n in with_device)
+    assert len(moved) == len(values) and len(args2) == len(args) and kw2.keys() == kw.keys()
+    with torch.no_grad():
+        after = profiler._flat_module(captured.gm)(*moved)
+    for a, b in zip(
+        torch.utils._pytree.tree_leaves(before), torch.utils._pytree.tree_leaves(after), strict=True
+    ):
+        torch.testing.assert_close(a, b)
+
+
+def test_timer_profiler_is_refused_off_the_cpu(monkeypatch) -> None:
+    monkeypatch.setattr(profiler, "check_device", lambda device: None)
+    with pytest.raises(ValueError, match="profile on cuda with timer 'clock'"):
+        profile_graph(RESNET, device="cuda", timer="profiler")

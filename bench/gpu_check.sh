@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# The simulator against one CUDA GPU, in one run of under 8 minutes:
+#   1. profile the zoo on the GPU (CUDA events), probe the GPU (peak FLOP/s, bandwidth, launch),
+#      calibrate its roofline and train the per-op model leaving one family out, and print the
+#      predicted-vs-measured table (bench/bench_profile.py --device cuda);
+#   2. train one op model on every graph (graphopt costmodel ops train) and score it;
+#   3. torch.compile's (Triton) measured speed-up against the simulator's inductor fuser, forward
+#      graphs of four models (bench/bench_compile.py --device cuda);
+#   4. the probed figures beside the datasheet's (the simulator's GPU presets assume them).
+#
+# Run from anywhere on a machine with a GPU, with python3 holding torch (PY overrides it). A
+# machine without lightgbm or the package's other needs gets them from wheels in .whl/ (see
+# /work/.library/device/README.md for fetching them), installed into /tmp/site. Logs and a tarball
+# of the measured data go to $OUT (default /tmp/gpu-check); the data stay in
+# bench/data/profile-cuda-<GPU>/ too.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PY:-python3}
+OUT=${OUT:-/tmp/gpu-check}
+mkdir -p "$OUT"
+export PYTHONUNBUFFERED=1
+
+if compgen -G ".whl/*.whl" >/dev/null; then
+  "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+    --target /tmp/site .whl/*.whl
+  export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
+fi
+export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
+
+# Preflight: fail in seconds, not minutes, when something is missing.
+"$PY" - <<'EOF'
+import importlib
+import sys
+
+import torch
+
+missing = [m for m in ("lightgbm", "numba", "yaml", "networkx", "scipy", "transformers")
+           if importlib.util.find_spec(m) is None]
+if missing:
+    sys.exit(f"gpu_check: missing Python packages: {', '.join(missing)} (carry them as wheels in .whl/)")
+if not torch.cuda.is_available():
+    sys.exit("gpu_check: no CUDA device (torch.cuda.is_available() is False)")
+print(f"torch {torch.__version__}, {torch.cuda.get_device_name(0)}")
+EOF
+
+KIND=$("$PY" -c 'from graphopt.importers.machine import cuda_kind; print(cuda_kind())')
+DATA=bench/data/profile-$KIND
+mkdir -p "$DATA"
+START=$SECONDS
+
+# 1. Profile, probe, calibrate, leave-one-family-out table (the GPU is busy for ~2-3 minutes).
+timeout 300 "$PY" bench/bench_profile.py --device cuda --timer clock --iterations 10 --warmup 3 \
+  --data "$DATA" 2>&1 | tee "$OUT/profile.log"
+echo "step 1: $((SECONDS - START)) s"
+
+# 2. One op model on every graph, scored on them (in-sample: the held-out figures are in step 1).
+timeout 120 "$PY" -m graphopt costmodel ops train "$DATA"/*-forward.json.gz "$DATA"/*-train.json.gz \
+  --cluster "$DATA/cluster.yaml" -o "$DATA/op-model.json" 2>&1 | tee "$OUT/op-model.log"
+timeout 60 "$PY" -m graphopt costmodel ops eval "$DATA"/*-forward.json.gz "$DATA"/*-train.json.gz \
+  --cluster "$DATA/cluster.yaml" --model "$DATA/op-model.json" 2>&1 | tee -a "$OUT/op-model.log"
+echo "step 2: $((SECONDS - START)) s"
+
+# 3. torch.compile (Triton) against the simulator's inductor fuser: two compilations per model.
+timeout 200 "$PY" bench/bench_compile.py --device cuda --models resnet,inception,wavenet,bert \
+  --modes forward --iterations 10 --warmup 2 --data "$DATA" 2>&1 | tee "$OUT/compile.log" || \
+  echo "bench_compile stopped (status $?): the rows above are the ones measured"
+echo "step 3: $((SECONDS - START)) s"
+
+# 4. The probed GPU against its datasheet (FP32 without tensor cores, memory bandwidth).
+"$PY" - "$DATA/cluster.yaml" <<'EOF' | tee "$OUT/roofline.log"
+import sys
+
+from graphopt.hardware import DEVICE_SPECS, Cluster
+
+device = Cluster.load(sys.argv[1]).devices[0]
+print(f"probed {device.kind}: {device.peak_flops / 1e12:.1f} TFLOP/s float32 matmul, "
+      f"{device.mem_bandwidth / 1e12:.2f} TB/s copy, {device.launch_overhead * 1e6:.1f} us per op")
+# Datasheets: NVIDIA H100 SXM5 67 TFLOP/s FP32, 3.35 TB/s HBM3; H200 SXM 67 TFLOP/s, 4.8 TB/s.
+sheets = {"h100": (67e12, 3.35e12), "h200": (67e12, 4.8e12)}
+sheets.update({k.lower(): (v["peak_flops"], v["mem_bandwidth"]) for k, v in DEVICE_SPECS.items()})
+for key, (flops, bandwidth) in sheets.items():
+    if key.split("-")[0] in device.kind:
+        print(f"datasheet {key}: {flops / 1e12:.1f} TFLOP/s, {bandwidth / 1e12:.2f} TB/s; probed / "
+              f"datasheet: {device.peak_flops / flops:.2f} compute, "
+              f"{device.mem_bandwidth / bandwidth:.2f} bandwidth")
+EOF
+
+tar czf "$OUT/$(basename "$DATA").tgz" "$DATA"
+echo "done in $((SECONDS - START)) s; data in $DATA, logs and $(basename "$DATA").tgz in $OUT"
