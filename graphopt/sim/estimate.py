@@ -108,7 +108,30 @@ def _book(start, end, count, r, ready, duration, window):
 
 
 @njit(cache=True)
-def contention_schedule(place, op_time, succ_ptr, succ_dst, nbytes, latency, inv_bw, window):
+def _send(start, end, count, src, dst, ready, nbytes, latency, inv_bw, window, queued):
+    """One transfer of ``nbytes`` from device ``src`` to ``dst`` sent at ``ready``: booked on the
+    directed link (resource ``D + src * D + dst``) when ``queued``, else at once; its arrival."""
+    d = latency.shape[0]
+    seconds = latency[src, dst] + nbytes * inv_bw[src, dst]
+    if not queued:
+        return ready + seconds
+    return _book(start, end, count, d + src * d + dst, ready, seconds, window)
+
+
+@njit(cache=True)
+def contention_schedule(
+    place,
+    op_time,
+    succ_ptr,
+    succ_dst,
+    nbytes,
+    latency,
+    inv_bw,
+    window,
+    queued=True,
+    host=-1,
+    per_consumer=False,
+):
     """``(B,)`` schedule length per decision of an insertion list schedule with link contention.
 
     Ops are taken in topological order. Op ``v`` is booked on its device at the earliest time its
@@ -120,10 +143,20 @@ def contention_schedule(place, op_time, succ_ptr, succ_dst, nbytes, latency, inv
     (contention-aware scheduling, Sinnen & Sousa 2005). Memory, priorities, fusion and the
     simulator's event-driven dispatch are not modelled. ``O(B (N + E) window)``.
 
+    The cluster's link model (:mod:`graphopt.hardware`, rules 5a-5d of :mod:`graphopt.sim`), the
+    defaults giving the schedule above: ``queued=False`` (``contention: none``) lands every
+    transfer ``latency + bytes / bandwidth`` after it is sent, no link booked;
+    ``per_consumer=True`` (``send: per-consumer``) sends once per remote consuming edge, with
+    that edge's bytes, in successor order; ``host >= 0`` (``route: via-host``) sends between two
+    non-host devices in two hops through ``host``, the second sent when the first lands (per
+    device: one upload per op to the host, sized by the largest of its edges to the host and to
+    every relayed device, then one hop per relayed device; per consumer: two hops per edge).
+
     Args:
         place: ``(B, N)`` int64 devices. op_time: ``(N, D)`` seconds. succ_ptr, succ_dst: the
         successor CSR, edge ids = positions. nbytes: ``(E,)`` edge bytes. latency, inv_bw:
         ``(D, D)`` seconds and seconds per byte (0 on the diagonal). window: gap search depth.
+        queued, host, per_consumer: the link model (above).
     """
     b, n = place.shape
     d = latency.shape[0]
@@ -141,6 +174,28 @@ def contention_schedule(place, op_time, succ_ptr, succ_dst, nbytes, latency, inv
             dv = place[k, v]
             finish = _book(start, end, count, dv, arrive[v], op_time[v, dv], window)
             out[k] = max(out[k], finish)
+            relayed = host >= 0 and dv != host
+            if per_consumer:  # one send per remote edge, each routed on its own
+                for e in range(succ_ptr[v], succ_ptr[v + 1]):
+                    w = succ_dst[e]
+                    dw = place[k, w]
+                    if dw == dv:
+                        arrive[w] = max(arrive[w], finish)
+                        continue
+                    ready = finish
+                    src = dv
+                    if relayed and dw != host:
+                        ready = _send(
+                            start, end, count, dv, host, finish, nbytes[e], latency, inv_bw,
+                            window, queued,
+                        )  # fmt: skip
+                        src = host
+                    land = _send(
+                        start, end, count, src, dw, ready, nbytes[e], latency, inv_bw, window,
+                        queued,
+                    )  # fmt: skip
+                    arrive[w] = max(arrive[w], land)
+                continue
             sent[:] = -1.0
             for e in range(succ_ptr[v], succ_ptr[v + 1]):
                 w = succ_dst[e]
@@ -149,10 +204,30 @@ def contention_schedule(place, op_time, succ_ptr, succ_dst, nbytes, latency, inv
                     arrive[w] = max(arrive[w], finish)
                 elif nbytes[e] > sent[dw]:
                     sent[dw] = nbytes[e]
-            for t in range(d):
-                if sent[t] >= 0.0:
-                    seconds = latency[dv, t] + sent[t] * inv_bw[dv, t]
-                    landed[t] = _book(start, end, count, d + dv * d + t, finish, seconds, window)
+            if relayed:  # one upload to the host, shared by every relayed device
+                upload = -1.0
+                for t in range(d):
+                    upload = max(upload, sent[t])
+                if upload >= 0.0:
+                    up = _send(
+                        start, end, count, dv, host, finish, upload, latency, inv_bw, window,
+                        queued,
+                    )  # fmt: skip
+                    for t in range(d):
+                        if t == host and sent[t] >= 0.0:
+                            landed[t] = up
+                        elif sent[t] >= 0.0:
+                            landed[t] = _send(
+                                start, end, count, host, t, up, sent[t], latency, inv_bw, window,
+                                queued,
+                            )  # fmt: skip
+            else:
+                for t in range(d):
+                    if sent[t] >= 0.0:
+                        landed[t] = _send(
+                            start, end, count, dv, t, finish, sent[t], latency, inv_bw, window,
+                            queued,
+                        )  # fmt: skip
             for e in range(succ_ptr[v], succ_ptr[v + 1]):
                 dw = place[k, succ_dst[e]]
                 if dw != dv:
@@ -188,7 +263,8 @@ def device_param_bytes(
 
 class PlacementEstimate:
     """``(B, N)`` placements -> ``(B,)`` estimated step times (s): the insertion schedule of
-    :func:`contention_schedule` (the same as
+    :func:`contention_schedule` under the cluster's link model (``contention``, ``route``,
+    ``send``; the defaults as before) (the same as
     ``DecisionFeaturizer.insertion_schedule``, without its device limit), ``inf`` where a device's
     parameter bytes exceed its memory.
 
@@ -209,6 +285,9 @@ class PlacementEstimate:
         self.param_bytes = np.asarray(graph.param_bytes, dtype=np.float64)
         self.memory = np.asarray(cluster.memory, dtype=np.float64)
         self.num_devices = cluster.num_devices
+        self.queued = cluster.contention == "link"
+        self.host = cluster.host_index
+        self.per_consumer = cluster.send == "per-consumer"
 
     def __call__(self, placements: IntArray) -> FloatArray:
         place = np.ascontiguousarray(placements, dtype=np.int64)
@@ -227,6 +306,9 @@ class PlacementEstimate:
             self.latency,
             self.inv_bw,
             self.window,
+            self.queued,
+            self.host,
+            self.per_consumer,
         )
 
 
