@@ -5,7 +5,9 @@
   launch): :func:`op_times` reads it from :class:`~graphopt.sim.PreparedGraph`, so the two never
   drift apart;
 - a tensor of ``b`` bytes sent from device ``p`` to ``q`` takes ``latency[p, q] + b /
-  bandwidth[p, q]`` (0 when ``p == q``);
+  bandwidth[p, q]`` (0 when ``p == q``), with the figures of :func:`link_arrays`: the cluster's
+  links, and under ``route: via-host`` the two hops through the host for a pair of non-host
+  devices (what the simulator's relayed send takes when no other transfer is in its way);
 - the *mean* communication cost of an edge (HEFT's ``c̄``) is that time averaged over the
   ``D (D - 1)`` directed links, ``mean(latency) + b * mean(1 / bandwidth)``, and 0 when ``D == 1``.
 
@@ -51,11 +53,26 @@ def check_finite_times(graph: CompGraph, cluster: Cluster, times: FloatArray) ->
 
 
 def link_arrays(cluster: Cluster) -> tuple[FloatArray, FloatArray]:
-    """``(latency, bandwidth)`` as contiguous ``(D, D)`` float arrays (diagonal 0 and ``inf``)."""
-    return (
-        np.ascontiguousarray(cluster.latency, dtype=np.float64),
-        np.ascontiguousarray(cluster.bandwidth, dtype=np.float64),
-    )
+    """``(latency, bandwidth)`` as contiguous ``(D, D)`` float arrays (diagonal 0 and ``inf``)
+    that the heuristics price a send with.
+
+    Under ``route: via-host`` a send between two devices that are both not the host ``h`` goes
+    ``s -> h -> t`` (rule 5b of :mod:`graphopt.sim`): its entry is the two hops', ``latency[s, h]
+    + latency[h, t]`` and the bandwidth whose inverse is ``1 / bandwidth[s, h] + 1 /
+    bandwidth[h, t]``, so that ``latency + b / bandwidth`` is the time of the two hops one after
+    the other. Under ``route: direct`` these are the cluster's own arrays."""
+    latency = np.array(cluster.latency, dtype=np.float64)
+    bandwidth = np.array(cluster.bandwidth, dtype=np.float64)
+    h = cluster.host_index
+    if h >= 0:
+        relayed = np.ones_like(latency, dtype=bool)
+        relayed[h, :] = relayed[:, h] = False
+        np.fill_diagonal(relayed, False)
+        two_hops = latency[:, h, None] + latency[None, h, :]
+        inverse = 1.0 / bandwidth[:, h, None] + 1.0 / bandwidth[None, h, :]
+        latency = np.where(relayed, two_hops, latency)
+        bandwidth = np.where(relayed, 1.0 / np.where(relayed, inverse, 1.0), bandwidth)
+    return np.ascontiguousarray(latency), np.ascontiguousarray(bandwidth)
 
 
 @njit(cache=True)
