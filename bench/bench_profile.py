@@ -42,7 +42,9 @@ probes the GPU (:func:`graphopt.importers.machine.probe_cuda`); the data go to
 ``bench/data/profile-cuda-<GPU>``.
 
 Run: ``python bench/bench_profile.py [--models NAME,...] [--threads 1] [--iterations 20]
-[--warmup 3] [--timer clock|profiler] [--data DIR] [--reuse] [--device cpu|cuda] [--rounds N]``.
+[--warmup 3] [--timer clock|profiler] [--data DIR] [--reuse] [--device cpu|cuda] [--rounds N]
+[--add-shapes]``; ``--add-shapes`` gives graphs measured before graphs held shapes the shapes of
+today's import of the same model (:func:`with_shapes`) and reports as ``--reuse`` does.
 """
 
 from __future__ import annotations
@@ -84,6 +86,46 @@ MODELS = {
 """Modest sizes: each graph profiles in seconds on one CPU thread. gpt2, bert and t5 need the
 ``transformers`` extra (``pip install -e '.[transformers]'``)."""
 
+SIZES = {
+    "resnet-small": "torch:resnet?depth=18&width=16&image=32&batch=8&classes=10",
+    "resnet-wide": "torch:resnet?depth=18&width=64&image=64&batch=2",
+    "inception-small": "torch:inception?blocks=1&width=8&image=75&batch=4&classes=10",
+    "inception-wide": "torch:inception?blocks=1&width=32&image=75&batch=1&classes=100",
+    "wavenet-small": (
+        "torch:wavenet?layers=6&stacks=1&residual=16&skip=32&classes=64&seq=512&batch=4"
+    ),
+    "wavenet-wide": (
+        "torch:wavenet?layers=4&stacks=1&residual=64&skip=128&classes=256&seq=1024&batch=1"
+    ),
+    "lstm-small": "torch:lstm?layers=1&hidden=128&vocab=4000&seq=8&batch=8",
+    "lstm-wide": "torch:lstm?layers=1&hidden=512&vocab=8000&seq=8&batch=32",
+    "transformer-small": (
+        "torch:transformer?layers=1&d_model=128&heads=2&ff=512&vocab=4000&seq=32&batch=4"
+    ),
+    "transformer-wide": (
+        "torch:transformer?layers=1&d_model=512&heads=8&ff=2048&vocab=8000&seq=32&batch=2"
+    ),
+    "gpt2-small": "torch:gpt2?n_layer=1&n_head=2&n_embd=128&vocab_size=4000&seq=32&batch=4",
+    "gpt2-wide": "torch:gpt2?n_layer=1&n_head=8&n_embd=512&vocab_size=8000&seq=64&batch=1",
+    "bert-small": (
+        "torch:bert?num_hidden_layers=1&hidden_size=128&num_attention_heads=2"
+        "&intermediate_size=512&vocab_size=4000&seq=32&batch=4"
+    ),
+    "bert-wide": (
+        "torch:bert?num_hidden_layers=1&hidden_size=512&num_attention_heads=8"
+        "&intermediate_size=2048&vocab_size=8000&seq=64&batch=1"
+    ),
+    "t5-small": (
+        "torch:t5?num_layers=1&d_model=128&num_heads=2&d_ff=512&vocab_size=4000&seq=32&batch=4"
+    ),
+    "t5-wide": (
+        "torch:t5?num_layers=1&d_model=512&num_heads=8&d_ff=2048&vocab_size=8000&seq=64&batch=1"
+    ),
+}
+"""Other sizes of the same eight families (``--sizes`` measures them): more measured ops to
+train on, a smaller and a wider variant of each. They share their family with :data:`MODELS`
+(``source_of``), so leaving a family out leaves its sizes out too."""
+
 MODES = ("forward", "train")
 
 
@@ -91,6 +133,27 @@ def without_measured(graph: CompGraph) -> CompGraph:
     """The graph with its measured times dropped (the simulator falls back to the roofline)."""
     data = graph.to_json_dict()
     data["measured"] = {}
+    return CompGraph.from_json_dict(data)
+
+
+def with_shapes(graph: CompGraph, spec: str, training: bool) -> CompGraph:
+    """A graph measured before graphs held shapes (file version 2), with the shapes and dtypes of
+    the same model imported now: the import is deterministic, so its ops must be the measured
+    graph's own (names, types, FLOPs, bytes), else ``ValueError``. The measured times are kept."""
+    from graphopt.importers.zoo import build_zoo
+
+    fresh = build_zoo(spec, training=training)
+    same = (
+        fresh.op_names == graph.op_names
+        and fresh.op_types == graph.op_types
+        and np.array_equal(fresh.flops, graph.flops)
+        and np.array_equal(fresh.output_bytes, graph.output_bytes)
+    )
+    if not same:
+        raise ValueError(f"{graph.name}: today's import of {spec} differs from the measured graph")
+    data = graph.to_json_dict()
+    for key in ("shapes", "dtypes", "input_shapes"):
+        data["ops"][key] = fresh.to_json_dict()["ops"][key]
     return CompGraph.from_json_dict(data)
 
 
@@ -115,8 +178,10 @@ def roofline_op_errors(graph: CompGraph, device: Device) -> np.ndarray:
     return (predicted - times) / times
 
 
-def measure(args: argparse.Namespace, data: Path, names: list[str]) -> None:
-    """Probe the machine and profile every model and mode into ``data``."""
+def measure(
+    args: argparse.Namespace, data: Path, names: list[str], table: dict[str, str] = MODELS
+) -> None:
+    """Probe the machine and profile every model of ``table`` named and each mode into ``data``."""
     data.mkdir(parents=True, exist_ok=True)
     device = probe_cuda() if args.device.startswith("cuda") else probe_cpu(args.threads)
     machine_cluster(device).save(data / "cluster.yaml")
@@ -129,7 +194,7 @@ def measure(args: argparse.Namespace, data: Path, names: list[str]) -> None:
         for mode in MODES:
             start = time.perf_counter()
             graph, report = profile_graph(
-                MODELS[name],
+                table[name],
                 training=mode == "train",
                 iterations=args.iterations,
                 warmup=args.warmup,
@@ -156,6 +221,24 @@ def main() -> None:
     p.add_argument("--reuse", action="store_true", help="read the measurements in --data back")
     p.add_argument("--device", default="cpu", help="cpu, or cuda (CUDA events; --timer clock)")
     p.add_argument(
+        "--sizes",
+        action="store_true",
+        help="measure the models of SIZES into --data (default bench/data/profile-<kind>-sizes)",
+    )
+    p.add_argument(
+        "--extra",
+        type=Path,
+        action="append",
+        default=[],
+        help="a directory of more measured graphs (e.g. --sizes'): training data for the held-out "
+        "fits, never predicted",
+    )
+    p.add_argument(
+        "--add-shapes",
+        action="store_true",
+        help="give the measured graphs in --data (file version 2) today's import's shapes",
+    )
+    p.add_argument(
         "--rounds", type=int, default=None, help="boosting rounds of the op model (default 300)"
     )
     args = p.parse_args()
@@ -166,9 +249,19 @@ def main() -> None:
         p.error(f"unknown model(s) {unknown}; choose from {', '.join(MODELS)}")
     kind = cuda_kind() if args.device.startswith("cuda") else cpu_kind(args.threads)
     data = args.data or Path(__file__).parent / "data" / f"profile-{kind}"
+    if args.sizes:
+        sized = args.data or Path(__file__).parent / "data" / f"profile-{kind}-sizes"
+        measure(args, sized, list(SIZES), SIZES)
+        return
 
     began = time.perf_counter()
-    if not args.reuse:
+    if args.add_shapes:
+        for name in names:
+            for mode in MODES:
+                path = data / f"{name}-{mode}.json.gz"
+                with_shapes(CompGraph.load(path), MODELS[name], mode == "train").save(path)
+                print(f"  shapes added to {path}", flush=True)
+    elif not args.reuse:
         measure(args, data, names)
     cluster = Cluster.load(data / "cluster.yaml")
     device = cluster.devices[0]
@@ -189,16 +282,21 @@ def main() -> None:
     )
     # Leave one family out: per family, the calibration and the op model fitted on the others.
     families = sorted({source_of(g) for g in graphs.values()})
+    extra = [
+        CompGraph.load(path) for folder in args.extra for path in sorted(folder.glob("*.json.gz"))
+    ]
+    if extra:
+        print(f"training data: {len(graphs)} graphs and {len(extra)} more from {args.extra}")
     scratch = Path(tempfile.mkdtemp(prefix="graphopt-op-models-"))
     held: dict[str, tuple[Device, Path]] = {}
     fit_start = time.perf_counter()
     for family in families:
-        others = [g for g in graphs.values() if source_of(g) != family]
-        extra = {"rounds": args.rounds} if args.rounds else {}
+        others = [g for g in (*graphs.values(), *extra) if source_of(g) != family]
+        rounds = {"rounds": args.rounds} if args.rounds else {}
         # The model learns on the calibrated device: its overhead is the base of the model's
         # target, and its roofline prices the op types the model has not seen.
         fitted_device = calibrate(others, device).device
-        model = fit_op_model(others, [fitted_device], **extra)
+        model = fit_op_model(others, [fitted_device], **rounds)
         held[family] = (fitted_device, model.save(scratch / f"{family}.json"))
     print(f"fitted {len(families)} held-out op models in {time.perf_counter() - fit_start:.1f} s")
     print(header)

@@ -50,7 +50,7 @@ from graphopt.errors import DependencyNotInstalled
 from graphopt.graph import CompGraph
 from graphopt.op_classes import TABLE_DIGEST
 
-CACHE_VERSION = 1
+CACHE_VERSION = 2
 """Bump when :func:`~graphopt.importers.torch.from_torch` or a zoo model changes its graphs."""
 
 PREFIX = "torch:"
