@@ -111,7 +111,8 @@ COMMON_SECTIONS = """
 
     ## Version History
 
-    - v0: initial version; the ``decoder`` setting added later (default ``"none"``: unchanged).
+    - v0: initial version; the ``decoder`` setting added later (default ``"none"``: unchanged);
+      placement constraints projected later (a graph and cluster without them: unchanged).
 """
 """The Observation Space ... Version History sections shared by the four environments' docstrings
 (each task module writes Description and Action Space and appends these)."""

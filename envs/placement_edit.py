@@ -188,7 +188,8 @@ class PlacementEditEnv(GraphEnv):
 
     ## Version History
 
-    - v0: initial version.
+    - v0: initial version; candidates kept to the placement constraints later (a graph and
+      cluster without them: unchanged).
     """
 
     task = "placement-edit"
