@@ -623,6 +623,7 @@ def test_published_setting_presets(name: str) -> None:
         {"dispatch": "fcfs"},
         {"contention": "none", "route": "via-host", "send": "per-consumer", "copies": "free"},
         {"contention": "none", "send": "per-consumer", "dispatch": "fcfs"},
+        {"colocation": "enforce"},
     ],
 )
 def test_model_options_change_the_fingerprint_and_round_trip(
@@ -659,6 +660,7 @@ MODEL_ERRORS = [
     ({"send": "per-op"}, r"unknown send 'per-op'; choose one of: per-device, per-consumer"),
     ({"copies": False}, r"unknown copies False; choose one of: charged, free"),
     ({"dispatch": "lifo"}, r"unknown dispatch 'lifo'; choose one of: priority, fcfs"),
+    ({"colocation": "maybe"}, r"unknown colocation 'maybe'; choose one of: hint, enforce"),
     (
         {"route": "via-host"},
         r"route 'via-host' needs a host device, and no device is of kind 'CPU' "
