@@ -144,6 +144,8 @@ def test_graph_file_column_round_trip_and_bad_length(tmp_path) -> None:
     assert chain_graph([(), (), ()]).allowed == ()  # no restricted op: no column
     assert "allowed" not in chain_graph([(), (), ()]).to_json_dict()["ops"]
     data = g.to_json_dict()
+    for version in (2, 3):  # the column is optional in files of either version
+        assert CompGraph.from_json_dict({**data, "version": version}).allowed == g.allowed
     data["ops"]["allowed"] = [[], ["CPU"]]
     with pytest.raises(ValueError, match="column 'allowed' has 2 entries, expected 3"):
         CompGraph.from_json_dict(data)
