@@ -18,13 +18,18 @@ Features (:data:`OP_FEATURE_VERSION`, :data:`FEATURES`), one row per (op, device
   two arguments (``NaN`` where unknown or absent), the bytes per element of the first output;
 - the device: log peak FLOP/s, log memory bandwidth, launch overhead in microseconds.
 
+What it prices: an op of a type measured in at least :data:`MIN_FAMILIES` model families, whose
+roofline time lies within the measured range of its type widened by ``exp(``:data:`MARGIN```)``
+either way; a tree does not extrapolate, so an op unlike any measured one keeps the roofline.
+
 Target: the op's time in log seconds, minus the log of its roofline time plus the device's launch
 overhead (a tree model cannot extrapolate, a ratio to the roofline can: an op of a size never
 measured keeps its roofline's scaling). Prediction: ``exp(prediction) * (roofline + overhead)``.
 
 File (``graphopt-op-model``, JSON): ``version``, ``op_feature_version``, ``kinds`` (the device
 kinds trained on), ``types`` and ``classes`` (the categorical codes), ``features`` (their names,
-checked on load), ``booster`` (LightGBM's own text model, parsed by LightGBM: no code runs on
+checked on load), ``ranges`` (per op type: the smallest and largest ``log_roofline`` measured
+and the number of model families it was measured in), ``booster`` (LightGBM's own text model, parsed by LightGBM: no code runs on
 load) and ``metadata`` (what it was trained on and its scores). A file of another
 ``op_feature_version`` is refused naming both versions. Train one with
 ``graphopt costmodel ops train`` (:mod:`graphopt.costmodel.op_fit`).
@@ -53,6 +58,11 @@ OP_FEATURE_VERSION = 1
 
 TRAIN_COMMAND = "graphopt costmodel ops train GRAPH... --cluster CLUSTER.yaml -o MODEL.json"
 """The command that trains a model (named by the errors that need one)."""
+
+MIN_FAMILIES = 2
+"""Model families an op type must be measured in for the model to price it."""
+MARGIN = 0.5
+"""How far (in log seconds of roofline time) outside its type's measured range an op is priced."""
 
 _DIMS = 4
 FEATURES: tuple[str, ...] = (
@@ -153,6 +163,8 @@ class OpModel:
     types: tuple[str, ...]
     classes: tuple[str, ...]
     booster_text: str
+    ranges: Mapping[str, tuple[float, float, int]] = field(default_factory=dict)
+    """Per op type: smallest and largest ``log_roofline`` measured, and its model families."""
     metadata: Mapping[str, Any] = field(default_factory=dict)
 
     @property
@@ -182,6 +194,11 @@ class OpModel:
             return out
         x = op_features(graph, device, self.type_codes, self.class_codes)
         known = ~np.isnan(x[:, 0]) & (np.asarray(graph.op_classes) != SOURCE)
+        roofline = x[:, FEATURES.index("log_roofline")]
+        for u in np.flatnonzero(known):
+            low, high, families = self.ranges.get(graph.op_types[u], (math.inf, -math.inf, 0))
+            if families < MIN_FAMILIES or not low - MARGIN <= roofline[u] <= high + MARGIN:
+                known[u] = False
         if not known.any():
             return out
         ratio = self.booster().predict(x[known])
@@ -198,6 +215,7 @@ class OpModel:
             "kinds": list(self.kinds),
             "types": list(self.types),
             "classes": list(self.classes),
+            "ranges": {t: list(r) for t, r in self.ranges.items()},
             "metadata": dict(self.metadata),
             "booster": self.booster_text,
         }
@@ -237,16 +255,20 @@ class OpModel:
             booster = data["booster"]
             if not isinstance(booster, str) or not booster:
                 raise ValueError(f"{source}: 'booster' must be LightGBM's text model")
+            ranges = {
+                str(t): (float(r[0]), float(r[1]), int(r[2])) for t, r in data["ranges"].items()
+            }
             return cls(
                 kinds=names["kinds"],
                 types=names["types"],
                 classes=names["classes"],
                 booster_text=booster,
+                ranges=ranges,
                 metadata=dict(data.get("metadata") or {}),
             )
         except KeyError as e:
             raise ValueError(f"{source}: op model file is missing the key {e.args[0]!r}") from e
-        except TypeError as e:
+        except (TypeError, AttributeError, IndexError) as e:
             raise ValueError(f"{source}: malformed op model file: {e}") from e
 
     @classmethod

@@ -163,6 +163,15 @@ def fit_op_model(
         free_raw_data=True,
     )
     booster = lgb.train(PARAMS, data, num_boost_round=rounds)
+    log_roofline = rows.x[:, FEATURES.index("log_roofline")]
+    ranges = {}
+    for code, name in enumerate(types):
+        mine = rows.x[:, 0] == code
+        ranges[name] = (
+            float(log_roofline[mine].min()),
+            float(log_roofline[mine].max()),
+            len(set(rows.family[mine])),
+        )
     info = {
         "graphs": [g.name for g in graphs],
         "families": sorted(set(rows.family)),
@@ -175,6 +184,7 @@ def fit_op_model(
         types=tuple(types),
         classes=tuple(classes),
         booster_text=booster.model_to_string(),
+        ranges=ranges,
         metadata=info,
     )
 

@@ -146,3 +146,12 @@ def test_simulator_takes_the_learned_times(tmp_path, graphs, model):
     assert simulate(measured, cluster).step_time == pytest.approx(
         float(measured.measured[KIND].sum()), rel=1e-9
     )
+
+
+def test_prices_only_what_resembles_the_measured_ops(graphs, model):
+    huge = chain("h", "fh", [40, 8192], measured=False)  # mm of 8192: far beyond the measured
+    predicted = model.predict(huge, DEVICE)
+    assert np.isfinite(predicted[:3]).all() and np.isnan(predicted[3:]).all()
+    one_family = fit_op_model([graphs[0], chain("d", "fa", [48, 96])], [DEVICE], rounds=20)
+    assert all(r[2] == 1 for r in one_family.ranges.values())
+    assert np.isnan(one_family.predict(graphs[2], DEVICE)).all()  # measured in one family only
