@@ -734,8 +734,10 @@ def _tensor_columns(
             raise ValueError(
                 f"graph {graph!r}: column {label!r} has {len(values)} entries, expected {n}"
             )
-        where = [f"graph {graph!r}, op {op!r}" for op in names]
-        parsed = [parse(v, where[i]) for i, v in enumerate(values)]
+        try:
+            parsed = [parse(v, "") for v in values]
+        except ValueError:  # again, op by op, to name the op
+            parsed = [parse(v, f"graph {graph!r}, op {names[i]!r}") for i, v in enumerate(values)]
         out[key] = parsed if any(p is not None for p in parsed) else []
     shapes, dtypes = out["output_shapes"], out["output_dtypes"]
     if shapes and dtypes:

@@ -69,6 +69,8 @@ def parse_shapes(value: Any, where: str) -> tuple[Shape, ...] | None:
     """
     if value is None:
         return None
+    if type(value) is tuple and all(_is_shape(s) for s in value):
+        return value  # already parsed (a graph built in memory): the fast path
     if isinstance(value, (str, bytes)) or not isinstance(value, Sequence):
         raise ValueError(f"{where}: shapes must be a list of shapes (lists of ints), got {value!r}")
     shapes = []
@@ -88,6 +90,10 @@ def parse_shapes(value: Any, where: str) -> tuple[Shape, ...] | None:
     return tuple(shapes)
 
 
+def _is_shape(shape: Any) -> bool:
+    return type(shape) is tuple and all(type(d) is int and d >= 0 for d in shape)
+
+
 def parse_dtypes(value: Any, where: str) -> tuple[str, ...] | None:
     """A list of dtype names as a tuple; ``None`` stays ``None`` (unknown).
 
@@ -96,6 +102,8 @@ def parse_dtypes(value: Any, where: str) -> tuple[str, ...] | None:
     """
     if value is None:
         return None
+    if type(value) is tuple and all(name in DTYPE_BYTES for name in value):
+        return value  # the fast path
     if isinstance(value, (str, bytes)) or not isinstance(value, Sequence):
         raise ValueError(f"{where}: dtypes must be a list of dtype names, got {value!r}")
     for name in value:

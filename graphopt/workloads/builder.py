@@ -22,6 +22,10 @@ Cost conventions (every number is derived from tensor shapes; fp32, so 4 bytes p
 edge bytes             bytes of the tensor(s) the consumer reads from the producer (for a
                        multi-output producer such as ``Split``, only the outputs it reads); an edge
                        from a variable carries the weight's bytes
+shapes, dtypes         every op's output shapes and input shapes (:mod:`graphopt.shapes`), as
+                       recorded; dtype ``float32`` per output (the 4 bytes of the convention),
+                       unknown for sources (data may be int32 ids) and variables (their output
+                       bytes are 0: the weight is counted in ``param_bytes``)
 =====================  ===========================================================================
 
 Ops are recorded in topological order (an op's inputs must exist), so the built graph keeps the
@@ -374,4 +378,10 @@ class GraphBuilder:
             colocation=[self.op_group(i) for i in range(len(self._names))],
             layer=self._layers,
             metadata=metadata,
+            output_shapes=[tuple(o.shape for o in outs) for outs in self._outputs],
+            output_dtypes=[
+                None if self._variable[i] or not self._inputs[i] else ("float32",) * len(outs)
+                for i, outs in enumerate(self._outputs)
+            ],
+            input_shapes=[tuple(t.shape for t in inputs) for inputs in self._inputs],
         )

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from graphopt.workloads import ops
@@ -106,3 +108,20 @@ def test_docstring_example_counts() -> None:
     g = b.build()
     assert g.num_ops == 8
     assert list(g.op_names) == list(b.build().op_names)  # the recording order is topological
+
+
+def test_shapes_are_recorded_and_agree_with_the_bytes() -> None:
+    b = GraphBuilder("dense")
+    x = ops.placeholder(b, (32, 784), "x")
+    w = b.variable("kernel", (784, 10))
+    ops.matmul(b, x, w)
+    g = b.build()
+    mm, v, p = g.index["MatMul"], g.index["kernel"], g.index["x"]
+    assert g.output_shapes[mm] == ((32, 10),) and g.output_dtypes[mm] == ("float32",)
+    assert g.input_shapes[mm] == ((32, 784), (784, 10))
+    assert g.output_shapes[v] == ((784, 10),) and g.output_dtypes[v] is None  # bytes: params
+    assert g.output_dtypes[p] is None  # data may be int32 ids
+    for i in range(g.num_ops):  # every known output adds up to the op's output bytes
+        if g.output_dtypes[i] is not None:
+            size = sum(4 * math.prod(s) for s in g.output_shapes[i])
+            assert size == g.output_bytes[i]
