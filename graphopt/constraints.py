@@ -37,6 +37,10 @@ from graphopt.graph import CompGraph
 from graphopt.hardware import Cluster
 from graphopt.typing import IntArray
 
+BARRED = 1e30
+"""Seconds that list schedulers add to the score of a device an op may not use (above any real
+score), so that they never choose it while another device is allowed."""
+
 
 @dataclass(frozen=True, eq=False)
 class Constraints:
@@ -159,6 +163,12 @@ class Constraints:
             target = np.where(counts.max(axis=1) > 0, best, fastest)
             out[grouped] = target[group]
         return out
+
+    def barred_bias(self) -> np.ndarray:
+        """``(N, D)``: ``-BARRED`` where an op may not run, 0 elsewhere: the score bias that
+        keeps a list scheduler (HEFT's loop, :func:`graphopt.baselines.heft.list_schedule`) off
+        barred devices."""
+        return np.where(self._device_mask(), 0.0, -BARRED)
 
     def choices(self, ops: IntArray | int) -> np.ndarray:
         """``(D,)`` bool: the devices that every op of ``ops`` and of their enforced groups may

@@ -53,6 +53,7 @@ from graphopt.baselines._costs import (
     mean_costs,
     op_times,
 )
+from graphopt.constraints import constraints
 from graphopt.graph import CompGraph
 from graphopt.hardware import Cluster
 from graphopt.sim.heaps import fheap_pop, fheap_push
@@ -386,6 +387,7 @@ def _heft(
     bandwidth: FloatArray,
     max_gaps: int | None,
     contention: bool = False,
+    bias: FloatArray | None = None,
 ) -> HeftSchedule:
     n = comp.shape[0]
     if max_gaps is not None and max_gaps < 0:
@@ -396,7 +398,7 @@ def _heft(
     num_dev = comp.shape[1]
     placement, start, finish, order = list_schedule(
         rank,
-        np.zeros((n, num_dev)),
+        np.zeros((n, num_dev)) if bias is None else np.ascontiguousarray(bias),
         np.zeros(n, dtype=np.int64),
         np.ones(n, dtype=np.bool_),
         comp,
@@ -448,7 +450,12 @@ def heft_schedule(
         cluster: the devices and links.
         max_gaps: gaps examined per insertion search (``None``: all; ``0``: no insertion).
         contention: queue transfers on their links and send a tensor once per device.
+
+    Placement constraints (:mod:`graphopt.constraints`): an op never goes to a device of a kind
+    it may not run on (the score there is raised by :data:`graphopt.constraints.BARRED`);
+    enforced colocation is left to the ``heft`` placer's projection.
     """
+    rules = constraints(graph, cluster)
     comp = op_times(graph, cluster)
     latency, bandwidth = link_arrays(cluster)
     succ_ptr, succ_dst = graph.successors_csr
@@ -466,6 +473,7 @@ def heft_schedule(
         bandwidth,
         max_gaps,
         contention,
+        None if rules.allowed is None else rules.barred_bias(),
     )
 
 

@@ -26,7 +26,7 @@ placed op went). With all inputs zero, no anchor and these options off, the deco
 both and against the plain twin in ``tests/graphopt/decoders/test_placement.py``.
 
 Placement constraints (:mod:`graphopt.constraints`): a free op never goes to a device it may
-not use (its score there is raised by :data:`BARRED`), and the decoded placement is projected
+not use (its score there is raised by :data:`graphopt.constraints.BARRED`), and the decoded placement is projected
 onto the allowed devices (:meth:`~graphopt.constraints.Constraints.project`: an anchored op on
 a barred device, or an enforced colocation group split by the loop, is moved). Without
 constraints nothing changes.
@@ -53,8 +53,6 @@ SHIFT_UNIT = 0.05
 """A priority shift of 1 moves an op by 5% of the critical path of mean costs."""
 AFFINITY_UNIT = 0.01
 """An affinity of 1 is worth 1% of the critical path of mean costs in the device score."""
-BARRED = 1e30
-"""Seconds added to the score of a device an op may not use: above any real score."""
 
 
 @dataclass(frozen=True)
@@ -143,7 +141,7 @@ def decode_placement(
             free = _checked("gate", inputs.gate, (n,), graph) > 0.0
     rules = constraints(graph, cluster)
     if rules.allowed is not None:
-        bias = np.where(rules.allowed, bias, bias - BARRED)
+        bias = bias + rules.barred_bias()
     group, num_groups = colocation_groups(graph) if colocation else (np.full(n, -1), 0)
     mem = np.array([d.memory if memory else 0.0 for d in cluster.devices], dtype=np.float64)
     latency, bandwidth = link_arrays(cluster)

@@ -230,3 +230,17 @@ def test_simulator_cache_tells_apart_graphs_that_differ_only_in_groups() -> None
     sim, split = Simulator(), Decision(placement=np.array([0, 1, 1]))
     assert not sim.evaluate(grouped, c, split).valid
     assert sim.evaluate(ungrouped, c, split).valid
+
+
+def test_heft_and_the_decoder_bar_devices_in_their_loop() -> None:
+    """HEFT's list schedule never picks a barred device (no projection needed for the kinds),
+    and neither does the decoder for its free ops."""
+    from graphopt.baselines.heft import heft
+
+    for seed in range(40):
+        graph, cluster = random_case(seed)
+        rules = constraints(graph, cluster)
+        if rules.allowed is None:
+            continue
+        for placement in (heft(graph, cluster), decode_placement(graph, cluster)):
+            assert rules.allowed[np.arange(graph.num_ops), placement].all(), graph.name
