@@ -14,7 +14,9 @@ Two sources of constraints, both off by default:
 it is the one home of the rules. Every method uses it: the simulator marks a placement that
 breaks them invalid (:meth:`Constraints.violation` names the op); placers, searches, decoders
 and environments keep to :meth:`Constraints.project` (a placement moved onto allowed devices)
-or draw their moves from :meth:`Constraints.choices` and :meth:`Constraints.members`.
+or draw their moves from :meth:`Constraints.choices` and :meth:`Constraints.members`; the list
+schedulers (HEFT, the placement decoder) keep ops off barred devices inside their loop
+(:meth:`Constraints.barred_bias`).
 
 Projection (:meth:`Constraints.project`), deterministic, identity on a placement that keeps the
 rules:
