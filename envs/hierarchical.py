@@ -120,4 +120,6 @@ class HierarchicalPlacementEnv(PlacementEnv):
         n = self.graphs[self._current].num_ops
         group = a[:n].astype(np.int64)
         device = a[self.max_ops :].astype(np.int64)
-        return Decision(placement=device[group])
+        rules = self.constraints(self._current)  # onto the allowed devices, as every one-shot env
+        placement = device[group]
+        return Decision(placement=rules.project(placement) if rules.active else placement)

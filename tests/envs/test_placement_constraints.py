@@ -67,3 +67,12 @@ def test_decision_edit_moves_keep_constraints(task: str) -> None:
                 assert keeps(env, env._moved(move)[0]), (graph.name, move)
             env.step(int(rng.integers(0, 6)))
             assert keeps(env, env.placement)
+
+
+def test_hierarchical_actions_are_projected() -> None:
+    for graph, cluster in CASES[:10]:
+        env = make_env("placement", [graph], cluster, seed=0, variant="hierarchical")
+        for k in range(3):
+            action = env.action_space.sample()
+            env.action_space.seed(k)
+            assert keeps(env, env.decode(action).placement), graph.name
