@@ -22,6 +22,7 @@ from scipy.sparse.csgraph import breadth_first_order
 from envs.base import GraphEnv, GraphSpec, check_action
 from envs.rewards import reward
 from graphopt import encoding
+from graphopt.constraints import Constraints, constraints
 from graphopt.graph import CompGraph
 from graphopt.hardware import DEFAULT_CLUSTER, Cluster
 from graphopt.typing import CostModel, Decision, Measurement
@@ -119,6 +120,7 @@ class PlacetoEnv(GraphEnv):
         ]
         self._adjacency: dict[int, tuple[csr_matrix, csr_matrix]] = {}
         self._fixed_starts: dict[int, tuple[np.ndarray, Measurement]] = {}
+        self._rules: dict[int, Constraints] = {}
         devices = self.cluster.num_devices
         self.action_space: spaces.Space = spaces.Discrete(devices)
         space = encoding.observation_space(self.max_ops, self.max_edges)
@@ -184,15 +186,40 @@ class PlacetoEnv(GraphEnv):
         obs.update(placement=placement, visited=visited, relation=self.relation(self._current, op))
         return obs
 
+    def _constraints(self) -> Constraints:
+        """The placement constraints of the current graph (cached per graph)."""
+        if self._current not in self._rules:
+            self._rules[self._current] = constraints(self._graph(), self.cluster)
+        return self._rules[self._current]
+
+    def _placed(self, placement: np.ndarray, op: int, device: int) -> np.ndarray:
+        """``placement`` with ``op`` on ``device``, keeping the placement constraints
+        (:mod:`graphopt.constraints`): the op takes its enforced colocation group along, and a
+        device that some moved op may not use leaves the placement as it is."""
+        rules = self._constraints()
+        out = placement.copy()
+        if not rules.active:
+            out[op] = device
+            return out
+        members = rules.members(op)
+        if rules.choices(members)[device]:
+            out[members] = device
+        return out
+
     def _start(self) -> tuple[np.ndarray, Measurement | None]:
-        """The start placement of the current graph and, when cached, its measurement."""
+        """The start placement of the current graph and, when cached, its measurement (projected
+        onto the allowed devices, :mod:`graphopt.constraints`)."""
         n = self._graph().num_ops
         if self.start == "random":
-            return self.np_random.integers(self.cluster.num_devices, size=n), None
+            drawn = self.np_random.integers(self.cluster.num_devices, size=n)
+            rules = self._constraints()
+            return (rules.project(drawn) if rules.active else drawn), None
         cached = self._fixed_starts.get(self._current)
         if cached is None:
-            if self.start == "single":
+            if self.start == "single":  # device 0, where the constraints allow it
+                rules = self._constraints()
                 placement = np.zeros(n, dtype=np.int64)
+                placement = rules.project(placement) if rules.active else placement
             else:
                 ref = self.reference(self._current).decision.filled(n).placement
                 assert ref is not None
@@ -233,8 +260,9 @@ class PlacetoEnv(GraphEnv):
         if self._last is None:  # a random start: priced on the first step
             self._last = self._measure(self.placement)
         before = self._last
-        changed = int(self.placement[self.cursor]) != device
-        self.placement[self.cursor] = device
+        moved = self._placed(self.placement, self.cursor, device)
+        changed = bool((moved != self.placement).any())
+        self.placement = moved
         after = self._measure(self.placement) if changed else before
         r = self._score(after) - self._score(before)
         self._return += r
@@ -263,15 +291,11 @@ class PlacetoEnv(GraphEnv):
         super().reset(seed=seed)
         self._pick({"graph": index})
         n = self._graph().num_ops
-        if self.start == "random":
-            self.placement = self.np_random.integers(self.cluster.num_devices, size=n)
-        else:
-            self.placement = self._start()[0]
-        self.placement = self.placement.astype(np.int64)
+        self.placement = self._start()[0].astype(np.int64)
         self.cursor = 0
         while self.cursor < n:
             device = check_action(act(self._observation()), self.cluster.num_devices, "a device")
-            self.placement[self.cursor] = device
+            self.placement = self._placed(self.placement, self.cursor, device)
             self.cursor += 1
         self._last = None
         return Decision(placement=self.placement.copy())

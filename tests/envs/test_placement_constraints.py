@@ -76,3 +76,19 @@ def test_hierarchical_actions_are_projected() -> None:
             action = env.action_space.sample()
             env.action_space.seed(k)
             assert keeps(env, env.decode(action).placement), graph.name
+
+
+def test_placeto_steps_keep_constraints() -> None:
+    for graph, cluster in CASES[:10]:
+        for start in ("random", "single", "reference"):
+            env = make_env(
+                "placement-edit", [graph], cluster, seed=0, variant="placeto", start=start
+            )
+            rng = np.random.default_rng(3)
+            assert keeps(env, env.placement)
+            for _ in range(graph.num_ops):
+                env.step(int(rng.integers(0, cluster.num_devices)))
+                assert keeps(env, env.placement), graph.name
+            devices = rng.integers(0, cluster.num_devices, graph.num_ops).tolist()
+            decision = env.rollout(lambda obs, left=devices: left.pop(), 0)
+            assert keeps(env, decision.placement)
