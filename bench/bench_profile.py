@@ -307,6 +307,7 @@ def main() -> None:
         "learned": [],
         "measured": [],
     }
+    op_seconds: list[np.ndarray] = []
     op_errs: dict[str, list[np.ndarray]] = {"calibrated": [], "learned": [], "learned only": []}
     for key, graph in graphs.items():
         profile = graph.metadata["profile"]
@@ -325,6 +326,7 @@ def main() -> None:
         op_errs["learned only"].append(learned_only)  # the ops the model prices
         op_errs["learned"].append(np.where(np.isnan(learned_only), fallback, learned_only))
         op_errs["calibrated"].append(fallback)
+        op_seconds.append(graph.measured[device.kind])
         for name, value in row.items():
             errors[name].append(rel(value, eager))
         print(
@@ -345,6 +347,18 @@ def main() -> None:
         print(
             f"  {name:<11} {float(np.median(priced)):6.1%}  "
             f"[{len(priced):,} of {len(every):,}; 90th percentile {np.percentile(priced, 90):.0%}]"
+        )
+    seconds = np.concatenate(op_seconds)
+    print("  by measured op time: ops, share of the measured time, median |error| of each")
+    for low, high in ((0.0, 20e-6), (20e-6, 100e-6), (100e-6, math.inf)):
+        inside = (seconds >= low) & (seconds < high)
+        shares = " ".join(
+            f"{name} {np.nanmedian(np.abs(np.concatenate(parts)[inside])):6.1%}"
+            for name, parts in op_errs.items()
+        )
+        print(
+            f"  {low * 1e6:>5.0f}-{high * 1e6:<5.0f} us: {int(inside.sum()):>5,} ops, "
+            f"{np.nansum(seconds[inside]) / np.nansum(seconds):6.1%} of the time; {shares}"
         )
 
     print(
