@@ -122,9 +122,26 @@ SIZES = {
     "t5-wide": (
         "torch:t5?num_layers=1&d_model=512&num_heads=8&d_ff=2048&vocab_size=8000&seq=64&batch=1"
     ),
+    "resnet-batch": "torch:resnet?depth=18&width=32&image=64&batch=16&classes=100",
+    "inception-batch": "torch:inception?blocks=1&width=16&image=75&batch=8&classes=100",
+    "wavenet-batch": (
+        "torch:wavenet?layers=8&stacks=1&residual=32&skip=64&classes=256&seq=256&batch=8"
+    ),
+    "lstm-batch": "torch:lstm?layers=2&hidden=256&vocab=8000&seq=8&batch=64",
+    "transformer-batch": (
+        "torch:transformer?layers=1&d_model=256&heads=4&ff=1024&vocab=8000&seq=32&batch=16"
+    ),
+    "gpt2-batch": "torch:gpt2?n_layer=1&n_head=4&n_embd=256&vocab_size=8000&seq=32&batch=16",
+    "bert-batch": (
+        "torch:bert?num_hidden_layers=1&hidden_size=256&num_attention_heads=4"
+        "&intermediate_size=1024&vocab_size=8000&seq=32&batch=16"
+    ),
+    "t5-batch": (
+        "torch:t5?num_layers=1&d_model=256&num_heads=4&d_ff=1024&vocab_size=8000&seq=32&batch=16"
+    ),
 }
 """Other sizes of the same eight families (``--sizes`` measures them): more measured ops to
-train on, a smaller and a wider variant of each. They share their family with :data:`MODELS`
+train on, a smaller, a wider and a larger-batch variant of each. They share their family with :data:`MODELS`
 (``source_of``), so leaving a family out leaves its sizes out too."""
 
 MODES = ("forward", "train")
@@ -213,7 +230,11 @@ def measure(
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--models", default=",".join(MODELS), help="comma-separated names of MODELS")
+    p.add_argument(
+        "--models",
+        default=",".join(MODELS),
+        help="comma-separated names of MODELS (of SIZES with --sizes; default all)",
+    )
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--iterations", type=int, default=20)
     p.add_argument("--warmup", type=int, default=3)
@@ -244,15 +265,17 @@ def main() -> None:
     )
     args = p.parse_args()
     torch.set_num_threads(args.threads)
-    names = [n.strip() for n in args.models.split(",") if n.strip()]
-    unknown = [n for n in names if n not in MODELS]
+    table = SIZES if args.sizes else MODELS
+    given = args.models if args.models != ",".join(MODELS) or not args.sizes else ",".join(SIZES)
+    names = [n.strip() for n in given.split(",") if n.strip()]
+    unknown = [n for n in names if n not in table]
     if unknown:
-        p.error(f"unknown model(s) {unknown}; choose from {', '.join(MODELS)}")
+        p.error(f"unknown model(s) {unknown}; choose from {', '.join(table)}")
     kind = cuda_kind() if args.device.startswith("cuda") else cpu_kind(args.threads)
     data = args.data or Path(__file__).parent / "data" / f"profile-{kind}"
     if args.sizes:
         sized = args.data or Path(__file__).parent / "data" / f"profile-{kind}-sizes"
-        measure(args, sized, list(SIZES), SIZES)
+        measure(args, sized, names, SIZES)
         return
 
     began = time.perf_counter()
