@@ -39,6 +39,8 @@ REQUIRED = {
     "graphopt costmodel dataset": ["costmodel", "dataset", "--graphs", "txl-tiny", "--out", "d"],
     "graphopt costmodel train": ["costmodel", "train", "--data", "d"],
     "graphopt profile": ["profile", "torch:resnet18", "-o", "g.json"],
+    "graphopt costmodel ops train": ["costmodel", "ops", "train", "g.json", "-o", "m.json"],
+    "graphopt costmodel ops eval": ["costmodel", "ops", "eval", "g.json", "--model", "m.json"],
 }
 """Each command with shared options, and the arguments it needs beside them."""
 
