@@ -575,6 +575,9 @@ class CompGraph:
                 colocation=self.colocation[i],
                 layer=self.layer[i],
                 allowed=list(self.allowed[i]) if self.allowed else [],
+                output_shapes=self.output_shapes[i] if self.output_shapes else None,
+                output_dtypes=self.output_dtypes[i] if self.output_dtypes else None,
+                input_shapes=self.input_shapes[i] if self.input_shapes else None,
             )
         for s, d, b in zip(
             self.edge_src.tolist(), self.edge_dst.tolist(), self.edge_bytes.tolist(), strict=True
@@ -603,6 +606,9 @@ class CompGraph:
                     layer=str(attrs.get("layer", "")),
                     op_class=str(attrs.get("op_class", "")),
                     allowed=tuple(str(k) for k in attrs.get("allowed", ())),
+                    output_shapes=attrs.get("output_shapes"),
+                    output_dtypes=attrs.get("output_dtypes"),
+                    input_shapes=attrs.get("input_shapes"),
                 )
             )
         out_bytes = {op.name: op.output_bytes for op in ops}

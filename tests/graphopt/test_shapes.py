@@ -99,3 +99,12 @@ def test_older_versions_load(version):
         del data["ops"]["class"]
     graph = CompGraph.from_json_dict(data)
     assert graph.num_ops == 3 and not graph.has_shapes
+
+
+def test_networkx_round_trip_keeps_shapes():
+    graph = shaped_graph()
+    back = CompGraph.from_networkx(graph.to_networkx())
+    assert back.output_shapes == graph.output_shapes
+    assert back.output_dtypes == graph.output_dtypes
+    assert back.input_shapes == graph.input_shapes
+    assert back.fingerprint == graph.fingerprint
