@@ -377,6 +377,9 @@ class Cluster:
             ``"fcfs"`` (the one ready first; priorities ignored).
         colocation: ``"hint"`` (colocation groups are a hint) or ``"enforce"`` (each group runs
             on one device).
+        op_times: how ops without a measured time are priced: ``"roofline"``, ``"calibrated"``
+            (every device has an efficiency table) or ``"learned"`` (module docstring).
+        op_model: the op model file of ``op_times="learned"`` (:mod:`graphopt.op_model`).
 
     The model options are described in the module docstring; their defaults leave the cluster,
     its fingerprint and every simulated figure as they were before the options existed.
