@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import ROOT
+from conftest import ROOT, graphopt_here
 
 from graphopt.decision_io import load_decision
 from graphopt.hardware import get_cluster
@@ -111,18 +111,18 @@ def test_train_then_eval(run_cli, tmp_path):
     assert rows["policy (plan:256)"]["evaluations"] == 2  # greedy decision + planned one
 
     # bad input: other device count, graph too large, unknown mode, plan for another task
-    proc = run_cli(
-        "eval", str(run), "--graphs", "txl-tiny", "--cluster", "v100-nvlink-4", check=False
-    )
+    # (refusals before any work: in this process, which has torch loaded already)
+    here = graphopt_here
+    proc = here("eval", str(run), "--graphs", "txl-tiny", "--cluster", "v100-nvlink-4", check=False)
     assert proc.returncode == 2 and "trained for 2 devices" in proc.stderr
-    proc = run_cli("eval", str(run), "--graphs", "gnmt-tiny", check=False)
+    proc = here("eval", str(run), "--graphs", "gnmt-tiny", check=False)
     assert proc.returncode == 2 and "supports at most" in proc.stderr
-    proc = run_cli("eval", str(run), "--graphs", "txl-tiny", "--mode", "best", check=False)
+    proc = here("eval", str(run), "--graphs", "txl-tiny", "--mode", "best", check=False)
     assert proc.returncode == 2 and "unknown --mode 'best'" in proc.stderr
-    proc = run_cli("eval", str(run), "--graphs", "txl-tiny", "--budget", "-3", check=False)
+    proc = here("eval", str(run), "--graphs", "txl-tiny", "--budget", "-3", check=False)
     assert proc.returncode == 2 and "--budget must be >= 0, got -3" in proc.stderr
     other = edited_copy(run, tmp_path / "scheduling_run", "task: placement", "task: scheduling")
-    proc = run_cli("eval", str(other), "--graphs", "txl-tiny", "--mode", "plan:8", check=False)
+    proc = here("eval", str(other), "--graphs", "txl-tiny", "--mode", "plan:8", check=False)
     assert proc.returncode == 2 and "refines placements" in proc.stderr
 
     # resume: a finished run says so; flags that would change the run are refused by name;
@@ -131,9 +131,9 @@ def test_train_then_eval(run_cli, tmp_path):
     proc = run_cli("train", "--resume", str(run), "--no-progress")
     assert "already finished (64 timesteps)" in proc.stdout and "--total-timesteps N" in proc.stdout
     assert (run / "metrics.csv").read_text() == metrics
-    proc = run_cli("train", "--resume", str(run), "--seed", "3", "--graphs", "x", check=False)
+    proc = here("train", "--resume", str(run), "--seed", "3", "--graphs", "x", check=False)
     assert proc.returncode == 2 and "--graphs, --seed would change the run" in proc.stderr
-    proc = run_cli("train", "--resume", str(run), "--total-timesteps", "32", check=False)
+    proc = here("train", "--resume", str(run), "--total-timesteps", "32", check=False)
     assert proc.returncode == 2 and "below the 64 timesteps" in proc.stderr
     out = run_cli("train", "--resume", str(run), "--total-timesteps", "96", "--no-progress").stdout
     assert out.startswith(f"resuming {run} at 64 of 96 timesteps") and "finished: 96" in out
@@ -191,7 +191,8 @@ def test_placement_edit_train_then_eval(run_cli, tmp_path):
     assert proc.returncode == 2 and "number of candidates it was trained with" in proc.stderr
 
 
-def test_bad_runs_and_configs(run_cli, tmp_path):
+def test_bad_runs_and_configs(run_cli_here, tmp_path):
+    run_cli = run_cli_here  # refusals before any work: in this process
     proc = run_cli("eval", str(tmp_path / "nope"), "--graphs", "txl-tiny", check=False)
     assert proc.returncode == 2 and "does not exist" in proc.stderr
     (tmp_path / "empty").mkdir()
@@ -288,8 +289,8 @@ def test_ctrl_c_or_sigterm_leaves_a_resumable_run(tmp_path, signum):
 
 
 @pytest.mark.parametrize("bad", ["--total-timesteps=0"])
-def test_bad_flag_values(run_cli, tmp_path, bad):
-    proc = run_cli("train", bad, "--runs-dir", str(tmp_path), check=False)
+def test_bad_flag_values(run_cli_here, tmp_path, bad):
+    proc = run_cli_here("train", bad, "--runs-dir", str(tmp_path), check=False)
     assert proc.returncode == 2 and "total_timesteps must be >= 1" in proc.stderr
 
 
