@@ -84,7 +84,8 @@ def test_baselines_curve_refuses_a_bad_budget(run_cli, tmp_path) -> None:
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has a CUDA device")
-def test_train_and_eval_refuse_cuda_without_a_gpu(run_cli, tmp_path) -> None:
+def test_train_and_eval_refuse_cuda_without_a_gpu(run_cli_here, tmp_path) -> None:
+    run_cli = run_cli_here  # refusals before any work: in this process
     runs = tmp_path / "runs"
     proc = run_cli(
         "train",

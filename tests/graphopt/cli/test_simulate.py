@@ -79,7 +79,8 @@ def test_help_lists_every_placer_and_defaults(run_cli):
     assert all(name in text for name in PLACERS) and "(default: single)" in text
 
 
-def test_bad_inputs(run_cli):
+def test_bad_inputs(run_cli_here):
+    run_cli = run_cli_here  # refusals before any work: in this process
     proc = run_cli("simulate", "suite:tiny", "--cluster", "v100x3", check=False)
     assert proc.returncode == 2 and "unknown cluster preset 'v100x3'" in proc.stderr
     assert "v100-nvlink-4" in proc.stderr
