@@ -352,7 +352,10 @@ class CompGraph:
 
     @cached_property
     def fingerprint(self) -> str:
-        """A SHA-256 of the graph's content (names, types, costs, edges): equal graphs, equal hash."""
+        """A SHA-256 of the graph's content (names, types, costs, edges, placement constraints):
+        equal graphs, equal hash. Shapes and dtypes are left out (:attr:`tensor_fingerprint`):
+        they describe the same costs, so a graph that gained them (an import of a newer graphopt)
+        keeps its hash and the decisions saved for it."""
         h = hashlib.sha256()
         h.update(self.name.encode())
         h.update("\0".join(self.op_names).encode())
@@ -363,14 +366,20 @@ class CompGraph:
         for kind, arr in self.measured.items():
             h.update(kind.encode())
             h.update(arr.tobytes())
-        if self.has_shapes:  # graphs without shapes keep the hash they had before shapes existed
-            tensors = (self.output_shapes, self.output_dtypes, self.input_shapes)
-            h.update(repr(tensors).encode())
         for edge_column in (self.edge_src, self.edge_dst, self.edge_bytes):
             h.update(edge_column.tobytes())
         if self.allowed:  # an unrestricted graph hashes as before the column existed
             h.update(json.dumps(self.allowed).encode())
         return h.hexdigest()
+
+    @cached_property
+    def tensor_fingerprint(self) -> str:
+        """A SHA-256 of the shapes and dtypes alone (empty string without any): what a cost model
+        that reads them (``op_times: learned``) adds to :attr:`fingerprint`."""
+        if not self.has_shapes:
+            return ""
+        tensors = (self.output_shapes, self.output_dtypes, self.input_shapes)
+        return hashlib.sha256(repr(tensors).encode()).hexdigest()
 
     @property
     def has_shapes(self) -> bool:

@@ -497,6 +497,8 @@ class Simulator:
         key: tuple[str, ...] = (graph.fingerprint, cluster.fingerprint)
         if cluster.colocation == "enforce":  # the groups constrain: part of the key (rule 0)
             key += ("\0".join(graph.colocation),)
+        if cluster.op_times == "learned":  # the op model reads the shapes: part of the key
+            key += (graph.tensor_fingerprint,)
         prepared = self._cache.get(key)
         if prepared is None:
             prepared = PreparedGraph(graph, cluster)

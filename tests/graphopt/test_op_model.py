@@ -146,6 +146,17 @@ def test_simulator_takes_the_learned_times(tmp_path, graphs, model):
     assert simulate(measured, cluster).step_time == pytest.approx(
         float(measured.measured[KIND].sum()), rel=1e-9
     )
+    # shapes are not in the graph's fingerprint; the simulator's cache keys on them here
+    from graphopt.sim import Simulator
+
+    data = bare.to_json_dict()
+    for key in ("shapes", "dtypes", "input_shapes"):
+        data["ops"].pop(key, None)
+    shapeless = CompGraph.from_json_dict(data)
+    assert shapeless.fingerprint == bare.fingerprint and bare.has_shapes
+    sim = Simulator()
+    assert sim.prepare(bare, cluster) is not sim.prepare(shapeless, cluster)
+    assert sim.prepare(bare, cluster_of()) is sim.prepare(shapeless, cluster_of())
 
 
 def test_prices_only_what_resembles_the_measured_ops(graphs, model):
