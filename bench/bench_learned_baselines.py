@@ -172,7 +172,23 @@ def _pretrained(method: str, budget: int, seed: int, root: Path, max_ops: int) -
 
 
 def _speedup(ref: float, step: float, valid: bool) -> float:
+    """The speed-up over the best heuristic; 0 for an invalid decision."""
     return ref / step if valid and step > 0 else 0.0
+
+
+def _shown(ref: float, m: Any) -> str:
+    return f"{ref / m.step_time:.3f}" if m.valid else f"invalid ({m.reason})"
+
+
+def _cell(values: list[float] | None) -> str:
+    """Mean over seeds of the valid decisions, with how many seeds were invalid."""
+    if values is None:
+        return "not run"
+    valid = [v for v in values if v > 0]
+    if not valid:
+        return "invalid"
+    bad = len(values) - len(valid)
+    return f"{statistics.mean(valid):.3f}" + (f" ({bad}/{len(values)} invalid)" if bad else "")
 
 
 def table(train_budget: int, budget: int, seeds: list[int], graphs_spec: str) -> None:
@@ -186,6 +202,7 @@ def table(train_budget: int, budget: int, seeds: list[int], graphs_spec: str) ->
     cluster = get_cluster(CLUSTER)
     largest = max(g.num_ops for g in graphs + resolve_graphs("suite:heldout-small"))
     rows: dict[str, dict[str, list[float]]] = {}
+    chosen: dict[str, str] = {}  # the best heuristic of each graph
 
     def add(graph: str, method: str, value: float) -> None:
         rows.setdefault(method, {}).setdefault(graph, []).append(value)
@@ -207,7 +224,8 @@ def table(train_budget: int, budget: int, seeds: list[int], graphs_spec: str) ->
                 best = comp.best_heuristic
                 assert best is not None
                 ref = best.step_time
-                add(graph.name, f"best heuristic ({best.method})", 1.0)
+                add(graph.name, "best heuristic", 1.0)
+                chosen[graph.name] = best.method
                 for r in comp.results:
                     if r.method == f"annealing@{budget}":
                         add(graph.name, r.method, _speedup(ref, r.step_time, r.valid))
@@ -222,7 +240,7 @@ def table(train_budget: int, budget: int, seeds: list[int], graphs_spec: str) ->
                         m = res.measurement
                         add(graph.name, f"{method} {mode}", _speedup(ref, m.step_time, m.valid))
                         print(
-                            f"  {graph.name} {method} {mode}: {ref / m.step_time:.3f} "
+                            f"  {graph.name} {method} {mode}: {_shown(ref, m)} "
                             f"({time.perf_counter() - start:.0f} s)",
                             flush=True,
                         )
@@ -250,8 +268,7 @@ def table(train_budget: int, budget: int, seeds: list[int], graphs_spec: str) ->
                 m = policy_result(loaded.model, loaded.env, 0, "greedy", seed).measurement
                 add(graph.name, f"hdp@{budget} (per graph)", _speedup(ref, m.step_time, m.valid))
                 print(
-                    f"  {graph.name} hdp: {ref / m.step_time:.3f} "
-                    f"({time.perf_counter() - start:.0f} s)",
+                    f"  {graph.name} hdp: {_shown(ref, m)} ({time.perf_counter() - start:.0f} s)",
                     flush=True,
                 )
     names = [g.name for g in graphs]
@@ -262,12 +279,13 @@ def table(train_budget: int, budget: int, seeds: list[int], graphs_spec: str) ->
     print("| method | " + " | ".join(names) + " | geomean |")
     print("| --- |" + " --- |" * (len(names) + 1))
     for method, per_graph in rows.items():
-        means = [statistics.mean(per_graph[g]) if g in per_graph else None for g in names]
-        ran = [v for v in means if v is not None]
+        ran = [v for g in names for v in per_graph.get(g, [])]
         geo = math.exp(statistics.mean(math.log(v) for v in ran)) if all(ran) else 0.0
-        cells = " | ".join("not run" if v is None else f"{v:.3f}" for v in means)
-        note = "" if len(ran) == len(means) else " (graphs run)"
-        print(f"| {method} | {cells} | {geo:.3f}{note} |")
+        cells = " | ".join(_cell(per_graph.get(g)) for g in names)
+        note = "" if all(g in per_graph for g in names) else " (graphs run)"
+        shown = f"{geo:.3f}" if geo > 0 else "0 (an invalid decision)"
+        print(f"| {method} | {cells} | {shown}{note} |")
+    print("best heuristic: " + ", ".join(f"{g}: {chosen[g]}" for g in names))
 
 
 def main() -> None:

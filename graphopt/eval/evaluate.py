@@ -33,6 +33,7 @@ from envs.base import GraphSpec, resolve_graph_list
 from graphopt import rundir
 from graphopt.accelerator import resolve_device
 from graphopt.distributed import check_ray_device, check_workers, map_jobs, uses_ray
+from graphopt.errors import InvalidArgument
 from graphopt.eval.compare import GraphComparison, compare_on_graph
 from graphopt.eval.compare import save_decisions as save_comparison_decisions
 from graphopt.eval.curves import (
@@ -72,10 +73,31 @@ POLICY_KINDS = {
 
 def policy_kinds(config: TrainConfig) -> tuple[str, ...]:
     """The budgeted modes of ``config``'s policy on the anytime curves: :data:`POLICY_KINDS`, and
-    for a run with a decoder ``sample`` and ``search`` (annealing of the decoder's inputs)."""
+    for a run with a decoder ``sample`` and ``search`` (annealing of the decoder's inputs); HDP
+    and Placeto (no per-op device probabilities for ``plan``, no candidate moves for ``search``):
+    ``sample`` and ``finetune``."""
     if getattr(config, "decoder", "none") != "none":
         return ("sample", "search")
+    if getattr(config, "policy", "go") in ("hdp", "placeto"):  # no per-op device probabilities
+        return ("sample", "finetune")
     return POLICY_KINDS.get(config.task, ("sample", "finetune"))
+
+
+def check_baseline_mode(config: TrainConfig, mode: str) -> None:
+    """Refuse ``plan:K`` and ``search:K`` for an HDP or Placeto run (no per-op device
+    probabilities to plan with, no candidate moves to search).
+
+    Raises:
+        InvalidArgument: one line naming the mode and the modes the run takes.
+    """
+    policy = getattr(config, "policy", "go")
+    if policy in ("hdp", "placeto") and mode.split(":")[0] in ("plan", "search"):
+        raise InvalidArgument(
+            "{mode} {got} needs per-op device probabilities or candidate moves; a {policy} run "
+            "takes greedy, sample:K or finetune:STEPS",
+            got=mode,
+            policy=policy,
+        )
 
 
 def load_run_model(run: Path, path: Path | None = None, device: str | None = None) -> Any:
@@ -428,6 +450,7 @@ def evaluate_run(
     path = rundir.check_run_dir(run)
     config = load_config(path / rundir.CONFIG_FILE)
     parse_mode(mode, config.task)  # a mode the run's policy does not take: before any work
+    check_baseline_mode(config, mode)
     out = out_dir or path / "eval" / mode.replace(":", "-")
     rundir.check_output_path(out, "output directory", directory=True)
     saved = None

@@ -59,6 +59,24 @@ def test_reinforce_is_one_gradient_step_on_the_whole_rollout():
     assert ppo.n_epochs == 3 and ppo.batch_size == 4
 
 
+@pytest.mark.parametrize(
+    "keys",
+    [dict(task="placement", policy="hdp", groups=3), dict(task="placement-edit", policy="placeto")],
+    ids=["hdp", "placeto"],
+)
+def test_environments_are_rebuilt_in_other_processes(keys):
+    """The subproc backend rebuilds them from plain data, as Ray actors do
+    (test_learned_baselines_ray.py)."""
+    config = TrainConfig(**keys, **{**TINY, "n_envs": 2}).validate()
+    vec_env, _ = make_vec_env(config, backend="subproc")
+    try:
+        model = build_model(config, vec_env)
+        model.learn(16)
+        assert model.num_timesteps == 16
+    finally:
+        vec_env.close()
+
+
 def test_env_settings_select_each_methods_environment():
     hdp = TrainConfig(task="placement", policy="hdp", groups=6).env_settings(10, 40)
     assert hdp["variant"] == "hierarchical" and hdp["groups"] == 6

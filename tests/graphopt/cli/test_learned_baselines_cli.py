@@ -74,6 +74,9 @@ def test_trains_and_evaluates_beside_the_baselines(capsys, tmp_path, method):
     results = json.loads((run / "eval" / "greedy" / "results.json").read_text())
     row = [r for r in results["graphs"][0]["results"] if r["kind"] == "policy"][0]
     assert row["valid"] and row["evaluations"] == 1  # Placeto's rollout prices only its end
+    if method != "gdp":  # no per-op device probabilities, no candidate moves
+        code, _, err = cli(capsys, "eval", str(run), "--graphs", "txl-tiny", "--mode", "search:4")
+        assert code == 2 and f"a {method} run takes greedy, sample:K or finetune:STEPS" in err
 
 
 def test_resume_and_another_methods_model_is_refused(capsys, tmp_path):
