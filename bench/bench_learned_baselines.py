@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import itertools
 import math
 import statistics
 import tempfile
@@ -41,14 +42,17 @@ import time
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 
 from graphopt.baselines.exact import solve_exact
 from graphopt.eval.compare import compare_on_graph
 from graphopt.eval.evaluate import load_run, policy_result
 from graphopt.hardware import get_cluster
+from graphopt.sim import Simulator
 from graphopt.train.config import TrainConfig
 from graphopt.train.trainer import train
+from graphopt.typing import Decision
 from graphopt.workloads import resolve_graphs
 
 SANITY_GRAPH = "random-layered-16-s1"
@@ -93,6 +97,15 @@ def sanity(budget: int, seeds: list[int], methods: list[str]) -> None:
     exact = solve_exact(graph, cluster, time_limit=60)
     assert exact.measurement is not None
     optimum = exact.measurement.step_time
+    sim = Simulator()
+    placements = itertools.product(range(cluster.num_devices), repeat=graph.num_ops)
+    exhaustive = min(
+        sim.evaluate(graph, cluster, Decision(placement=np.array(p))).step_time for p in placements
+    )
+    print(
+        f"every placement with the default schedule simulated: best {exhaustive * 1e3:.4f} ms "
+        f"({exhaustive / optimum:.4f} x the optimum)"
+    )
     print(
         f"{SANITY_GRAPH} ({graph.num_ops} ops) on {SANITY_CLUSTER}: optimum {optimum * 1e3:.4f} "
         f"ms ({exact.status}); budget {budget} decisions, validation every {budget // 16}"
