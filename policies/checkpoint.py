@@ -189,8 +189,8 @@ def load_weights(model: Any, weights: dict[str, Any], path: Path) -> None:
     found, expected = weights.get("method"), type(model.policy).__name__
     if found is not None and found != expected:
         raise ValueError(
-            f"{path} holds a model of {found}, but its run's config.yaml builds {expected}: "
-            f"give a {expected} run its own model files (or evaluate this file with its own run)"
+            f"the weights in {path} do not fit the model: the file holds a model of {found}, "
+            f"but its run's config.yaml builds {expected}; evaluate it with its own run"
         )
     try:
         model.policy.load_state_dict(weights["policy"], strict=True)
