@@ -43,7 +43,8 @@ test: install
 RAY_TESTS := tests/graphopt/test_distributed.py tests/graphopt/train/test_ray_vec_env.py \
 	tests/graphopt/cli/test_train_workers.py tests/graphopt/train/test_sweep.py \
 	tests/graphopt/cli/test_baselines_workers.py tests/graphopt/cli/test_evaluate_workers.py \
-	tests/graphopt/cli/test_costmodel_workers.py tests/graphopt/cli/test_baselines_curve_workers.py
+	tests/graphopt/cli/test_costmodel_workers.py tests/graphopt/cli/test_baselines_curve_workers.py \
+	tests/graphopt/train/test_learned_baselines_ray.py
 test-ray: install
 	$(PY) -m pip install --quiet --disable-pip-version-check --no-compile -c constraints.txt -e ".[ray]"
 	$(PY) -m pytest -q $(RAY_TESTS)
