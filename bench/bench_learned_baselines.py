@@ -5,8 +5,6 @@ Usage:
     python bench/bench_learned_baselines.py sanity [--budget 4096] [--seeds 0,1,2] [--methods ...]
     python bench/bench_learned_baselines.py table [--train-budget 4096] [--budget 512]
         [--seeds 0] [--graphs suite:heldout-small,pipedream:gnmt,...]
-    python bench/bench_learned_baselines.py seconds [--train-budget 4096] [--seconds 1,10]
-        [--seeds 0] [--graphs suite:heldout-small]
 
 ``sanity``: does each method learn? On ``random-layered-16-s1`` (16 ops) on ``v100-nvlink-2``,
 whose optimum is known (CP-SAT, :func:`graphopt.baselines.exact.solve_exact`: the best step time
@@ -27,10 +25,6 @@ annealing from it at ``budget`` calls, and per learned method:
 
 Placeto is not run on graphs above :data:`PLACETO_MAX_OPS` ops (the table says so). Training
 wall times are printed as each run ends; the table compares at equal simulator calls.
-
-``seconds``: the same pre-trained GO, GDP and Placeto runs (one seed) against annealing and random
-search at equal *seconds* per graph, through ``graphopt eval RUN --curve``'s machinery
-(:func:`seconds_table`); HDP, trained per graph, has no such curve.
 
 Figures are speed-ups over the graph's best heuristic (above 1: faster) and their geometric mean.
 torch.set_num_threads(1) throughout.
@@ -307,55 +301,9 @@ def table(train_budget: int, budget: int, seeds: list[int], graphs_spec: str) ->
     print("best heuristic: " + ", ".join(f"{g}: {chosen[g]}" for g in names))
 
 
-def seconds_table(train_budget: int, seconds: tuple[float, ...], seed: int, graphs: str) -> None:
-    """Equal seconds: GO, GDP and Placeto pre-trained on their families (``train_budget``
-    decisions), then each graph's anytime curves (:func:`graphopt.eval.evaluate.curve_run`, as
-    ``graphopt eval RUN --curve``): greedy, sampling and fine-tuning at each budget of
-    ``seconds`` (their calls from their own measured rate), beside annealing and random search
-    from the best heuristic at the same seconds. Prints the geometric-mean speed-up over the
-    best heuristic per method and budget (0: invalid on some graph)."""
-    from graphopt.eval.curves import geomeans
-    from graphopt.eval.evaluate import curve_run
-
-    largest = max(g.num_ops for g in resolve_graphs(graphs) + resolve_graphs("suite:heldout-small"))
-    table: dict[str, dict[float, float]] = {}
-    with tempfile.TemporaryDirectory() as tmp:
-        root = Path(tmp)
-        torch.manual_seed(seed)
-        for method in ("go", "gdp", "placeto"):
-            start = time.perf_counter()
-            size = largest if method != "placeto" else min(largest, PLACETO_MAX_OPS)
-            run = _pretrained(method, train_budget, seed, root, size)
-            print(f"trained {method}: {time.perf_counter() - start:.0f} s", flush=True)
-            points = curve_run(
-                run,
-                graphs,
-                calls=(64,),  # measures each budgeted method's rate
-                seconds=seconds,
-                seed=seed,
-                finetune_max=10**6,
-                out_dir=root / f"{method}-curves",
-            )
-            for (name, axis, budget), value in geomeans(points).items():
-                if axis != "seconds":
-                    continue
-                known = name in ("best heuristic", "annealing", "random-search", "estimate-search")
-                label = name if known else f"{method} {name}"
-                table.setdefault(label, {})[budget] = value
-    print(f"\ngeomean speed-up over the best heuristic on {graphs}, {CLUSTER}, seed {seed}")
-    print("| method | " + " | ".join(f"{s:g} s" for s in seconds) + " |")
-    print("| --- |" + " ---: |" * len(seconds))
-    for label, by_budget in table.items():
-        cells = " | ".join(f"{by_budget.get(s, 0.0):.3f}" for s in seconds)
-        print(f"| {label} | {cells} |")
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("study", choices=("sanity", "table", "seconds"))
-    parser.add_argument(
-        "--seconds", default="1,10", help="seconds: the wall-time budgets per graph"
-    )
+    parser.add_argument("study", choices=("sanity", "table"))
     parser.add_argument(
         "--budget",
         type=int,
@@ -371,12 +319,9 @@ def main() -> None:
     if args.study == "sanity":
         seeds = [int(s) for s in (args.seeds or "0,1,2").split(",")]
         sanity(args.budget or 4096, seeds, args.methods.split(","))
-    elif args.study == "table":
+    else:
         seeds = [int(s) for s in (args.seeds or "0").split(",")]
         table(args.train_budget, args.budget or 512, seeds, args.graphs)
-    else:
-        budgets = tuple(float(s) for s in args.seconds.split(","))
-        seconds_table(args.train_budget, budgets, int(args.seeds or 0), args.graphs)
 
 
 if __name__ == "__main__":
