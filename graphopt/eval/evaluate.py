@@ -306,6 +306,23 @@ def in_order(groups: list[tuple[LoadedRun, list[int]]], results: list[Any]) -> l
     return ordered
 
 
+def graph_cluster_pairs(groups: list[tuple[LoadedRun, list[int]]]) -> list[tuple[Any, Any]]:
+    """``(graph, cluster)`` of every graph asked for, in that order (:func:`in_order`)."""
+    return in_order(
+        groups, [(g, loaded.env.cluster) for loaded, _ in groups for g in loaded.env.graphs]
+    )
+
+
+def decision_dir(save_decisions: str | Path | None) -> Any:
+    """The :class:`graphopt.decision_files.DecisionDir` of ``save_decisions``, made before the
+    (slow) work so that one that cannot be fails now; ``None`` without one."""
+    if save_decisions is None:
+        return None
+    from graphopt.decision_files import DecisionDir
+
+    return DecisionDir(save_decisions, "save_decisions")
+
+
 def graph_jobs(loaded: LoadedRun, **settings: Any) -> list[dict[str, Any]]:
     """One Ray job per graph of ``loaded.env``, plain data: ``run`` (the run directory, absolute),
     ``graph`` (:meth:`CompGraph.to_json_dict`), ``cluster`` (:meth:`Cluster.to_dict`),
@@ -382,11 +399,7 @@ def curve_run(
     path = rundir.check_run_dir(run)
     out = out_dir or path / "eval" / "curves"
     rundir.check_output_path(out, "output directory", directory=True)  # before any work
-    saved = None
-    if save_decisions is not None:
-        from graphopt.decision_files import DecisionDir
-
-        saved = DecisionDir(save_decisions, "save_decisions")
+    saved = decision_dir(save_decisions)
     groups, where = load_runs(path, graphs, cluster, seed, device)
     settings = dict(calls=calls, seconds=seconds, seed=seed, finetune_max=finetune_max)
     if uses_ray(workers, address):
@@ -406,9 +419,7 @@ def curve_run(
     print_curves(points, title, console)
     files = write_curves(points, out, title)
     if saved is not None:
-        pairs = in_order(
-            groups, [(g, loaded.env.cluster) for loaded, _ in groups for g in loaded.env.graphs]
-        )
+        pairs = graph_cluster_pairs(groups)
         task = groups[0][0].config.decides
         files.append(save_curve_decisions(pairs, per_pair, saved, task=task, seed=seed))
     (console or make_console()).print(f"wrote {', '.join(str(f) for f in files)}")
@@ -453,13 +464,7 @@ def evaluate_run(
     check_baseline_mode(config, mode)
     out = out_dir or path / "eval" / mode.replace(":", "-")
     rundir.check_output_path(out, "output directory", directory=True)
-    saved = None
-    if (
-        save_decisions is not None
-    ):  # made before the (slow) comparison: one that cannot be fails now
-        from graphopt.decision_files import DecisionDir
-
-        saved = DecisionDir(save_decisions, "save_decisions")
+    saved = decision_dir(save_decisions)
     groups, where = load_runs(path, graphs, cluster, seed, device)
     if uses_ray(workers, address):
         settings = dict(mode=mode, budget=budget, seed=seed)
@@ -473,9 +478,7 @@ def evaluate_run(
         ]
     comparisons: list[GraphComparison] = in_order(groups, found)
     if saved is not None:
-        pairs = in_order(
-            groups, [(g, loaded.env.cluster) for loaded, _ in groups for g in loaded.env.graphs]
-        )
+        pairs = graph_cluster_pairs(groups)
         save_comparison_decisions(comparisons, pairs, saved, task=config.decides, seed=seed)
     title = f"{config.task} on {where}, run {path.name}"
     print_comparisons(comparisons, title, console)
