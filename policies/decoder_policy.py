@@ -108,7 +108,7 @@ class GODecoderPolicy(GOPolicy):
         hint = observation_space.spaces.get("hint")
         return hint if isinstance(hint, spaces.Box) else None
 
-    def _build(self, lr_schedule: Schedule) -> None:
+    def _build_network(self) -> None:
         space = self.observation_space
         assert isinstance(space, spaces.Dict)
         context = space.spaces.get("op_context")
@@ -130,9 +130,6 @@ class GODecoderPolicy(GOPolicy):
         ]
         self.log_std = nn.Parameter(torch.full((len(self.kinds),), self.initial_log_std))
         self.action_dist = GaussianActionDistribution()
-        self.optimizer = self.optimizer_class(  # type: ignore[call-arg]
-            self.parameters(), lr=lr_schedule(1), **self.optimizer_kwargs
-        )
 
     def _get_constructor_parameters(self) -> dict[str, Any]:
         data = super()._get_constructor_parameters()

@@ -31,7 +31,24 @@ from stable_baselines3.common.distributions import Distribution
 from torch import Tensor, nn
 
 
-class BatchedCategorical:
+class SharedGraphs:
+    """What a batched distribution over ``G`` distinct graphs read by ``B`` samples keeps (module
+    docstring, *Shared graphs*): ``mask`` ``(G, M)`` bool of real op slots and ``index`` ``(B,)``,
+    the graph of each sample, or None for ``B = G``."""
+
+    mask: Tensor
+    index: Tensor | None
+
+    @property
+    def batch_size(self) -> int:
+        return int(self.mask.shape[0] if self.index is None else self.index.shape[0])
+
+    def _rows(self, x: Tensor) -> Tensor:
+        """``x`` of the ``G`` graphs as ``B`` rows, one per sample."""
+        return x if self.index is None else x[self.index]
+
+
+class BatchedCategorical(SharedGraphs):
     """Independent categoricals over ``nb`` blocks x ``M`` op slots, batched.
 
     Args:
@@ -59,13 +76,6 @@ class BatchedCategorical:
     @property
     def block_sizes(self) -> list[int]:
         return [int(lp.shape[-1]) for lp in self.log_probs]
-
-    @property
-    def batch_size(self) -> int:
-        return int(self.mask.shape[0] if self.index is None else self.index.shape[0])
-
-    def _rows(self, x: Tensor) -> Tensor:
-        return x if self.index is None else x[self.index]
 
     def log_prob(self, actions: Tensor) -> Tensor:
         """Sum over blocks and real op slots of the log-probability of ``actions``."""
@@ -109,7 +119,28 @@ class BatchedCategorical:
         return self._finish([self._rows(lp.argmax(dim=-1)) for lp in self.log_probs])
 
 
-class GOActionDistribution(Distribution):
+class BatchedDistribution(Distribution):
+    """A Stable-Baselines3 :class:`Distribution` that hands log-probabilities, entropies, samples
+    and modes to the batched distribution it holds in ``distribution`` (set by the subclass's
+    ``proba_distribution``): the adapter of :class:`BatchedCategorical` and of
+    :class:`policies.gaussian.BatchedGaussian`."""
+
+    distribution: Any
+
+    def log_prob(self, actions: Tensor) -> Tensor:
+        return self.distribution.log_prob(actions)
+
+    def entropy(self) -> Tensor:
+        return self.distribution.entropy()
+
+    def sample(self) -> Tensor:
+        return self.distribution.sample()
+
+    def mode(self) -> Tensor:
+        return self.distribution.mode()
+
+
+class GOActionDistribution(BatchedDistribution):
     """Stable-Baselines3 :class:`Distribution` over a :class:`BatchedCategorical`.
 
     The parameters are those of :class:`BatchedCategorical`: ``(logits, mask, index=None)``.
@@ -120,7 +151,7 @@ class GOActionDistribution(Distribution):
         block_sizes: ``K_j`` of each block, in action-layout order.
     """
 
-    distribution: BatchedCategorical  # type: ignore[assignment]
+    distribution: BatchedCategorical
 
     def __init__(self, block_sizes: Sequence[int]):
         super().__init__()
@@ -137,18 +168,6 @@ class GOActionDistribution(Distribution):
             raise ValueError(f"logits have {dist.block_sizes} classes; expected {self.block_sizes}")
         self.distribution = dist
         return self
-
-    def log_prob(self, actions: Tensor) -> Tensor:
-        return self.distribution.log_prob(actions)
-
-    def entropy(self) -> Tensor:
-        return self.distribution.entropy()
-
-    def sample(self) -> Tensor:
-        return self.distribution.sample()
-
-    def mode(self) -> Tensor:
-        return self.distribution.mode()
 
     def actions_from_params(
         self,

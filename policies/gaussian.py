@@ -22,13 +22,14 @@ import math
 from typing import Any
 
 import torch
-from stable_baselines3.common.distributions import Distribution
 from torch import Tensor, nn
+
+from policies.distributions import BatchedDistribution, SharedGraphs
 
 _HALF_LOG_2PI = 0.5 * math.log(2 * math.pi)
 
 
-class BatchedGaussian:
+class BatchedGaussian(SharedGraphs):
     """Independent Gaussians over ``C`` channels x ``M`` op slots, batched.
 
     Args:
@@ -48,13 +49,6 @@ class BatchedGaussian:
         if log_std.shape != (mean.shape[1],):
             raise ValueError(f"log_std {tuple(log_std.shape)}: expected ({mean.shape[1]},)")
         self.mean, self.log_std, self.mask, self.index = mean, log_std, mask.bool(), index
-
-    @property
-    def batch_size(self) -> int:
-        return int(self.mask.shape[0] if self.index is None else self.index.shape[0])
-
-    def _rows(self, x: Tensor) -> Tensor:
-        return x if self.index is None else x[self.index]
 
     def log_prob(self, actions: Tensor) -> Tensor:
         """Sum over channels and real op slots of the log-density of ``actions``."""
@@ -84,11 +78,11 @@ class BatchedGaussian:
         return self._finish(self._rows(self.mean))
 
 
-class GaussianActionDistribution(Distribution):
+class GaussianActionDistribution(BatchedDistribution):
     """Stable-Baselines3 :class:`Distribution` over a :class:`BatchedGaussian`; the network makes
     the means and the policy holds ``log_std``, so :meth:`proba_distribution_net` has no layer."""
 
-    distribution: BatchedGaussian  # type: ignore[assignment]
+    distribution: BatchedGaussian
 
     def proba_distribution_net(self, *args: Any, **kwargs: Any) -> nn.Module:
         raise NotImplementedError("the policy network produces the means")
@@ -98,18 +92,6 @@ class GaussianActionDistribution(Distribution):
     ) -> GaussianActionDistribution:
         self.distribution = BatchedGaussian(mean, log_std, mask, index)
         return self
-
-    def log_prob(self, actions: Tensor) -> Tensor:
-        return self.distribution.log_prob(actions)
-
-    def entropy(self) -> Tensor:
-        return self.distribution.entropy()
-
-    def sample(self) -> Tensor:
-        return self.distribution.sample()
-
-    def mode(self) -> Tensor:
-        return self.distribution.mode()
 
     def actions_from_params(
         self,

@@ -127,9 +127,10 @@ class GDPPolicy(GOPolicy):
         observation_space, action_space, lr_schedule, graphs, dedup: as for
             :class:`~policies.sb3_policy.GOPolicy`.
         task: must be ``placement`` (GDP places; it neither schedules nor fuses).
-        hidden, sage_layers, attn_layers, heads, segment_len, mem_len, ffn_mult, dropout: see
-            :class:`GDPNetwork` (defaults :data:`GDP_DEFAULTS`).
-        **kwargs: ``optimizer_class``, ``optimizer_kwargs``; SB3's MLP arguments are ignored.
+        **kwargs: ``hidden``, ``sage_layers``, ``attn_layers``, ``heads``, ``segment_len``,
+            ``mem_len``, ``ffn_mult``, ``dropout``: see :class:`GDPNetwork` (defaults
+            :data:`GDP_DEFAULTS`); ``optimizer_class``, ``optimizer_kwargs``; SB3's MLP arguments
+            are ignored.
     """
 
     def __init__(
@@ -140,40 +141,20 @@ class GDPPolicy(GOPolicy):
         task: str | None = "placement",
         graphs: Sequence[Mapping[str, np.ndarray]] | None = None,
         dedup: bool = True,
-        hidden: int = 64,
-        sage_layers: int = 2,
-        attn_layers: int = 2,
-        heads: int = 4,
-        segment_len: int = 128,
-        mem_len: int = 128,
-        ffn_mult: int = 2,
-        dropout: float = 0.0,
         **kwargs: Any,
     ) -> None:
         if task != "placement":
             raise ValueError(f"GDPPolicy places ops: its task is placement, got {task!r}")
+        self.gdp_kwargs: dict[str, Any] = {k: kwargs.pop(k, v) for k, v in GDP_DEFAULTS.items()}
         allowed = f"task, graphs, dedup, {', '.join(GDP_DEFAULTS)}"
         check_kwargs("GDPPolicy", {k: v for k, v in kwargs.items() if k != "use_sde"}, allowed)
-        self.gdp_kwargs: dict[str, Any] = dict(
-            hidden=hidden,
-            sage_layers=sage_layers,
-            attn_layers=attn_layers,
-            heads=heads,
-            segment_len=segment_len,
-            mem_len=mem_len,
-            ffn_mult=ffn_mult,
-            dropout=dropout,
-        )
         super().__init__(
             observation_space, action_space, lr_schedule, task, graphs, dedup, **kwargs
         )
 
-    def _build(self, lr_schedule: Schedule) -> None:
+    def _build_network(self) -> None:
         self.network = GDPNetwork(self.num_classes["placement"], **self.gdp_kwargs)  # type: ignore[assignment]
         self.action_dist = GOActionDistribution(list(self.num_classes.values()))
-        self.optimizer = self.optimizer_class(  # type: ignore[call-arg]
-            self.parameters(), lr=lr_schedule(1), **self.optimizer_kwargs
-        )
 
     def _get_constructor_parameters(self) -> dict[str, Any]:
         data = super()._get_constructor_parameters()

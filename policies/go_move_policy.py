@@ -35,8 +35,7 @@ from envs.decision_edit import CLIP, FEATURES, OP_STATE
 from graphopt.encoding import OP_FEATURES
 from graphopt.nn.batching import graph_batch, pack, to_padded
 from graphopt.nn.graph_encoder import GraphEncoder
-from policies.move_policy import CandidatePolicy
-from policies.sb3_policy import _NoFeatures, check_kwargs, own_parameters
+from policies.sb3_policy import CategoricalPolicy, check_kwargs, own_parameters
 
 
 class GraphMoveScorer(nn.Module):
@@ -99,7 +98,7 @@ class GraphMoveScorer(nn.Module):
         return logits, self.value(pooled).squeeze(-1)
 
 
-class GOMovePolicy(CandidatePolicy):
+class GOMovePolicy(CategoricalPolicy):
     """Actor-critic policy around :class:`GraphMoveScorer` for stock SB3 algorithms.
 
     Args:
@@ -146,16 +145,9 @@ class GOMovePolicy(CandidatePolicy):
         self.layers = int(layers)
         self.prior_weight = float(prior_weight)
         self.num_features = int(rows.shape[1])
-        super().__init__(
-            observation_space,
-            action_space,
-            lr_schedule,
-            features_extractor_class=_NoFeatures,
-            ortho_init=False,
-            **kwargs,
-        )
+        super().__init__(observation_space, action_space, lr_schedule, **kwargs)
 
-    def _build(self, lr_schedule: Schedule) -> None:
+    def _build_network(self) -> None:
         self.scorer = GraphMoveScorer(
             self.num_features,
             self.hidden,
@@ -164,9 +156,6 @@ class GOMovePolicy(CandidatePolicy):
             self.prior_weight,
         )
         self.action_dist = CategoricalDistribution(int(self.action_space.n))  # type: ignore[attr-defined]
-        self.optimizer = self.optimizer_class(  # type: ignore[call-arg]
-            self.parameters(), lr=lr_schedule(1), **self.optimizer_kwargs
-        )
 
     def _get_constructor_parameters(self) -> dict[str, Any]:
         return own_parameters(

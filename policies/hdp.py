@@ -29,19 +29,16 @@ from __future__ import annotations
 
 from typing import Any
 
-import gymnasium as gym
 import numpy as np
 import torch
 import torch.nn.functional as F
 from gymnasium import spaces
-from stable_baselines3.common.policies import ActorCriticPolicy
-from stable_baselines3.common.torch_layers import BaseFeaturesExtractor
 from stable_baselines3.common.type_aliases import PyTorchObs, Schedule
 from torch import Tensor, nn
 
 from graphopt.encoding import NUM_OP_TYPES, OP_FEATURES
 from graphopt.nn.batching import GraphBatch, graph_batch
-from policies.sb3_policy import check_kwargs, own_parameters
+from policies.sb3_policy import NetworkPolicy, check_kwargs, own_parameters
 
 HDP_DEFAULTS: dict[str, Any] = dict(hidden=64)
 """Keyword arguments of :class:`HDPNetwork` (and ``policy_kwargs`` of ``policy: hdp``)."""
@@ -178,17 +175,7 @@ def _attend(query: Tensor, keys: Tensor) -> Tensor:
     return torch.einsum("bg,bgd->bd", scores.softmax(-1), keys)
 
 
-class _NoFeatures(BaseFeaturesExtractor):
-    """SB3's features extractor slot: the network reads the observation dict itself."""
-
-    def __init__(self, observation_space: gym.Space) -> None:
-        super().__init__(observation_space, features_dim=1)
-
-    def forward(self, observations: Any) -> Any:
-        return observations
-
-
-class HDPPolicy(ActorCriticPolicy):
+class HDPPolicy(NetworkPolicy):
     """:class:`HDPNetwork` as an SB3 actor-critic policy on
     :class:`envs.hierarchical.HierarchicalPlacementEnv` (``PPO(HDPPolicy, env)``).
 
@@ -242,20 +229,10 @@ class HDPPolicy(ActorCriticPolicy):
         self.task = task
         self.num_groups, self.num_devices = groups, int(nvec[-1])
         self.net_kwargs = dict(hidden=hidden)
-        super().__init__(
-            observation_space,
-            action_space,
-            lr_schedule,
-            features_extractor_class=_NoFeatures,
-            ortho_init=False,
-            **kwargs,
-        )
+        super().__init__(observation_space, action_space, lr_schedule, **kwargs)
 
-    def _build(self, lr_schedule: Schedule) -> None:
+    def _build_network(self) -> None:
         self.network = HDPNetwork(self.num_groups, self.num_devices, **self.net_kwargs)
-        self.optimizer = self.optimizer_class(  # type: ignore[call-arg]
-            self.parameters(), lr=lr_schedule(1), **self.optimizer_kwargs
-        )
 
     def _get_constructor_parameters(self) -> dict[str, Any]:
         return own_parameters(

@@ -35,12 +35,12 @@ from typing import Any
 import torch
 from gymnasium import spaces
 from stable_baselines3.common.distributions import CategoricalDistribution
-from stable_baselines3.common.policies import ActorCriticPolicy
+from stable_baselines3.common.torch_layers import FlattenExtractor
 from stable_baselines3.common.type_aliases import PyTorchObs, Schedule
 from torch import Tensor, nn
 
 from envs.placement_edit import CLIP, FEATURES
-from policies.sb3_policy import check_kwargs, own_parameters
+from policies.sb3_policy import CategoricalPolicy, check_kwargs, own_parameters
 
 
 class MoveScorer(nn.Module):
@@ -77,35 +77,9 @@ class MoveScorer(nn.Module):
         return logits, self.value(pooled).squeeze(-1)
 
 
-class CandidatePolicy(ActorCriticPolicy):
-    """The SB3 side of a policy that picks one of the rows of an edit environment's observation
-    (a categorical over the rows): subclasses build their network and define :meth:`_run`."""
-
-    def _run(self, obs: PyTorchObs) -> tuple[CategoricalDistribution, Tensor]:
-        """The action distribution and the values ``(B, 1)`` of a batch of observations."""
-        raise NotImplementedError
-
-    def forward(
-        self, obs: PyTorchObs, deterministic: bool = False
-    ) -> tuple[Tensor, Tensor, Tensor]:
-        """Actions ``(B,)``, values ``(B, 1)`` and log-probabilities ``(B,)``."""
-        dist, value = self._run(obs)
-        actions = dist.get_actions(deterministic=deterministic)
-        return actions, value, dist.log_prob(actions)
-
-    def evaluate_actions(self, obs: PyTorchObs, actions: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-        """Values ``(B, 1)``, log-probabilities and entropies ``(B,)`` of ``actions``."""
-        dist, value = self._run(obs)
-        return value, dist.log_prob(actions), dist.entropy()
-
-    def get_distribution(self, obs: PyTorchObs) -> CategoricalDistribution:
-        return self._run(obs)[0]
-
-    def predict_values(self, obs: PyTorchObs) -> Tensor:
-        return self._run(obs)[1]
-
-    def _predict(self, observation: PyTorchObs, deterministic: bool = False) -> Tensor:
-        return self.get_distribution(observation).get_actions(deterministic=deterministic)
+CandidatePolicy = CategoricalPolicy
+"""The base of the policies that pick one candidate row of an edit environment
+(:class:`~policies.sb3_policy.CategoricalPolicy`)."""
 
 
 class MovePolicy(CandidatePolicy):
@@ -145,17 +119,19 @@ class MovePolicy(CandidatePolicy):
         self.hidden = int(hidden)
         self.gain_prior = float(gain_prior)
         self.num_features = int(shape[1])
-        super().__init__(observation_space, action_space, lr_schedule, ortho_init=False, **kwargs)
+        super().__init__(
+            observation_space,
+            action_space,
+            lr_schedule,
+            features_extractor_class=FlattenExtractor,  # SB3's default; the scorer reads the Box
+            **kwargs,
+        )
 
-    def _build(self, lr_schedule: Schedule) -> None:
-
+    def _build_network(self) -> None:
         self.scorer = MoveScorer(
             self.num_features, self.hidden, FEATURES.index("gain"), self.gain_prior
         )
         self.action_dist = CategoricalDistribution(int(self.action_space.n))  # type: ignore[attr-defined]
-        self.optimizer = self.optimizer_class(  # type: ignore[call-arg]
-            self.parameters(), lr=lr_schedule(1), **self.optimizer_kwargs
-        )
 
     def _get_constructor_parameters(self) -> dict[str, Any]:
         return own_parameters(

@@ -26,12 +26,9 @@ from __future__ import annotations
 
 from typing import Any
 
-import gymnasium as gym
 import torch
 from gymnasium import spaces
 from stable_baselines3.common.distributions import CategoricalDistribution
-from stable_baselines3.common.policies import ActorCriticPolicy
-from stable_baselines3.common.torch_layers import BaseFeaturesExtractor
 from stable_baselines3.common.type_aliases import PyTorchObs, Schedule
 from torch import Tensor, nn
 from torch_geometric.nn import SAGEConv
@@ -39,7 +36,7 @@ from torch_geometric.nn import SAGEConv
 from graphopt.encoding import NUM_OP_TYPES, OP_FEATURES
 from graphopt.nn.batching import graph_batch, pack
 from graphopt.nn.graph_encoder import mean_adjacency
-from policies.sb3_policy import check_kwargs, own_parameters
+from policies.sb3_policy import CategoricalPolicy, check_kwargs, own_parameters
 
 PLACETO_DEFAULTS: dict[str, Any] = dict(hidden=64, layers=3)
 """Keyword arguments of :class:`PlacetoNetwork` (and ``policy_kwargs`` of ``policy: placeto``)."""
@@ -118,17 +115,7 @@ class PlacetoNetwork(nn.Module):
         return total / count.clamp(min=1.0)[:, None]
 
 
-class _NoFeatures(BaseFeaturesExtractor):
-    """SB3's features extractor slot: the network reads the observation dict itself."""
-
-    def __init__(self, observation_space: gym.Space) -> None:
-        super().__init__(observation_space, features_dim=1)
-
-    def forward(self, observations: Any) -> Any:
-        return observations
-
-
-class PlacetoPolicy(ActorCriticPolicy):
+class PlacetoPolicy(CategoricalPolicy):
     """:class:`PlacetoNetwork` as an SB3 actor-critic policy on :class:`envs.placeto.PlacetoEnv`.
 
     Args:
@@ -161,51 +148,19 @@ class PlacetoPolicy(ActorCriticPolicy):
                 f"'relation', Discrete actions); got {observation_space} and {action_space}"
             )
         self.net_kwargs = dict(hidden=hidden, layers=layers)
-        super().__init__(
-            observation_space,
-            action_space,
-            lr_schedule,
-            features_extractor_class=_NoFeatures,
-            ortho_init=False,
-            **kwargs,
-        )
+        super().__init__(observation_space, action_space, lr_schedule, **kwargs)
 
-    def _build(self, lr_schedule: Schedule) -> None:
+    def _build_network(self) -> None:
         assert isinstance(self.action_space, spaces.Discrete)
         self.network = PlacetoNetwork(int(self.action_space.n), **self.net_kwargs)
         self.action_dist = CategoricalDistribution(int(self.action_space.n))
-        self.optimizer = self.optimizer_class(  # type: ignore[call-arg]
-            self.parameters(), lr=lr_schedule(1), **self.optimizer_kwargs
-        )
 
     def _get_constructor_parameters(self) -> dict[str, Any]:
         return own_parameters(super()._get_constructor_parameters(), **self.net_kwargs)
 
-    def _dist(self, obs: PyTorchObs) -> tuple[CategoricalDistribution, Tensor]:
+    def _run(self, obs: PyTorchObs) -> tuple[CategoricalDistribution, Tensor]:
         if not isinstance(obs, dict):
             raise ValueError(f"PlacetoPolicy expects a dict observation, got {type(obs).__name__}")
         logits, value = self.network(obs)
         dist = CategoricalDistribution(logits.shape[-1]).proba_distribution(action_logits=logits)
         return dist, value.unsqueeze(-1)
-
-    def forward(
-        self, obs: PyTorchObs, deterministic: bool = False
-    ) -> tuple[Tensor, Tensor, Tensor]:
-        dist, value = self._dist(obs)
-        actions = dist.get_actions(deterministic=deterministic)
-        return actions, value, dist.log_prob(actions)
-
-    def evaluate_actions(self, obs: PyTorchObs, actions: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-        dist, value = self._dist(obs)
-        entropy = dist.entropy()
-        assert entropy is not None
-        return value, dist.log_prob(actions), entropy
-
-    def get_distribution(self, obs: PyTorchObs) -> CategoricalDistribution:
-        return self._dist(obs)[0]
-
-    def predict_values(self, obs: PyTorchObs) -> Tensor:
-        return self._dist(obs)[1]
-
-    def _predict(self, observation: PyTorchObs, deterministic: bool = False) -> Tensor:
-        return self._dist(observation)[0].get_actions(deterministic=deterministic)

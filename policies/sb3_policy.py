@@ -18,6 +18,10 @@ given graphs).
 **Each distinct graph is embedded once** per call: in ``id`` mode by graph id, otherwise by an
 exact-enough key of the observation (:mod:`policies.dedup`); the network runs on the distinct
 graphs and the batched distribution reads them through an index (:mod:`policies.distributions`).
+
+**What every graphopt policy shares** lives here too: :func:`check_kwargs` and
+:func:`own_parameters` for their arguments, :class:`NetworkPolicy` (a network of their own that
+reads the observation, one optimizer) and :class:`CategoricalPolicy` (one of ``n`` choices).
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 from gymnasium import spaces
+from stable_baselines3.common.distributions import CategoricalDistribution
 from stable_baselines3.common.policies import ActorCriticPolicy
 from stable_baselines3.common.torch_layers import BaseFeaturesExtractor
 from stable_baselines3.common.type_aliases import PyTorchObs, Schedule
@@ -139,13 +144,90 @@ def own_parameters(data: dict[str, Any], **extra: Any) -> dict[str, Any]:
 
 
 class _NoFeatures(BaseFeaturesExtractor):
-    """Placeholder for SB3's features extractor: GONetwork reads the observation dict itself."""
+    """SB3's features extractor slot: the network reads the observation dict itself."""
 
     def __init__(self, observation_space: gym.Space) -> None:
         super().__init__(observation_space, features_dim=1)
 
     def forward(self, observations: Any) -> Any:
         return observations
+
+
+class NetworkPolicy(ActorCriticPolicy):
+    """What graphopt's SB3 policies share: a network of their own, made by
+    :meth:`_build_network`, that reads the observation itself (SB3's features extractor passes it
+    through, SB3 builds no MLP and no orthogonal initialisation), and one optimizer over all the
+    parameters.
+
+    A subclass checks its own arguments (:func:`check_kwargs`), calls this constructor and
+    defines :meth:`_build_network` and SB3's ``forward``, ``evaluate_actions``,
+    ``predict_values`` and ``_predict``.
+
+    Args:
+        observation_space, action_space, lr_schedule: as for SB3's ``ActorCriticPolicy``.
+        features_extractor_class: SB3's features extractor (default: the pass-through
+            :class:`_NoFeatures`).
+        **kwargs: ``optimizer_class``, ``optimizer_kwargs``.
+    """
+
+    def __init__(
+        self,
+        observation_space: spaces.Space,
+        action_space: spaces.Space,
+        lr_schedule: Schedule,
+        features_extractor_class: type[BaseFeaturesExtractor] = _NoFeatures,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(
+            observation_space,
+            action_space,
+            lr_schedule,
+            features_extractor_class=features_extractor_class,
+            ortho_init=False,
+            **kwargs,
+        )
+
+    def _build_network(self) -> None:
+        """Make the network (and ``action_dist`` where SB3 reads one); SB3's constructor calls it
+        through ``_build``, after the spaces and optimizer settings are set."""
+        raise NotImplementedError
+
+    def _build(self, lr_schedule: Schedule) -> None:
+        self._build_network()
+        self.optimizer = self.optimizer_class(  # type: ignore[call-arg]
+            self.parameters(), lr=lr_schedule(1), **self.optimizer_kwargs
+        )
+
+
+class CategoricalPolicy(NetworkPolicy):
+    """A :class:`NetworkPolicy` whose action is one of ``n`` choices (a candidate row of an edit
+    environment, a device): subclasses define :meth:`_run`, SB3's methods follow from it."""
+
+    def _run(self, obs: PyTorchObs) -> tuple[CategoricalDistribution, Tensor]:
+        """The action distribution and the values ``(B, 1)`` of a batch of observations."""
+        raise NotImplementedError
+
+    def forward(
+        self, obs: PyTorchObs, deterministic: bool = False
+    ) -> tuple[Tensor, Tensor, Tensor]:
+        """Actions ``(B,)``, values ``(B, 1)`` and log-probabilities ``(B,)``."""
+        dist, value = self._run(obs)
+        actions = dist.get_actions(deterministic=deterministic)
+        return actions, value, dist.log_prob(actions)
+
+    def evaluate_actions(self, obs: PyTorchObs, actions: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """Values ``(B, 1)``, log-probabilities and entropies ``(B,)`` of ``actions``."""
+        dist, value = self._run(obs)
+        return value, dist.log_prob(actions), dist.entropy()
+
+    def get_distribution(self, obs: PyTorchObs) -> CategoricalDistribution:
+        return self._run(obs)[0]
+
+    def predict_values(self, obs: PyTorchObs) -> Tensor:
+        return self._run(obs)[1]
+
+    def _predict(self, observation: PyTorchObs, deterministic: bool = False) -> Tensor:
+        return self.get_distribution(observation).get_actions(deterministic=deterministic)
 
 
 def check_blocks(action_space: spaces.Space, max_ops: int, task: str) -> dict[str, int]:
@@ -172,7 +254,7 @@ def check_blocks(action_space: spaces.Space, max_ops: int, task: str) -> dict[st
     return dict(zip(names, sizes, strict=True))
 
 
-class GOPolicy(ActorCriticPolicy):
+class GOPolicy(NetworkPolicy):
     """Actor-critic policy around :class:`~policies.go_network.GONetwork`.
 
     Args:
@@ -232,14 +314,7 @@ class GOPolicy(ActorCriticPolicy):
         self.dedup = dedup
         self.net_kwargs = net_kwargs
         self._graph_cache: dict[str, GraphBatch] = {}
-        super().__init__(
-            observation_space,
-            action_space,
-            lr_schedule,
-            features_extractor_class=_NoFeatures,
-            ortho_init=False,
-            **kwargs,
-        )
+        super().__init__(observation_space, action_space, lr_schedule, **kwargs)
 
     def _blocks(
         self, observation_space: spaces.Dict, action_space: spaces.Space, max_ops: int, task: str
@@ -247,12 +322,9 @@ class GOPolicy(ActorCriticPolicy):
         """``{block: K}`` of the network's heads (:func:`check_blocks`)."""
         return check_blocks(action_space, max_ops, task)
 
-    def _build(self, lr_schedule: Schedule) -> None:
+    def _build_network(self) -> None:
         self.network = GONetwork(self.num_classes, **self.net_kwargs)
         self.action_dist = GOActionDistribution(list(self.num_classes.values()))
-        self.optimizer = self.optimizer_class(  # type: ignore[call-arg]
-            self.parameters(), lr=lr_schedule(1), **self.optimizer_kwargs
-        )
 
     def _get_constructor_parameters(self) -> dict[str, Any]:
         return own_parameters(
