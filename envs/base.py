@@ -2,9 +2,12 @@
 
 :class:`GraphEnv` is the small base of the one-shot environments (:mod:`envs.one_shot`) and of the
 placement-edit environment (:mod:`envs.placement_edit`): it resolves the graphs and the cluster,
-checks the cost model, reward mode and reference, caches each graph's reference decision, and picks
-the graph of an episode. A subclass sets :attr:`GraphEnv.task` (a name of
-:data:`graphopt.tasks.TASKS`) and adds its spaces, ``reset`` and ``step``.
+checks the cost model, reward mode and reference, caches each graph's reference decision and
+placement constraints, and picks the graph of an episode. A subclass sets :attr:`GraphEnv.task` (a
+name of :data:`graphopt.tasks.TASKS`) and adds its spaces, ``reset`` and ``step``.
+:class:`EditEnv` adds what the two edit environments share (candidates, horizon, reward scale,
+``reset``); :func:`check_action`, :func:`check_action_values`, :func:`padding_sizes` and
+:func:`episode_end` are the action checks, padding and last ``info`` of every environment.
 """
 
 from __future__ import annotations
@@ -18,7 +21,8 @@ import numpy as np
 from gymnasium.error import ResetNeeded
 
 from envs.reference import Reference, check_reference, reference_decision
-from envs.rewards import check_reward_mode
+from envs.rewards import check_reward_mode, speedup
+from graphopt.constraints import Constraints, constraints
 from graphopt.graph import CompGraph
 from graphopt.hardware import Cluster, get_cluster
 from graphopt.sim import Simulator
@@ -78,6 +82,59 @@ def check_action(action: Any, n: int, meaning: str) -> int:
     return index
 
 
+def check_action_values(action: Any, nvec: np.ndarray, layout: str) -> np.ndarray:
+    """``action`` as the values of a ``MultiDiscrete(nvec)`` action (an integer array; whole
+    numbers of a float array are accepted and made int64). ``layout`` says what the slots hold,
+    for the message of a wrong shape (``"a group per op slot, ..."``).
+
+    Raises:
+        ValueError: an action of another shape than ``nvec``, not integers, or a value outside
+            ``0..nvec[i]-1``.
+    """
+    a = np.asarray(action)
+    if a.shape != nvec.shape:
+        raise ValueError(f"action has shape {a.shape}; expected {nvec.shape} ({layout})")
+    if a.dtype.kind not in "iu":
+        if a.dtype.kind == "f" and np.all(a == np.round(a)):
+            a = a.astype(np.int64)
+        else:
+            raise ValueError(f"action must hold integers, got dtype {a.dtype}")
+    bad = (a < 0) | (a >= nvec)
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise ValueError(
+            f"action[{i}] = {int(a[i])} is out of range; allowed values are 0..{int(nvec[i]) - 1}"
+        )
+    return a
+
+
+def padding_sizes(
+    graphs: Sequence[CompGraph], max_ops: int | None, max_edges: int | None
+) -> tuple[int, int]:
+    """The op and edge slots of an encoded observation (:func:`graphopt.encoding.encode`):
+    ``max_ops`` (default: the most ops of ``graphs``) and ``max_edges`` (default: ``4 * max_ops``,
+    or the most edges of ``graphs`` where that is more)."""
+    ops = int(max_ops) if max_ops is not None else max(g.num_ops for g in graphs)
+    most_edges = max(g.num_edges for g in graphs)
+    edges = int(max_edges) if max_edges is not None else max(4 * ops, most_edges)
+    return ops, edges
+
+
+def episode_end(
+    step_time: float, valid: bool, reference_time: float, episode_return: float
+) -> dict[str, Any]:
+    """The ``info`` entries of the last step of a multi-step episode: the final decision's
+    ``step_time`` and ``valid``, ``reference_time``, ``speedup`` over the reference (0 for an
+    invalid decision) and ``episode_return``."""
+    return {
+        "step_time": step_time,
+        "valid": valid,
+        "reference_time": reference_time,
+        "speedup": speedup(reference_time, step_time, valid),
+        "episode_return": episode_return,
+    }
+
+
 def pick_graph(options: dict[str, Any] | None, num_graphs: int, rng: np.random.Generator) -> int:
     """The graph of the next episode: ``options["graph"]`` when given (checked to be an integer
     in ``[0, num_graphs)``), else one drawn uniformly with ``rng``."""
@@ -124,6 +181,7 @@ class GraphEnv(gym.Env[Any, Any]):
         self.reward_mode = check_reward_mode(reward_mode)
         self.reference_name = check_reference(reference)
         self._references: dict[int, Reference] = {}
+        self._rules: dict[int, Constraints] = {}
         self._current = 0
         self._was_reset = False
 
@@ -160,3 +218,64 @@ class GraphEnv(gym.Env[Any, Any]):
             )
             self._references[index] = ref
         return ref
+
+    def constraints(self, index: int) -> Constraints:
+        """The placement constraints of graph ``index`` on the cluster (computed once, then
+        cached; :mod:`graphopt.constraints`)."""
+        rules = self._rules.get(index)
+        if rules is None:
+            rules = self._rules[index] = constraints(self.graphs[index], self.cluster)
+        return rules
+
+
+class EditEnv(GraphEnv):
+    """The base of the edit environments (:mod:`envs.placement_edit`, :mod:`envs.decision_edit`):
+    an episode improves a start decision in ``horizon`` steps, each choosing one of the
+    ``candidates`` moves drawn for it, rewarded ``reward_scale`` times the change of the task
+    reward.
+
+    A subclass calls :meth:`_set_budget` in its constructor and defines ``_start(index)`` (the
+    start of graph ``index``'s episode) and ``_draw()`` (the next candidates' observation).
+    """
+
+    candidates: int
+    horizon: int
+    reward_scale: float
+
+    def _set_budget(self, candidates: int, horizon: int, reward_scale: float) -> None:
+        """Check and keep the moves per step, steps per episode and reward scale.
+
+        Raises:
+            ValueError: ``candidates`` or ``horizon`` below 1.
+        """
+        if candidates < 1 or horizon < 1:
+            raise ValueError(f"candidates and horizon must be >= 1, got {candidates} and {horizon}")
+        self.candidates = int(candidates)
+        self.horizon = int(horizon)
+        self.reward_scale = float(reward_scale)
+
+    def settings(self) -> dict[str, Any]:
+        """Keyword arguments of :func:`envs.make_env` that recreate this environment (with its
+        graphs, cluster, cost model and seed)."""
+        return {
+            **super().settings(),
+            "candidates": self.candidates,
+            "horizon": self.horizon,
+            "reward_scale": self.reward_scale,
+        }
+
+    def _start(self, index: int) -> None:
+        raise NotImplementedError
+
+    def _draw(self) -> Any:
+        raise NotImplementedError
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[Any, dict[str, Any]]:
+        """Start from the reference decision of a drawn graph (or ``options["graph"]``)."""
+        super().reset(seed=seed)
+        index = self._pick(options)
+        self._start(index)
+        graph = self.graphs[index]
+        return self._draw(), {"graph": graph.name, "num_ops": graph.num_ops}

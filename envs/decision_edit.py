@@ -19,7 +19,7 @@ from typing import Any, ClassVar, NamedTuple
 import numpy as np
 from gymnasium import spaces
 
-from envs.base import GraphEnv, GraphSpec, check_action
+from envs.base import EditEnv, GraphSpec, check_action, episode_end, padding_sizes
 from envs.placement_edit import CLIP, percent_gain, symlog
 from envs.rewards import reward
 from graphopt.baselines.search import placement_groups
@@ -114,7 +114,7 @@ def promote(priority: IntArray, op: int, ahead_of: int) -> IntArray:
     return ranks(key)
 
 
-class DecisionEditEnv(GraphEnv):
+class DecisionEditEnv(EditEnv):
     """A decision improved one simulated move at a time (module docstring).
 
     ## Description
@@ -198,11 +198,7 @@ class DecisionEditEnv(GraphEnv):
                 f"cost model (got {type(self.cost_model).__name__}): use cost_model: simulator"
             )
         self.sim: Simulator = self.cost_model
-        if candidates < 1 or horizon < 1:
-            raise ValueError(f"candidates and horizon must be >= 1, got {candidates} and {horizon}")
-        self.candidates = int(candidates)
-        self.horizon = int(horizon)
-        self.reward_scale = float(reward_scale)
+        self._set_budget(candidates, horizon, reward_scale)
         self.action_space = spaces.Discrete(self.candidates)
         rows = spaces.Box(-CLIP, CLIP, (self.candidates, len(FEATURES)), np.float32)
         if obs_mode not in OBS_MODES:
@@ -210,9 +206,9 @@ class DecisionEditEnv(GraphEnv):
                 f"unknown obs_mode {obs_mode!r}; choose one of: {', '.join(OBS_MODES)}"
             )
         self.obs_mode = obs_mode
-        self.max_ops = int(max_ops or max(g.num_ops for g in self.graphs))
-        self.max_edges = int(
-            max_edges or max(4 * self.max_ops, *(g.num_edges for g in self.graphs))
+        # 0 or None: the default padding
+        self.max_ops, self.max_edges = padding_sizes(
+            self.graphs, max_ops or None, max_edges or None
         )
         self.observation_space: spaces.Space = rows
         self._encoded: list[dict[str, np.ndarray]] = []
@@ -240,9 +236,6 @@ class DecisionEditEnv(GraphEnv):
         """Keyword arguments of :func:`envs.make_env` that recreate this environment."""
         return {
             **super().settings(),
-            "candidates": self.candidates,
-            "horizon": self.horizon,
-            "reward_scale": self.reward_scale,
             "obs_mode": self.obs_mode,
             "max_ops": self.max_ops,
             "max_edges": self.max_edges,
@@ -564,16 +557,6 @@ class DecisionEditEnv(GraphEnv):
         return True
 
     # ------------------------------------------------------------------ gymnasium API
-    def reset(
-        self, *, seed: int | None = None, options: dict[str, Any] | None = None
-    ) -> tuple[np.ndarray, dict[str, Any]]:
-        """Start from the reference decision of a drawn graph (or ``options["graph"]``)."""
-        super().reset(seed=seed)
-        index = self._pick(options)
-        self._start(index)
-        graph = self.graphs[index]
-        return self._draw(), {"graph": graph.name, "num_ops": graph.num_ops}
-
     def step(self, action: Any) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
         """Try the chosen move, keep it if faster, draw the next candidates."""
         self._check_reset()
@@ -588,13 +571,7 @@ class DecisionEditEnv(GraphEnv):
         info: dict[str, Any] = {"graph": graph.name, "moves": self.moves, "calls": self.calls}
         if done:
             m = self._m
-            info.update(
-                step_time=m.step_time,
-                valid=m.valid,
-                reference_time=self._ref_time,
-                speedup=self._ref_time / m.step_time if m.valid and m.step_time > 0 else 0.0,
-                episode_return=self._return,
-            )
+            info.update(episode_end(m.step_time, m.valid, self._ref_time, self._return))
         return self._draw(), r, done, False, info
 
     # ------------------------------------------------------------------ acting

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 from gymnasium import spaces
 
-from envs.base import GraphSpec
+from envs.base import GraphSpec, check_action_values
 from envs.one_shot import COMMON_SECTIONS
 from envs.placement import PlacementEnv
 from graphopt.hardware import DEFAULT_CLUSTER, Cluster
@@ -99,24 +99,11 @@ class HierarchicalPlacementEnv(PlacementEnv):
         Raises:
             ValueError: an action of the wrong shape, not integers, or out of range.
         """
-        a = np.asarray(action)
-        if a.shape != self.nvec.shape:
-            raise ValueError(
-                f"action has shape {a.shape}; expected {self.nvec.shape} (a group per op slot, "
-                f"max_ops={self.max_ops}, then a device per group, groups={self.groups})"
-            )
-        if a.dtype.kind not in "iu":
-            if a.dtype.kind == "f" and np.all(a == np.round(a)):
-                a = a.astype(np.int64)
-            else:
-                raise ValueError(f"action must hold integers, got dtype {a.dtype}")
-        bad = (a < 0) | (a >= self.nvec)
-        if bad.any():
-            i = int(np.flatnonzero(bad)[0])
-            raise ValueError(
-                f"action[{i}] = {int(a[i])} is out of range; allowed values are "
-                f"0..{int(self.nvec[i]) - 1}"
-            )
+        layout = (
+            f"a group per op slot, max_ops={self.max_ops}, then a device per group, "
+            f"groups={self.groups}"
+        )
+        a = check_action_values(action, self.nvec, layout)
         n = self.graphs[self._current].num_ops
         group = a[:n].astype(np.int64)
         device = a[self.max_ops :].astype(np.int64)

@@ -15,11 +15,10 @@ from typing import Any
 import numpy as np
 from gymnasium import spaces
 
-from envs.base import GraphEnv, GraphSpec
+from envs.base import GraphEnv, GraphSpec, check_action_values, padding_sizes
 from envs.reference import Reference
-from envs.rewards import reward
+from envs.rewards import reward, speedup
 from graphopt import encoding
-from graphopt.constraints import Constraints, constraints
 from graphopt.decoders.decision import LIMIT, DecoderSettings, channels
 from graphopt.decoders.decision import decode as decode_outputs
 from graphopt.graph import CompGraph
@@ -181,12 +180,7 @@ class GraphOptEnv(GraphEnv):
         self.num_priorities = int(num_priorities)
         self.blocks = get_task(self.task).blocks
         """The action blocks, in layout order (``placement``, ``scheduling``, ``fusion``)."""
-        largest = max(g.num_ops for g in self.graphs)
-        self.max_ops = int(max_ops) if max_ops is not None else largest
-        most_edges = max(g.num_edges for g in self.graphs)
-        self.max_edges = (
-            int(max_edges) if max_edges is not None else max(4 * self.max_ops, most_edges)
-        )
+        self.max_ops, self.max_edges = padding_sizes(self.graphs, max_ops, max_edges)
         # encode every graph now: bad sizes fail at construction, not in the middle of training
         self._encoded = [
             encoding.encode(g, self.cluster, self.max_ops, self.max_edges) for g in self.graphs
@@ -219,7 +213,6 @@ class GraphOptEnv(GraphEnv):
             )
         self._fusion_masks: dict[int, np.ndarray] = {}
         self._contexts: dict[int, np.ndarray] = {}
-        self._constraints: dict[int, Constraints] = {}
         self._seed = seed
         self.last_episode: Episode | None = None
         if seed is not None:
@@ -347,7 +340,7 @@ class GraphOptEnv(GraphEnv):
             "reason": m.reason,
             "reference_time": ref_time,
             "reference": ref.name,
-            "speedup": ref_time / m.step_time if m.valid and m.step_time > 0 else 0.0,
+            "speedup": speedup(ref_time, m.step_time, m.valid),
         }
         return self._terminal_observation(), r, True, False, info
 
@@ -359,24 +352,9 @@ class GraphOptEnv(GraphEnv):
         """
         if self.decoder is not None:
             return self._decode_outputs(action)
-        a = np.asarray(action)
-        nvec = self.nvec
-        if a.shape != nvec.shape:
-            raise ValueError(
-                f"action has shape {a.shape}; expected {nvec.shape} "
-                f"({self.task}: {len(nvec) // self.max_ops} value(s) per op slot, max_ops={self.max_ops})"
-            )
-        if a.dtype.kind not in "iu":
-            if a.dtype.kind == "f" and np.all(a == np.round(a)):
-                a = a.astype(np.int64)
-            else:
-                raise ValueError(f"action must hold integers, got dtype {a.dtype}")
-        bad = (a < 0) | (a >= nvec)
-        if bad.any():
-            i = int(np.flatnonzero(bad)[0])
-            raise ValueError(
-                f"action[{i}] = {int(a[i])} is out of range; allowed values are 0..{int(nvec[i]) - 1}"
-            )
+        per_slot = len(self.nvec) // self.max_ops
+        layout = f"{self.task}: {per_slot} value(s) per op slot, max_ops={self.max_ops}"
+        a = check_action_values(action, self.nvec, layout)
         n = self.graphs[self._current].num_ops
         part = a.reshape(-1, self.max_ops)[:, :n].astype(np.int64)
         if "placement" in self.blocks:  # onto the allowed devices (docstring, constraints)
@@ -391,13 +369,6 @@ class GraphOptEnv(GraphEnv):
         for b, block in enumerate(self.blocks):
             arrays[ARRAYS[block]] = part[b]
         return Decision(**arrays)
-
-    def constraints(self, index: int) -> Constraints:
-        """The placement constraints of graph ``index`` on the cluster (cached)."""
-        rules = self._constraints.get(index)
-        if rules is None:
-            rules = self._constraints[index] = constraints(self.graphs[index], self.cluster)
-        return rules
 
     def _decode_outputs(self, action: np.ndarray) -> Decision:
         """The decision the decoder builds from an action of per-op outputs (padding ignored)."""

@@ -9,9 +9,8 @@ from typing import Any
 import numpy as np
 from gymnasium import spaces
 
-from envs.base import GraphEnv, GraphSpec, check_action
+from envs.base import EditEnv, GraphSpec, check_action, episode_end
 from envs.rewards import reward
-from graphopt.constraints import Constraints, constraints
 from graphopt.encoding import symlog
 from graphopt.hardware import DEFAULT_CLUSTER, Cluster
 from graphopt.sim.estimate import PlacementEstimate
@@ -123,7 +122,7 @@ def move_features(
     return out
 
 
-class PlacementEditEnv(GraphEnv):
+class PlacementEditEnv(EditEnv):
     """Placement improved one move at a time, each candidate move seen in the analytic estimate.
 
     ## Description
@@ -212,30 +211,14 @@ class PlacementEditEnv(GraphEnv):
                 f"cluster {self.cluster.name} has one device: nothing to move; use a cluster "
                 "with at least 2 devices"
             )
-        if candidates < 1 or horizon < 1:
-            raise ValueError(f"candidates and horizon must be >= 1, got {candidates} and {horizon}")
-        self.candidates = int(candidates)
-        self.horizon = int(horizon)
-        self.reward_scale = float(reward_scale)
+        self._set_budget(candidates, horizon, reward_scale)
         self.action_space = spaces.Discrete(self.candidates + 1)
         self.observation_space = spaces.Box(
             -CLIP, CLIP, (self.candidates + 1, len(FEATURES)), np.float32
         )
         self._estimates: dict[int, tuple[PlacementEstimate, PlacementEstimate]] = {}
-        self._rules: dict[int, Constraints] = {}
-        self._seed = seed
         if seed is not None:
             self.reset(seed=seed)
-
-    def settings(self) -> dict[str, Any]:
-        """Keyword arguments of :func:`envs.make_env` that recreate this environment (with its
-        graphs, cluster, cost model and seed)."""
-        return {
-            **super().settings(),
-            "candidates": self.candidates,
-            "horizon": self.horizon,
-            "reward_scale": self.reward_scale,
-        }
 
     # ------------------------------------------------------------------ per graph
 
@@ -259,7 +242,7 @@ class PlacementEditEnv(GraphEnv):
         assert ref.decision.placement is not None
         start = ref.decision.placement if placement is None else placement
         self.placement: IntArray = np.array(start, dtype=np.int64)
-        rules = self._constraints(index)
+        rules = self.constraints(index)
         if rules.active:
             self.placement = rules.project(self.placement)
         est, append = self._estimate(index)
@@ -280,12 +263,6 @@ class PlacementEditEnv(GraphEnv):
         self._last = (self._ref_time, valid)  # step time and validity of the current placement
         self._return = 0.0
 
-    def _constraints(self, index: int) -> Constraints:
-        """The placement constraints of graph ``index`` (cached)."""
-        if index not in self._rules:
-            self._rules[index] = constraints(self.graphs[index], self.cluster)
-        return self._rules[index]
-
     def _schedule_length(self) -> float:
         """The current placement's estimate, or where its parameters do not fit (``inf``) its
         schedule with memory ignored: the finite time that op times and loads are shares of."""
@@ -302,7 +279,7 @@ class PlacementEditEnv(GraphEnv):
         new = (old + shift) % d
         moved = np.repeat(self.placement[None], c, axis=0)
         moved[np.arange(c), ops] = new
-        rules = self._constraints(self._current)
+        rules = self.constraints(self._current)
         if rules.active:  # allowed moves only (Action Space)
             for k, op in enumerate(ops.tolist()):
                 members = rules.members(op)
@@ -355,18 +332,6 @@ class PlacementEditEnv(GraphEnv):
         return True
 
     # ------------------------------------------------------------------ gymnasium API
-    def reset(
-        self, *, seed: int | None = None, options: dict[str, Any] | None = None
-    ) -> tuple[np.ndarray, dict[str, Any]]:
-        """Start from the reference placement of a drawn graph (or ``options["graph"]``)."""
-        super().reset(seed=seed)
-        if seed is not None:
-            self._seed = seed
-        index = self._pick(options)
-        self._start(index)
-        graph = self.graphs[index]
-        return self._draw(), {"graph": graph.name, "num_ops": graph.num_ops}
-
     def step(self, action: Any) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
         """Make the chosen move (or pass), price the placement, draw the next candidates."""
         self._check_reset()
@@ -384,13 +349,7 @@ class PlacementEditEnv(GraphEnv):
         info: dict[str, Any] = {"graph": graph.name, "moves": self.moves}
         if done:
             step_time, valid = self._last
-            info.update(
-                step_time=step_time,
-                valid=valid,
-                reference_time=self._ref_time,
-                speedup=self._ref_time / step_time if valid and step_time > 0 else 0.0,
-                episode_return=self._return,
-            )
+            info.update(episode_end(step_time, valid, self._ref_time, self._return))
         return self._draw(), r, done, False, info
 
     # ------------------------------------------------------------------ acting without rewards

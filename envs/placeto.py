@@ -19,10 +19,9 @@ from gymnasium import spaces
 from scipy.sparse import csr_matrix
 from scipy.sparse.csgraph import breadth_first_order
 
-from envs.base import GraphEnv, GraphSpec, check_action
+from envs.base import GraphEnv, GraphSpec, check_action, episode_end, padding_sizes
 from envs.rewards import reward
 from graphopt import encoding
-from graphopt.constraints import Constraints, constraints
 from graphopt.graph import CompGraph
 from graphopt.hardware import DEFAULT_CLUSTER, Cluster
 from graphopt.typing import CostModel, Decision, Measurement
@@ -110,17 +109,12 @@ class PlacetoEnv(GraphEnv):
         if start not in STARTS:
             raise ValueError(f"unknown start {start!r}; choose one of: {', '.join(STARTS)}")
         self.start = start
-        self.max_ops = int(max_ops) if max_ops is not None else max(g.num_ops for g in self.graphs)
-        most_edges = max(g.num_edges for g in self.graphs)
-        self.max_edges = (
-            int(max_edges) if max_edges is not None else max(4 * self.max_ops, most_edges)
-        )
+        self.max_ops, self.max_edges = padding_sizes(self.graphs, max_ops, max_edges)
         self._encoded = [
             encoding.encode(g, self.cluster, self.max_ops, self.max_edges) for g in self.graphs
         ]
         self._adjacency: dict[int, tuple[csr_matrix, csr_matrix]] = {}
         self._fixed_starts: dict[int, tuple[np.ndarray, Measurement]] = {}
-        self._rules: dict[int, Constraints] = {}
         devices = self.cluster.num_devices
         self.action_space: spaces.Space = spaces.Discrete(devices)
         space = encoding.observation_space(self.max_ops, self.max_edges)
@@ -186,17 +180,11 @@ class PlacetoEnv(GraphEnv):
         obs.update(placement=placement, visited=visited, relation=self.relation(self._current, op))
         return obs
 
-    def _constraints(self) -> Constraints:
-        """The placement constraints of the current graph (cached per graph)."""
-        if self._current not in self._rules:
-            self._rules[self._current] = constraints(self._graph(), self.cluster)
-        return self._rules[self._current]
-
     def _placed(self, placement: np.ndarray, op: int, device: int) -> np.ndarray:
         """``placement`` with ``op`` on ``device``, keeping the placement constraints
         (:mod:`graphopt.constraints`): the op takes its enforced colocation group along, and a
         device that some moved op may not use leaves the placement as it is."""
-        rules = self._constraints()
+        rules = self.constraints(self._current)
         out = placement.copy()
         if not rules.active:
             out[op] = device
@@ -212,12 +200,12 @@ class PlacetoEnv(GraphEnv):
         n = self._graph().num_ops
         if self.start == "random":
             drawn = self.np_random.integers(self.cluster.num_devices, size=n)
-            rules = self._constraints()
+            rules = self.constraints(self._current)
             return (rules.project(drawn) if rules.active else drawn), None
         cached = self._fixed_starts.get(self._current)
         if cached is None:
             if self.start == "single":  # device 0, where the constraints allow it
-                rules = self._constraints()
+                rules = self.constraints(self._current)
                 placement = np.zeros(n, dtype=np.int64)
                 placement = rules.project(placement) if rules.active else placement
             else:
@@ -272,14 +260,8 @@ class PlacetoEnv(GraphEnv):
         info: dict[str, Any] = {"graph": graph.name}
         if done:
             ref = self.reference(self._current).measurement.step_time
-            info.update(
-                step_time=after.step_time,
-                valid=after.valid,
-                reason=after.reason,
-                reference_time=ref,
-                speedup=ref / after.step_time if after.valid and after.step_time > 0 else 0.0,
-                episode_return=self._return,
-            )
+            info.update(episode_end(after.step_time, after.valid, ref, self._return))
+            info["reason"] = after.reason
         return self._observation(), r, done, False, info
 
     def rollout(

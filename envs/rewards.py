@@ -46,3 +46,9 @@ def reward(mode: str, step_time: float, valid: bool, reference_time: float) -> f
     if mode == "log_speedup":
         return math.log(reference_time / t)
     raise ValueError(f"unknown reward mode {mode!r}; choose one of: {', '.join(REWARD_MODES)}")
+
+
+def speedup(reference_time: float, step_time: float, valid: bool) -> float:
+    """The speed-up ``t_ref / t`` of a decision over the reference that ``info["speedup"]``
+    reports: 0 for an invalid decision or a step time that is not positive."""
+    return reference_time / step_time if valid and step_time > 0 else 0.0
