@@ -127,49 +127,31 @@ def amoebanet(
             b, x, STEM_FILTERS, 3, scope="conv0", stride=2, padding="VALID", relu=False
         )
     outputs: list[Tensor | None] = [None, x]
-    scaling = 0.25
-    for k in range(2):
+
+    def add_cell(spec: dict, scaling: float, stride: int, scope: str) -> None:
+        """Append a cell of ``spec`` on the last two outputs, ``filters * scaling`` wide."""
         outputs.append(
             _cell(
                 b,
-                reduction,
+                spec,
                 outputs[-1],
                 outputs[-2],
                 int(filters * scaling),
-                stride=2,
-                scope=f"stem_cell_{k}",
+                stride=stride,
+                scope=scope,
             )
         )
-        scaling *= 2
+
+    for k in range(2):
+        add_cell(reduction, 0.25 * 2**k, 2, f"stem_cell_{k}")
     scaling = 1.0
     reductions = (num_cells, 2 * num_cells)
     aux = None
     for k in range(3 * num_cells):
         if k in reductions:
             scaling *= 2
-            r = reductions.index(k)
-            outputs.append(
-                _cell(
-                    b,
-                    reduction,
-                    outputs[-1],
-                    outputs[-2],
-                    int(filters * scaling),
-                    stride=2,
-                    scope=f"reduction_cell_{r}",
-                )
-            )
-        outputs.append(
-            _cell(
-                b,
-                normal,
-                outputs[-1],
-                outputs[-2],
-                int(filters * scaling),
-                stride=1,
-                scope=f"cell_{k}",
-            )
-        )
+            add_cell(reduction, scaling, 2, f"reduction_cell_{reductions.index(k)}")
+        add_cell(normal, scaling, 1, f"cell_{k}")
         if k == 2 * num_cells - 1:
             last = outputs[-1]
             assert last is not None
