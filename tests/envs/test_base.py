@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from envs.base import check_action, pick_graph
+from envs.base import check_action, check_action_values, episode_end, padding_sizes, pick_graph
+from graphopt.workloads import get_graph
 
 
 @pytest.mark.parametrize("action", [2, np.int64(2), np.uint8(2), np.array(2), 2.0, np.float32(2)])
@@ -41,3 +42,34 @@ def test_pick_graph_takes_a_given_index_or_draws_one():
     assert 0 <= pick_graph(None, 3, rng) < 3
     with pytest.raises(ValueError, match="outside"):
         pick_graph({"graph": 3}, 3, rng)
+
+
+def test_multi_discrete_values_are_checked_and_whole_floats_accepted():
+    nvec = np.array([2, 3, 4])
+    assert check_action_values(np.array([1.0, 2.0, 3.0]), nvec, "x").dtype == np.int64
+    with pytest.raises(ValueError, match=r"expected \(3,\) \(one value per slot\)"):
+        check_action_values(np.zeros(2, np.int64), nvec, "one value per slot")
+    with pytest.raises(ValueError, match="action must hold integers, got dtype float64"):
+        check_action_values(np.array([0.5, 0, 0]), nvec, "x")
+    with pytest.raises(
+        ValueError, match=r"action\[1\] = 3 is out of range; allowed values are 0\.\.2"
+    ):
+        check_action_values(np.array([0, 3, 0]), nvec, "x")
+
+
+def test_padding_defaults_to_the_largest_graph_and_four_edges_per_op():
+    graphs = [get_graph(n) for n in ("random-layered-16-s1", "random-sp-12-s0")]
+    ops = max(g.num_ops for g in graphs)
+    assert padding_sizes(graphs, None, None) == (ops, max(4 * ops, *(g.num_edges for g in graphs)))
+    assert padding_sizes(graphs, 50, 7) == (50, 7)
+
+
+def test_the_last_info_reports_no_speedup_for_an_invalid_decision():
+    assert episode_end(2.0, True, 3.0, 0.5)["speedup"] == 1.5
+    assert episode_end(2.0, False, 3.0, 0.5) == {
+        "step_time": 2.0,
+        "valid": False,
+        "reference_time": 3.0,
+        "speedup": 0.0,
+        "episode_return": 0.5,
+    }

@@ -5,13 +5,10 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import warnings
 
 import gymnasium as gym
 import numpy as np
 import pytest
-from gymnasium.utils.env_checker import check_env as gym_check_env
-from stable_baselines3.common.env_checker import check_env as sb3_check_env
 
 import envs
 from graphopt.hardware import get_cluster
@@ -25,12 +22,9 @@ SMALL = ["rnnlm-tiny", "txl-tiny", "random-layered-100-s0"]
 
 
 @pytest.mark.parametrize("env_id", [TASKS[t].env_id for t in ONE_SHOT_TASKS])
-def test_checkers_pass(env_id):
+def test_checkers_pass(env_id, check_env):
     env = gym.make(env_id, graphs=SMALL, cluster="v100-nvlink-2")
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # infinite Box bounds are intended (documented features)
-        gym_check_env(env.unwrapped, skip_render_check=True)
-        sb3_check_env(env.unwrapped)
+    check_env(env.unwrapped)
 
 
 @pytest.mark.parametrize("task", list(ONE_SHOT_TASKS))
@@ -255,12 +249,9 @@ def test_step_before_reset_and_bad_graph_options_are_refused(task):
 
 # ------------------------------------------------------------------ the decoder setting
 @pytest.mark.parametrize("task", ONE_SHOT_TASKS)
-def test_decoder_envs_pass_the_checkers_and_zero_outputs_give_the_reference(task):
+def test_decoder_envs_pass_the_checkers_and_zero_outputs_give_the_reference(task, check_env):
     env = envs.make_env(task, "suite:tiny", "v100-nvlink-2", decoder="heft-lc", seed=0)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        gym_check_env(env, skip_render_check=True)
-        sb3_check_env(env)
+    check_env(env)
     assert isinstance(env.action_space, gym.spaces.Box)
     assert env.action_space.shape == (len(env.channels) * env.max_ops,)
     for i in range(len(env.graphs)):
