@@ -273,26 +273,14 @@ class TrainConfig:
         """The settings of the task's environment (:func:`envs.make_env`) for policies of
         ``max_ops`` op slots and ``max_edges`` edge slots (one-shot tasks only; None: sized to
         the environment's graphs)."""
+        padded = {"reward_mode": self.reward_mode, "max_ops": max_ops, "max_edges": max_edges}
         if self.policy == "hdp":  # envs.hierarchical: groups and their devices
-            return {
-                "reward_mode": self.reward_mode,
-                "max_ops": max_ops,
-                "max_edges": max_edges,
-                "variant": "hierarchical",
-                "groups": self.groups,
-            }
+            return {**padded, "variant": "hierarchical", "groups": self.groups}
         if self.policy == "placeto":  # envs.placeto: one node per step
-            return {
-                "reward_mode": self.reward_mode,
-                "max_ops": max_ops,
-                "max_edges": max_edges,
-                "variant": "placeto",
-            }
+            return {**padded, "variant": "placeto"}
         if get_task(self.task).one_shot:
             return {
-                "reward_mode": self.reward_mode,
-                "max_ops": max_ops,
-                "max_edges": max_edges,
+                **padded,
                 "num_priorities": self.num_priorities,
                 "decoder": self.decoder,
                 "decoder_anchor": self.decoder_anchor,
