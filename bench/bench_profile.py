@@ -181,6 +181,12 @@ def rel(predicted: float, reference: float) -> float:
     return (predicted - reference) / reference
 
 
+def median_abs(errors: np.ndarray) -> float:
+    """The median of ``|errors|`` over the finite ones (NaN when none is)."""
+    finite = np.abs(errors[np.isfinite(errors)])
+    return float(np.median(finite)) if len(finite) else math.nan
+
+
 def on(cluster: Cluster, device, **options: str) -> Cluster:  # noqa: ANN001
     """``cluster`` with its one device replaced (and ``options``: ``op_times``, ``op_model``)."""
     return Cluster(
@@ -367,6 +373,9 @@ def main() -> None:
     for name, parts in op_errs.items():
         every = np.abs(np.concatenate(parts))
         priced = every[np.isfinite(every)]
+        if not len(priced):
+            print(f"  {name:<11}    -    [0 of {len(every):,}: no op priced]")
+            continue
         print(
             f"  {name:<11} {float(np.median(priced)):6.1%}  "
             f"[{len(priced):,} of {len(every):,}; 90th percentile {np.percentile(priced, 90):.0%}]"
@@ -376,7 +385,7 @@ def main() -> None:
     for low, high in ((0.0, 20e-6), (20e-6, 100e-6), (100e-6, math.inf)):
         inside = (seconds >= low) & (seconds < high)
         shares = " ".join(
-            f"{name} {np.nanmedian(np.abs(np.concatenate(parts)[inside])):6.1%}"
+            f"{name} {median_abs(np.concatenate(parts)[inside]):6.1%}"
             for name, parts in op_errs.items()
         )
         print(

@@ -17,6 +17,14 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PY:-python3}
 OUT=${OUT:-/tmp/gpu-check}
+# DEVICE=cpu runs every step on this CPU instead (a dry run of the script itself); MODELS names a
+# subset of bench_profile.MODELS, SIZE_MODELS of bench_profile.SIZES, COMPILE_MODELS the models
+# compiled; ITERATIONS the timed runs per measurement.
+DEVICE=${DEVICE:-cuda}
+MODELS=${MODELS:-resnet,inception,wavenet,lstm,transformer,gpt2,bert,t5}
+ITERATIONS=${ITERATIONS:-10}
+# BUDGET: seconds the whole check may take; a later step gets what the earlier ones left.
+BUDGET=${BUDGET:-470}
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
 
@@ -28,46 +36,68 @@ fi
 export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
 
 # Preflight: fail in seconds, not minutes, when something is missing.
-"$PY" - <<'EOF'
+DEVICE=$DEVICE "$PY" - <<'EOF'
 import importlib
+import os
 import sys
 
 import torch
 
-missing = [m for m in ("lightgbm", "numba", "yaml", "networkx", "scipy", "transformers")
+missing = [m for m in ("lightgbm", "numba", "yaml", "networkx", "scipy", *os.environ.get("NEED", "transformers").split())
            if importlib.util.find_spec(m) is None]
 if missing:
     sys.exit(f"gpu_check: missing Python packages: {', '.join(missing)} (carry them as wheels in .whl/)")
-if not torch.cuda.is_available():
+if os.environ["DEVICE"].startswith("cuda") and not torch.cuda.is_available():
     sys.exit("gpu_check: no CUDA device (torch.cuda.is_available() is False)")
-print(f"torch {torch.__version__}, {torch.cuda.get_device_name(0)}")
+where = torch.cuda.get_device_name(0) if os.environ["DEVICE"].startswith("cuda") else "the CPU"
+print(f"torch {torch.__version__}, {where}")
 EOF
 
-KIND=$("$PY" -c 'from graphopt.importers.machine import cuda_kind; print(cuda_kind())')
+case $DEVICE in
+  cuda*) KIND=$("$PY" -c 'from graphopt.importers.machine import cuda_kind; print(cuda_kind())') ;;
+  *) KIND=$("$PY" -c 'from graphopt.importers.machine import cpu_kind; print(cpu_kind(1))')-dry ;;
+esac
 DATA=bench/data/profile-$KIND
 mkdir -p "$DATA"
 START=$SECONDS
+# Whatever was measured comes back, also when a step fails or times out.
+trap 'tar czf "$OUT/$(basename "$DATA").tgz" "$DATA" $(compgen -G "$DATA-sizes" || true)' EXIT
+# left CAP: the seconds a step may take, CAP at most, keeping 15 s for the last step.
+left() { local rest=$((BUDGET - 15 - (SECONDS - START))); ((rest < $1)) && echo $((rest > 5 ? rest : 5)) || echo "$1"; }
 
 # 1. Profile, probe, calibrate, leave-one-family-out table (the GPU is busy for ~2-3 minutes).
-timeout 300 "$PY" bench/bench_profile.py --device cuda --timer clock --iterations 10 --warmup 3 \
-  --data "$DATA" 2>&1 | tee "$OUT/profile.log"
+timeout "$(left 200)" "$PY" bench/bench_profile.py --device "$DEVICE" --timer clock --iterations "$ITERATIONS" \
+  --warmup 3 --models "$MODELS" --data "$DATA" 2>&1 | tee "$OUT/profile.log"
 echo "step 1: $((SECONDS - START)) s"
 
+# 1b. The sizes (bench_profile.SIZES) as more training data, and the table again with them; a
+# timeout keeps the graphs measured so far.
+timeout "$(left 110)" "$PY" bench/bench_profile.py --device "$DEVICE" --timer clock --iterations "$ITERATIONS" \
+  --warmup 3 --sizes ${SIZE_MODELS:+--models "$SIZE_MODELS"} --data "$DATA-sizes" 2>&1 | tee "$OUT/sizes.log" || \
+  echo "sizes stopped (status $?): the graphs above are the ones measured"
+if compgen -G "$DATA-sizes/*.json.gz" >/dev/null; then
+  timeout "$(left 60)" "$PY" bench/bench_profile.py --reuse --models "$MODELS" --data "$DATA" \
+    --extra "$DATA-sizes" 2>&1 | tee -a "$OUT/sizes.log" || echo "table with sizes stopped ($?)"
+fi
+echo "step 1b: $((SECONDS - START)) s"
+
 # 2. One op model on every graph, scored on them (in-sample: the held-out figures are in step 1).
-timeout 120 "$PY" -m graphopt costmodel ops train "$DATA"/*-forward.json.gz "$DATA"/*-train.json.gz \
-  --cluster "$DATA/cluster.yaml" -o "$DATA/op-model.json" 2>&1 | tee "$OUT/op-model.log"
-timeout 60 "$PY" -m graphopt costmodel ops eval "$DATA"/*-forward.json.gz "$DATA"/*-train.json.gz \
-  --cluster "$DATA/cluster.yaml" --model "$DATA/op-model.json" 2>&1 | tee -a "$OUT/op-model.log"
+timeout "$(left 60)" "$PY" -m graphopt costmodel ops train "$DATA"/*-forward.json.gz "$DATA"/*-train.json.gz \
+  --cluster "$DATA/cluster.yaml" -o "$DATA/op-model.json" 2>&1 | tee "$OUT/op-model.log" || \
+  echo "op model training stopped (status $?)"
+timeout "$(left 40)" "$PY" -m graphopt costmodel ops eval "$DATA"/*-forward.json.gz "$DATA"/*-train.json.gz \
+  --cluster "$DATA/cluster.yaml" --model "$DATA/op-model.json" 2>&1 | tee -a "$OUT/op-model.log" || \
+  echo "op model scoring stopped (status $?)"
 echo "step 2: $((SECONDS - START)) s"
 
 # 3. torch.compile (Triton) against the simulator's inductor fuser: two compilations per model.
-timeout 200 "$PY" bench/bench_compile.py --device cuda --models resnet,inception,wavenet,bert \
-  --modes forward --iterations 10 --warmup 2 --data "$DATA" 2>&1 | tee "$OUT/compile.log" || \
+timeout "$(left 200)" "$PY" bench/bench_compile.py --device "$DEVICE" --models "${COMPILE_MODELS:-resnet,inception,wavenet,bert}" \
+  --modes forward --iterations "$ITERATIONS" --warmup 2 --data "$DATA" 2>&1 | tee "$OUT/compile.log" || \
   echo "bench_compile stopped (status $?): the rows above are the ones measured"
 echo "step 3: $((SECONDS - START)) s"
 
 # 4. The probed GPU against its datasheet (FP32 without tensor cores, memory bandwidth).
-"$PY" - "$DATA/cluster.yaml" <<'EOF' | tee "$OUT/roofline.log"
+"$PY" - "$DATA/cluster.yaml" <<'EOF' 2>&1 | tee "$OUT/roofline.log" || echo "roofline check failed"
 import sys
 
 from graphopt.hardware import DEVICE_SPECS, Cluster
@@ -85,5 +115,4 @@ for key, (flops, bandwidth) in sheets.items():
               f"{device.mem_bandwidth / bandwidth:.2f} bandwidth")
 EOF
 
-tar czf "$OUT/$(basename "$DATA").tgz" "$DATA"
 echo "done in $((SECONDS - START)) s; data in $DATA, logs and $(basename "$DATA").tgz in $OUT"

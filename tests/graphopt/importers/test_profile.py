@@ -197,3 +197,52 @@ def test_timer_profiler_is_refused_off_the_cpu(monkeypatch) -> None:
     monkeypatch.setattr(profiler, "check_device", lambda device: None)
     with pytest.raises(ValueError, match="profile on cuda with timer 'clock'"):
         profile_graph(RESNET, device="cuda", timer="profiler")
+
+
+class _FakeEvent:
+    """Stands in for ``torch.cuda.Event``: its time is the calls counted between two records."""
+
+    calls = 0
+
+    def __init__(self, enable_timing: bool = False) -> None:
+        self.at = 0
+
+    def record(self) -> None:
+        self.at = _FakeEvent.calls
+
+    def elapsed_time(self, other: _FakeEvent) -> float:  # milliseconds
+        return float(other.at - self.at)
+
+
+def test_cuda_op_time_is_the_mean_of_back_to_back_calls(monkeypatch) -> None:
+    monkeypatch.setattr(torch.cuda, "Event", _FakeEvent)
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda *a: None)
+
+    def counted(op):
+        def call(*args):
+            _FakeEvent.calls += 1
+            return op(*args)
+
+        call._schema = op._schema  # type: ignore[attr-defined]
+        return call
+
+    add, add_ = counted(torch.ops.aten.add.Tensor), counted(torch.ops.aten.add_.Tensor)
+    times: dict[str, list[int]] = {}
+    gm = torch.fx.symbolic_trace(torch.nn.Identity())
+    runner = profiler._Runner(gm, clock=True, times=times, cuda=True)
+    x = torch.ones(3)
+    for name, op in (("pure", add), ("inplace", add_)):
+        runner.node_name = name
+        out = runner.call_function(op, (x, x), {})
+    runner.sync()
+    # One untimed call for the result, then CUDA_REPEATS timed ones (1 ms each) for a pure op;
+    # an op with a mutable schema runs once, between the events.
+    assert _FakeEvent.calls == 1 + profiler.CUDA_REPEATS + 1
+    assert times == {"pure": [1_000_000], "inplace": [1_000_000]}
+    assert torch.equal(out, torch.full((3,), 2.0))  # add_ ran once on x: 1 -> 2
+
+
+def test_mutates_reads_the_schema() -> None:
+    assert not profiler._mutates(torch.ops.aten.add.Tensor)
+    assert profiler._mutates(torch.ops.aten.add_.Tensor)
+    assert profiler._mutates(lambda x: x)  # unknown effects
