@@ -164,6 +164,25 @@ DEVICE_SPECS: dict[str, dict[str, Any]] = {
         "memory": 40e9,
         "launch_overhead": GPU_LAUNCH,
     },
+    # NVIDIA H100 and H200 datasheets (SXM): 67 TFLOP/s FP32 (no tensor cores); HBM3 3.35 TB/s,
+    # 80 GB (H100), HBM3e 4.8 TB/s, 141 GB (H200). Checked on an H200 (bench/gpu_check.sh, data
+    # in bench/data/profile-cuda-nvidia-h200/): a float32 matmul reached 51.0 TFLOP/s (0.76 of
+    # the datasheet), a device copy 4.24 TB/s (0.88), and eager PyTorch dispatched 6.4-10.2 us
+    # per op (GPU_LAUNCH is 5 us); the calibrated roofline's shares absorb the gaps.
+    "H100-SXM5-80GB": {
+        "kind": "H100",
+        "peak_flops": 67e12,
+        "mem_bandwidth": 3.35e12,
+        "memory": 80e9,
+        "launch_overhead": GPU_LAUNCH,
+    },
+    "H200-SXM-141GB": {
+        "kind": "H200",
+        "peak_flops": 67e12,
+        "mem_bandwidth": 4.8e12,
+        "memory": 141e9,
+        "launch_overhead": GPU_LAUNCH,
+    },
     # 2x Intel Xeon Platinum 8180 (ark.intel.com: 28 cores, 6 channels DDR4-2666; Intel Xeon
     # Scalable specification update: AVX-512 all-core base clock 1.7 GHz; 2 AVX-512 FMA units):
     # 2 sockets x 28 cores x (2 FMA x 16 lanes x 2) FLOP/cycle x 1.7e9 = 6.09e12 FP32 FLOP/s;

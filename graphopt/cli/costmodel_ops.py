@@ -142,10 +142,15 @@ def cmd_eval(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(rows, indent=2))
         return 0
-    print(f"{'graph':<40}{'kind':<20}{'ops':>6}{'priced':>8}{'|op err| med':>14}{'sum err':>9}")
+    # Columns as wide as their longest entry (zoo graph names run to 130 characters).
+    name = max(len("graph"), *(len(r["graph"]) for r in rows)) + 2
+    kind = max(len("kind"), *(len(r["kind"]) for r in rows)) + 2
+    print(
+        f"{'graph':<{name}}{'kind':<{kind}}{'ops':>6}{'priced':>8}{'|op err| med':>14}{'sum err':>9}"
+    )
     for r in rows:
         print(
-            f"{r['graph']:<40}{r['kind']:<20}{r['ops']:>6}{r['priced']:>8}"
+            f"{r['graph']:<{name}}{r['kind']:<{kind}}{r['ops']:>6}{r['priced']:>8}"
             f"{r['median_op_error']:>14.1%}{r['sum_error']:>+9.1%}"
         )
     return 0

@@ -139,6 +139,18 @@ def test_device_specs_match_datasheets() -> None:
     assert cpu["mem_bandwidth"] == pytest.approx(256e9, rel=1e-3)
 
 
+def test_h200_preset_against_the_measured_h200() -> None:
+    """The H200 probed by bench/gpu_check.sh reaches a plausible share of its preset's datasheet
+    figures: below them, and not far below (a preset several times off would fail)."""
+    probed = Cluster.load(
+        Path(__file__).parents[2] / "bench/data/profile-cuda-nvidia-h200/cluster.yaml"
+    ).devices[0]
+    sheet = DEVICE_SPECS["H200-SXM-141GB"]
+    assert 0.6 < probed.peak_flops / sheet["peak_flops"] < 1.0
+    assert 0.7 < probed.mem_bandwidth / sheet["mem_bandwidth"] < 1.0
+    assert DEVICE_SPECS["H100-SXM5-80GB"]["peak_flops"] == sheet["peak_flops"]  # same FP32 units
+
+
 def test_dgx1v_hybrid_cube_mesh() -> None:
     c8 = get_cluster("v100-nvlink-8")
     bw = c8.bandwidth
