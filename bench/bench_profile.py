@@ -83,6 +83,10 @@ MODELS = {
         "&intermediate_size=1024&vocab_size=8000&seq=64&batch=2"
     ),
     "t5": "torch:t5?num_layers=2&d_model=256&num_heads=4&d_ff=1024&vocab_size=8000&seq=64&batch=2",
+    "mobilenet": "torch:mobilenet?width=16&blocks=17&image=64&batch=4&classes=100",
+    "vit": "torch:vit?layers=2&d_model=256&heads=4&mlp=1024&patch=8&image=64&batch=4&classes=100",
+    "gru": "torch:gru?layers=2&hidden=256&vocab=8000&seq=16&batch=16",
+    "unet": "torch:unet?depth=3&width=16&image=64&batch=2&classes=10",
 }
 """Modest sizes: each graph profiles in seconds on one CPU thread. gpt2, bert and t5 need the
 ``transformers`` extra (``pip install -e '.[transformers]'``)."""
@@ -139,6 +143,18 @@ SIZES = {
     "t5-batch": (
         "torch:t5?num_layers=1&d_model=256&num_heads=4&d_ff=1024&vocab_size=8000&seq=32&batch=16"
     ),
+    "mobilenet-small": "torch:mobilenet?width=8&blocks=7&image=32&batch=16&classes=10",
+    "mobilenet-wide": "torch:mobilenet?width=32&blocks=17&image=64&batch=2",
+    "vit-small": (
+        "torch:vit?layers=1&d_model=128&heads=2&mlp=512&patch=4&image=32&batch=4&classes=10"
+    ),
+    "vit-wide": (
+        "torch:vit?layers=1&d_model=512&heads=8&mlp=2048&patch=8&image=64&batch=1&classes=100"
+    ),
+    "gru-small": "torch:gru?layers=1&hidden=128&vocab=4000&seq=8&batch=8",
+    "gru-wide": "torch:gru?layers=1&hidden=512&vocab=8000&seq=8&batch=32",
+    "unet-small": "torch:unet?depth=2&width=8&image=32&batch=4&classes=4",
+    "unet-wide": "torch:unet?depth=3&width=32&image=64&batch=1&classes=10",
 }
 """Other sizes of the same eight families (``--sizes`` measures them): more measured ops to
 train on, a smaller, a wider and a larger-batch variant of each. They share their family with :data:`MODELS`

@@ -18,6 +18,10 @@ name             architecture                                         needs
 ``resnet``       ResNet-18/34/50/101/152                              torch
 ``inception``    Inception-v3-style CNN                               torch
 ``wavenet``      WaveNet                                              torch
+``mobilenet``    MobileNetV2 (inverted residuals, depthwise convs)    torch
+``vit``          Vision Transformer (ViT)                             torch
+``gru``          GRU language model                                   torch
+``unet``         U-Net (transposed convs, skip concatenations)        torch
 ``gpt2``         GPT-2 language model (``GPT2LMHeadModel``)           transformers
 ``bert``         BERT masked language model (``BertForMaskedLM``)     transformers
 ``t5``           T5 encoder-decoder (``T5ForConditionalGeneration``)  transformers
@@ -156,6 +160,45 @@ def _build_wavenet(a: Mapping[str, int], training: bool) -> Workload:
     return _classifier(model, (samples,), (a["batch"], a["seq"]))
 
 
+def _build_mobilenet(a: Mapping[str, int], training: bool) -> Workload:
+    import torch
+
+    from graphopt.importers.zoo_models import MobileNetV2
+
+    images = torch.zeros(a["batch"], 3, a["image"], a["image"])
+    model = MobileNetV2(a["width"], a["blocks"], a["classes"])
+    return _classifier(model, (images,), (a["batch"],))
+
+
+def _build_vit(a: Mapping[str, int], training: bool) -> Workload:
+    import torch
+
+    from graphopt.importers.zoo_models import VisionTransformer
+
+    images = torch.zeros(a["batch"], 3, a["image"], a["image"])
+    model = VisionTransformer(
+        a["image"], a["patch"], a["d_model"], a["heads"], a["mlp"], a["layers"], a["classes"]
+    )
+    return _classifier(model, (images,), (a["batch"],))
+
+
+def _build_gru(a: Mapping[str, int], training: bool) -> Workload:
+    from graphopt.importers.zoo_models import GRULanguageModel
+
+    model = GRULanguageModel(a["vocab"], a["hidden"], a["layers"])
+    return _classifier(model, (_tokens(a["batch"], a["seq"]),), (a["batch"], a["seq"]))
+
+
+def _build_unet(a: Mapping[str, int], training: bool) -> Workload:
+    import torch
+
+    from graphopt.importers.zoo_models import UNet
+
+    images = torch.zeros(a["batch"], 3, a["image"], a["image"])
+    model = UNet(a["depth"], a["width"], a["classes"])
+    return _classifier(model, (images,), (a["batch"], a["image"], a["image"]))
+
+
 def _transformers() -> Any:
     try:
         import transformers
@@ -230,6 +273,26 @@ def _divides(a: Mapping[str, int], heads: str, width: str) -> str:
     return ""
 
 
+def _check_mobilenet(a: Mapping[str, int]) -> str:
+    from graphopt.importers.zoo_models import MOBILENET_BLOCKS
+
+    if a["blocks"] > MOBILENET_BLOCKS:
+        return f"blocks={a['blocks']} is more than MobileNetV2's {MOBILENET_BLOCKS}; use 1 to 17"
+    if a["width"] % 4:
+        return f"width={a['width']} must be a multiple of 4 (e.g. 32, the paper's)"
+    return ""
+
+
+def _check_unet(a: Mapping[str, int]) -> str:
+    side = 2 ** a["depth"]
+    if a["image"] % side:
+        return (
+            f"image={a['image']} must be a multiple of 2**depth={side} (each of the "
+            f"{a['depth']} levels halves it), e.g. image={max(1, a['image'] // side) * side}"
+        )
+    return ""
+
+
 ZOO: dict[str, ZooEntry] = {
     entry.name: entry
     for entry in (
@@ -285,6 +348,42 @@ ZOO: dict[str, ZooEntry] = {
                 "batch": 4,
             },
             _build_wavenet,
+        ),
+        ZooEntry(
+            "mobilenet",
+            "MobileNetV2: inverted residual blocks, depthwise convolutions, ReLU6",
+            {"width": 32, "blocks": 17, "image": 224, "batch": 32, "classes": 1000},
+            _build_mobilenet,
+            check=_check_mobilenet,
+        ),
+        ZooEntry(
+            "vit",
+            "Vision Transformer: patch embedding, class token, pre-norm encoder blocks",
+            {
+                "layers": 12,
+                "d_model": 768,
+                "heads": 12,
+                "mlp": 3072,
+                "patch": 16,
+                "image": 224,
+                "batch": 8,
+                "classes": 1000,
+            },
+            _build_vit,
+            check=lambda a: _divides(a, "heads", "d_model") or _divides(a, "patch", "image"),
+        ),
+        ZooEntry(
+            "gru",
+            "GRU language model: embedding, stacked GRU, projection to the vocabulary",
+            {"layers": 2, "hidden": 512, "vocab": 16000, "seq": 32, "batch": 64},
+            _build_gru,
+        ),
+        ZooEntry(
+            "unet",
+            "U-Net: max-pool down, transposed convolutions up, skip concatenations",
+            {"depth": 4, "width": 64, "image": 256, "batch": 4, "classes": 2},
+            _build_unet,
+            check=_check_unet,
         ),
         ZooEntry(
             "gpt2",

@@ -17,6 +17,13 @@ vocabulary axis; :func:`cross_entropy` is the training loss.
 :class:`WaveNet`             WaveNet (van den Oord et al. 2016): dilated causal
                              convolutions, gated activations, residual and skip
                              connections
+:class:`MobileNetV2`         MobileNetV2 (Sandler et al. 2018): inverted residual
+                             blocks with depthwise convolutions, ReLU6
+:class:`VisionTransformer`   ViT (Dosovitskiy et al. 2021): patch embedding, class token,
+                             pre-norm encoder blocks
+:class:`GRULanguageModel`    GRU language model (Cho et al. 2014), stacked ``nn.GRU``
+:class:`UNet`                U-Net (Ronneberger et al. 2015): max-pool down, transposed
+                             convolutions up, skip concatenations, per-pixel classes
 ===========================  ============================================================
 """
 
@@ -196,7 +203,8 @@ class ResNet(nn.Module):
 
 # ---------------------------------------------------------------------------- Inception
 class ConvBNReLU(nn.Sequential):
-    """Convolution (no bias), batch norm, ReLU; ``padding`` keeps the size at stride 1."""
+    """Convolution (no bias), batch norm, activation (ReLU unless ``activation`` names another);
+    ``padding`` keeps the size at stride 1; ``groups`` as in ``nn.Conv2d`` (``cin``: depthwise)."""
 
     def __init__(
         self,
@@ -204,12 +212,16 @@ class ConvBNReLU(nn.Sequential):
         cout: int,
         kernel: int | tuple[int, int],
         stride: int = 1,
+        groups: int = 1,
+        activation: type[nn.Module] = nn.ReLU,
     ) -> None:
         kh, kw = (kernel, kernel) if isinstance(kernel, int) else kernel
         super().__init__(
-            nn.Conv2d(cin, cout, (kh, kw), stride, padding=(kh // 2, kw // 2), bias=False),
+            nn.Conv2d(
+                cin, cout, (kh, kw), stride, padding=(kh // 2, kw // 2), groups=groups, bias=False
+            ),
             nn.BatchNorm2d(cout),
-            nn.ReLU(),
+            activation(),
         )
 
 
@@ -372,3 +384,215 @@ class WaveNet(nn.Module):
         assert skips is not None
         out = self.post2(F.relu(self.post1(F.relu(skips))))
         return out.transpose(1, 2)
+
+
+# ---------------------------------------------------------------------------- MobileNetV2
+MOBILENET_STAGES: tuple[tuple[int, int, int, int], ...] = (
+    (1, 16, 1, 1),
+    (6, 24, 2, 2),
+    (6, 32, 3, 2),
+    (6, 64, 4, 2),
+    (6, 96, 3, 1),
+    (6, 160, 3, 2),
+    (6, 320, 1, 1),
+)
+"""MobileNetV2's bottleneck stages (Sandler et al. 2018, table 2): expansion ``t``, channels
+``c`` at the paper's stem width 32, blocks ``n``, stride ``s`` of the first block: 17 blocks."""
+
+MOBILENET_BLOCKS = sum(n for _, _, n, _ in MOBILENET_STAGES)
+
+
+class InvertedResidual(nn.Module):
+    """1x1 expansion (ReLU6), 3x3 depthwise convolution (ReLU6), linear 1x1 projection; the input
+    is added back when the shapes match (stride 1, ``cin == cout``)."""
+
+    def __init__(self, cin: int, cout: int, stride: int, expand: int) -> None:
+        super().__init__()
+        hidden = cin * expand
+        layers: list[nn.Module] = []
+        if expand != 1:
+            layers.append(ConvBNReLU(cin, hidden, 1, activation=nn.ReLU6))
+        layers += [
+            ConvBNReLU(hidden, hidden, 3, stride, groups=hidden, activation=nn.ReLU6),
+            nn.Conv2d(hidden, cout, 1, bias=False),
+            nn.BatchNorm2d(cout),
+        ]
+        self.block = nn.Sequential(*layers)
+        self.residual = stride == 1 and cin == cout
+
+    def forward(self, x: Tensor) -> Tensor:
+        y = self.block(x)
+        return x + y if self.residual else y
+
+
+class MobileNetV2(nn.Module):
+    """MobileNetV2 image classifier: strided 3x3 stem, the first ``blocks`` inverted residual
+    blocks of :data:`MOBILENET_STAGES`, 1x1 head convolution, global average pooling, dropout,
+    classifier.
+
+    Args:
+        width: stem channels (32 in the paper: width multiplier ``width / 32``); a multiple of 4,
+            the stages have ``c * width / 32`` channels and the head ``40 * width``.
+        blocks: inverted residual blocks kept, 1 to 17 (17: the full network).
+        classes: output classes.
+
+    Shapes:
+        ``images [B, 3, H, W]`` -> logits ``[B, classes]``.
+    """
+
+    def __init__(self, width: int, blocks: int, classes: int) -> None:
+        super().__init__()
+        self.stem = ConvBNReLU(3, width, 3, stride=2, activation=nn.ReLU6)
+        layers: list[nn.Module] = []
+        cin = width
+        for t, c, n, s in MOBILENET_STAGES:
+            for i in range(n):
+                if len(layers) < blocks:
+                    cout = c * width // 32
+                    layers.append(InvertedResidual(cin, cout, s if i == 0 else 1, t))
+                    cin = cout
+        self.blocks = nn.Sequential(*layers)
+        self.head = ConvBNReLU(cin, 40 * width, 1, activation=nn.ReLU6)
+        self.dropout = nn.Dropout(0.2)
+        self.fc = nn.Linear(40 * width, classes)
+
+    def forward(self, images: Tensor) -> Tensor:
+        x = self.head(self.blocks(self.stem(images)))
+        return self.fc(self.dropout(torch.flatten(F.adaptive_avg_pool2d(x, 1), 1)))
+
+
+# ---------------------------------------------------------------------------- ViT
+class ViTBlock(nn.Module):
+    """Pre-norm encoder block: ``x + attention(norm(x))``, then ``x + mlp(norm(x))`` (GELU).
+
+    Attention is written out (``softmax(q k^T / sqrt(d)) v``) rather than fused, so its matmuls
+    and softmax are ops of the graph."""
+
+    def __init__(self, d_model: int, heads: int, mlp: int) -> None:
+        super().__init__()
+        self.heads = heads
+        self.norm1 = nn.LayerNorm(d_model)
+        self.qkv = nn.Linear(d_model, 3 * d_model)
+        self.proj = nn.Linear(d_model, d_model)
+        self.norm2 = nn.LayerNorm(d_model)
+        self.mlp = nn.Sequential(nn.Linear(d_model, mlp), nn.GELU(), nn.Linear(mlp, d_model))
+
+    def forward(self, x: Tensor) -> Tensor:
+        b, n, d = x.shape
+        qkv = self.qkv(self.norm1(x)).reshape(b, n, 3, self.heads, d // self.heads)
+        q, k, v = qkv.permute(2, 0, 3, 1, 4)  # each [B, heads, N, d / heads]
+        scores = (q @ k.transpose(-2, -1)) * (d // self.heads) ** -0.5
+        attended = (scores.softmax(dim=-1) @ v).transpose(1, 2).reshape(b, n, d)
+        x = x + self.proj(attended)
+        return x + self.mlp(self.norm2(x))
+
+
+class VisionTransformer(nn.Module):
+    """ViT image classifier: non-overlapping patches embedded by a strided convolution, a class
+    token, learned positions, ``layers`` :class:`ViTBlock` s, a final norm and a linear head on
+    the class token.
+
+    Args:
+        image: image side; ``patch`` must divide it.
+        patch: patch side (16 in ViT-B/16).
+        d_model: model width; ``heads`` must divide it.
+        heads: attention heads.
+        mlp: hidden width of each block's MLP (``4 * d_model`` in the paper).
+        layers: encoder blocks.
+        classes: output classes.
+
+    Shapes:
+        ``images [B, 3, image, image]`` -> logits ``[B, classes]``.
+    """
+
+    def __init__(
+        self, image: int, patch: int, d_model: int, heads: int, mlp: int, layers: int, classes: int
+    ) -> None:
+        super().__init__()
+        self.patch_embed = nn.Conv2d(3, d_model, patch, stride=patch)
+        self.cls_token = nn.Parameter(torch.zeros(1, 1, d_model))
+        self.pos = nn.Parameter(torch.zeros(1, (image // patch) ** 2 + 1, d_model))
+        self.blocks = nn.Sequential(*(ViTBlock(d_model, heads, mlp) for _ in range(layers)))
+        self.norm = nn.LayerNorm(d_model)
+        self.head = nn.Linear(d_model, classes)
+
+    def forward(self, images: Tensor) -> Tensor:
+        x = self.patch_embed(images).flatten(2).transpose(1, 2)  # [B, patches, d_model]
+        x = torch.cat([self.cls_token.expand(x.shape[0], -1, -1), x], dim=1) + self.pos
+        return self.head(self.norm(self.blocks(x))[:, 0])
+
+
+# ---------------------------------------------------------------------------- GRU LM
+class GRULanguageModel(nn.Module):
+    """Next-token GRU language model: embedding, stacked ``nn.GRU``, projection to the vocabulary.
+
+    The GRU starts from zeros and its final state is dropped (no state is passed between calls).
+
+    Args:
+        vocab: vocabulary size.
+        hidden: embedding and GRU width.
+        layers: stacked GRU layers.
+
+    Shapes:
+        ``tokens [B, T]`` token ids -> logits ``[B, T, vocab]``.
+    """
+
+    def __init__(self, vocab: int, hidden: int, layers: int) -> None:
+        super().__init__()
+        self.embed = nn.Embedding(vocab, hidden)
+        self.gru = nn.GRU(hidden, hidden, layers, batch_first=True)
+        self.out = nn.Linear(hidden, vocab)
+
+    def forward(self, tokens: Tensor) -> Tensor:
+        hidden, _ = self.gru(self.embed(tokens))
+        return self.out(hidden)
+
+
+# ---------------------------------------------------------------------------- U-Net
+class DoubleConv(nn.Sequential):
+    """Two 3x3 :class:`ConvBNReLU` s (the size kept)."""
+
+    def __init__(self, cin: int, cout: int) -> None:
+        super().__init__(ConvBNReLU(cin, cout, 3), ConvBNReLU(cout, cout, 3))
+
+
+class UNet(nn.Module):
+    """U-Net segmentation network: ``depth`` levels down (2x2 max pool, :class:`DoubleConv`,
+    channels doubled), as many up (2x2 stride-2 transposed convolution halving the channels,
+    concatenation with the skip of the same level, :class:`DoubleConv`), a 1x1 classifier per
+    pixel. Padded convolutions, so the output keeps the input's size.
+
+    Args:
+        depth: down (and up) levels (4 in the paper); the image side must be a multiple of
+            ``2**depth``.
+        width: channels of the first level (64 in the paper).
+        classes: classes per pixel.
+
+    Shapes:
+        ``images [B, 3, H, W]`` -> logits ``[B, H, W, classes]``.
+    """
+
+    def __init__(self, depth: int, width: int, classes: int) -> None:
+        super().__init__()
+        self.inc = DoubleConv(3, width)
+        self.down = nn.ModuleList(
+            DoubleConv(width * 2**i, width * 2 ** (i + 1)) for i in range(depth)
+        )
+        self.up = nn.ModuleList(
+            nn.ConvTranspose2d(width * 2 ** (i + 1), width * 2**i, 2, stride=2)
+            for i in reversed(range(depth))
+        )
+        self.merge = nn.ModuleList(
+            DoubleConv(width * 2 ** (i + 1), width * 2**i) for i in reversed(range(depth))
+        )
+        self.out = nn.Conv2d(width, classes, 1)
+
+    def forward(self, images: Tensor) -> Tensor:
+        x = self.inc(images)
+        skips = []
+        for down in self.down:
+            skips.append(x)
+            x = down(F.max_pool2d(x, 2))
+        for up, merge in zip(self.up, self.merge, strict=True):
+            x = merge(torch.cat([skips.pop(), up(x)], dim=1))
+        return self.out(x).permute(0, 2, 3, 1)

@@ -3,6 +3,7 @@ FlopCounterMode's, simulates, and the spec parser, cache and errors behave."""
 
 from __future__ import annotations
 
+import functools
 import sys
 from pathlib import Path
 
@@ -23,6 +24,10 @@ SMALL = {
     "resnet": "depth=18&width=4&image=32&batch=2&classes=10",
     "inception": "blocks=1&width=4&image=64&batch=1&classes=10",
     "wavenet": "layers=3&stacks=2&residual=8&skip=8&classes=16&seq=16&batch=1",
+    "mobilenet": "width=4&blocks=4&image=16&batch=1&classes=10",
+    "vit": "layers=2&d_model=8&heads=2&mlp=16&patch=4&image=8&batch=1&classes=4",
+    "gru": "layers=2&hidden=8&vocab=20&seq=3&batch=1",
+    "unet": "depth=2&width=2&image=8&batch=1&classes=2",
     "gpt2": "n_layer=2&n_head=2&n_embd=16&vocab_size=64&seq=8",
     "bert": "num_hidden_layers=2&hidden_size=16&num_attention_heads=2&intermediate_size=32"
     "&vocab_size=64&seq=8",
@@ -30,10 +35,18 @@ SMALL = {
 }
 PURE = [name for name, entry in zoo.ZOO.items() if not entry.needs_transformers]
 HF = [name for name, entry in zoo.ZOO.items() if entry.needs_transformers]
+BATCH_NORM = ("resnet", "inception", "mobilenet", "unet")
+"""Models with batch norm: in eval mode its step counters are state that no op reads."""
 
 
 def small(name: str) -> str:
     return f"torch:{name}?{SMALL[name]}"
+
+
+@functools.cache
+def built(name: str, training: bool) -> CompGraph:
+    """The graph of ``small(name)``, imported once per test run (graphs are immutable)."""
+    return zoo.build_zoo(small(name), training=training)
 
 
 def reference(spec: str, training: bool) -> int:
@@ -48,8 +61,7 @@ def reference(spec: str, training: bool) -> int:
 
 def check_model(name: str) -> None:
     spec = small(name)
-    forward = zoo.build_zoo(spec)
-    training = zoo.build_zoo(spec, training=True)
+    forward, training = built(name, False), built(name, True)
     cluster = get_cluster("v100-nvlink-4")
     for graph, is_training in ((forward, False), (training, True)):
         assert graph.num_ops > 0 and graph.num_edges > 0
@@ -57,7 +69,7 @@ def check_model(name: str) -> None:
         # every state tensor is attributed once; eval mode leaves BN's step counters unread
         unread = graph.metadata["unattributed_state_bytes"]
         assert graph.param_bytes.sum() == graph.metadata["state_bytes"] - unread > 0
-        assert unread == 0 or (not is_training and name in ("resnet", "inception"))
+        assert unread == 0 or (not is_training and name in BATCH_NORM)
         assert graph.metadata["zoo"] == name and graph.metadata["training"] is is_training
         assert CompGraph.from_json_dict(graph.to_json_dict()).fingerprint == graph.fingerprint
         m = simulate(graph, cluster)
@@ -70,7 +82,7 @@ def check_model(name: str) -> None:
 def test_list_zoo_describes_every_model_with_defaults() -> None:
     listing = zoo.list_zoo()
     assert set(listing) == set(zoo.ZOO) >= {"lstm", "transformer", "resnet", "inception"}
-    assert {"wavenet", "gpt2", "bert", "t5"} <= set(listing)
+    assert {"wavenet", "gpt2", "bert", "t5", "mobilenet", "vit", "gru", "unet"} <= set(listing)
     assert (
         "torch:gpt2?n_layer=12" in listing["gpt2"] and "graphopt[transformers]" in listing["gpt2"]
     )
@@ -94,6 +106,54 @@ def test_layers_are_module_paths() -> None:
     assert {"stem.0", "stages.0.0.conv1.0", "fc"} <= set(graph.layer)
     backward = [i for i, t in enumerate(graph.op_types) if t == "convolution_backward"]
     assert backward and all(graph.layer[i].startswith(("stem", "stages")) for i in backward)
+
+
+def convolutions(graph: CompGraph) -> list[tuple[str, tuple[tuple[int, ...], ...]]]:
+    """``(layer, input shapes)`` of every convolution: ``(x [B, C, H, W], weight, ...)``."""
+    return [
+        (graph.layer[i], graph.input_shapes[i])
+        for i, t in enumerate(graph.op_types)
+        if t == "convolution"
+    ]
+
+
+def test_mobilenet_has_depthwise_convolutions_and_relu6() -> None:
+    forward, training = built("mobilenet", False), built("mobilenet", True)
+    # groups = channels: the weight is [C, 1, 3, 3] for an input of C channels
+    depthwise = [layer for layer, (x, w) in convolutions(forward) if w[1] == 1 and w[0] == x[1] > 1]
+    assert len(depthwise) == 4 and all(".block." in layer for layer in depthwise)  # one a block
+    assert forward.op_types.count("hardtanh") == 2 * 4 - 1 + 2  # ReLU6: blocks, stem, head
+    assert training.op_types.count("convolution_backward") == len(convolutions(forward))
+    assert "_native_batch_norm_legit_functional" in training.op_types
+
+
+def test_vit_has_patch_convolution_and_attention() -> None:
+    forward, training = built("vit", False), built("vit", True)
+    [(layer, (x, w, _))] = convolutions(forward)  # the patch embedding alone
+    assert layer == "patch_embed" and x == (1, 3, 8, 8) and w == (8, 3, 4, 4)
+    assert forward.op_types.count("_softmax") == forward.op_types.count("gelu") == 2  # a layer
+    assert forward.op_types.count("native_layer_norm") == 2 * 2 + 1
+    assert training.op_types.count("convolution_backward") == 1
+
+
+def test_gru_unrolls_its_recurrence() -> None:
+    forward, training = built("gru", False), built("gru", True)
+    steps = 2 * 3  # layers x seq
+    assert forward.op_types.count("sigmoid") == 2 * steps  # reset and update gates
+    assert forward.op_types.count("tanh") == steps  # candidate state
+    assert "embedding" in forward.op_types and "gru" not in forward.op_types
+    assert training.op_types.count("sigmoid") == 2 * steps and "embedding" in training.op_types
+
+
+def test_unet_has_transposed_convolutions_and_skips() -> None:
+    forward, training = built("unet", False), built("unet", True)
+    depth = 2
+    upsampling = [layer for layer, (x, w, *_) in convolutions(forward) if w[2] == 2]
+    assert upsampling == ["up.0", "up.1"]  # 2x2 stride-2 transposed convolutions
+    assert forward.op_types.count("max_pool2d_with_indices") == depth
+    assert forward.op_types.count("cat") == depth  # one skip concatenation a level
+    assert training.op_types.count("convolution_backward") == len(convolutions(forward))
+    assert training.op_types.count("max_pool2d_with_indices_backward") == depth
 
 
 # ---------------------------------------------------------------------------- specs
@@ -134,6 +194,21 @@ def test_bad_specs() -> None:
         zoo.parse_spec("torch:resnet?depth=20")
     with pytest.raises(ValueError, match="multiple of n_head"):
         zoo.parse_spec("torch:gpt2?n_embd=100&n_head=12")
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        ("mobilenet?blocks=18", "blocks=18 is more than MobileNetV2's 17; use 1 to 17"),
+        ("mobilenet?width=30", "width=30 must be a multiple of 4"),
+        ("vit?d_model=100&heads=12", "d_model=100 must be a multiple of heads=12"),
+        ("vit?image=100&patch=16", "image=100 must be a multiple of patch=16"),
+        ("unet?depth=3&image=100", r"image=100 must be a multiple of 2\*\*depth=8.*image=96"),
+    ],
+)
+def test_bad_combinations_of_the_new_families(spec: str, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        zoo.parse_spec(spec)
 
 
 def test_missing_transformers_gives_the_install_hint(
