@@ -2,6 +2,7 @@
 
 Usage:
     python bench/bench_costmodel.py tpugraphs [--budget SECONDS] [--loss NAME]
+    python bench/bench_costmodel.py tpugraphs-shapes [--budget SECONDS] [--loss NAME]
     python bench/bench_costmodel.py sim [--samples K] [--budget SECONDS] [--loss NAME]
 
 ``tpugraphs``: the real TpuGraphs layout sample (``graphopt/data/tpugraphs``), configurations
@@ -10,6 +11,13 @@ side (the file repeats many configurations: a random split puts copies of half t
 training set). For each split: the GNN (trained for ``--budget`` seconds) and gradient-boosted trees
 on the flattened configuration features; Kendall's tau, ordered-pair accuracy and top-K error on
 the test configurations.
+
+``tpugraphs-shapes``: the same two splits, gradient-boosted trees on the configuration features,
+on them plus the shape-aware features of :mod:`graphopt.costmodel.layout_shapes` (each tensor's
+minor-most and second-minor sizes under the configured layout and its (8, 128) tile padding, and
+totals per configuration), and on the shape-aware features alone; then, unless ``--budget 0``, the
+GNN with and without them (the per-node shape features appended to each node's configuration
+features, signed-log scaled).
 
 ``sim``: decisions sampled on the ``default`` suite and five more random DAGs, measured by the simulator train the GNN;
 it is scored against the simulator on the held-out families of ``heldout-small`` (wavenet,
@@ -31,6 +39,7 @@ from __future__ import annotations
 import argparse
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -40,9 +49,11 @@ from graphopt.costmodel import data
 from graphopt.costmodel.features import PRIOR, SUMMARY_FEATURES
 from graphopt.costmodel.fit import feature_layout, fit, net_layout, predict
 from graphopt.costmodel.gbdt import GBDTRanker, layout_features
+from graphopt.costmodel.layout_shapes import PER_TENSOR, TENSORS, TOTALS, shape_layout_features
 from graphopt.costmodel.metrics import grouped_report, kendall_tau, ranking_report
 from graphopt.costmodel.model import CostNet, log_seconds
 from graphopt.costmodel.noise import noise_ceiling_tau, relative_noise, repeat_groups, repeat_tau
+from graphopt.costmodel.tpugraphs import load_tpugraphs
 from graphopt.data import TPUGRAPHS_SAMPLE
 
 TRAIN_GRAPHS = [
@@ -80,6 +91,18 @@ def _unique_split(groups: np.ndarray, seed: int = 0) -> tuple[np.ndarray, np.nda
     return np.flatnonzero(~test), np.flatnonzero(test)
 
 
+def _tpugraphs_splits(
+    num_configs: int, groups: np.ndarray
+) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """The two TpuGraphs splits: random 80/20 (seed 0), and 80/20 of distinct configurations."""
+    perm = np.random.default_rng(0).permutation(num_configs)
+    cut = int(0.8 * num_configs)
+    return {
+        "random 80/20": (np.sort(perm[:cut]), np.sort(perm[cut:])),
+        "distinct configurations 80/20": _unique_split(groups),
+    }
+
+
 def bench_tpugraphs(budget: float, loss: str) -> None:
     samples = data.load_dataset(TPUGRAPHS_SAMPLE)[0]
     feat = samples.configs.features(np.arange(samples.num_configs))
@@ -88,13 +111,7 @@ def bench_tpugraphs(budget: float, loss: str) -> None:
         f"TpuGraphs {samples.name}: {samples.num_nodes} nodes, {samples.num_configs:,} "
         f"configurations, {len(samples.config_node_ids)} configurable nodes"
     )
-    rng = np.random.default_rng(0)
-    perm = rng.permutation(samples.num_configs)
-    cut = int(0.8 * samples.num_configs)
-    splits = {
-        "random 80/20": (np.sort(perm[:cut]), np.sort(perm[cut:])),
-        "distinct configurations 80/20": _unique_split(groups),
-    }
+    splits = _tpugraphs_splits(samples.num_configs, groups)
     sigma = relative_noise(samples.runtime, groups)
     repeated_configs = int(np.count_nonzero(np.bincount(groups) > 1))
     median_gap = np.median(samples.runtime) / samples.runtime.min() - 1
@@ -136,6 +153,73 @@ def bench_tpugraphs(budget: float, loss: str) -> None:
             f"fit {fit_s:.0f} s, scores {rate:,.0f} configs/s",
         )
         _repeated_row(pred, test.runtime, repeated)
+
+
+def bench_tpugraphs_shapes(budget: float, loss: str) -> None:
+    """LightGBM (and the GNN, if ``budget > 0``) with and without the shape-aware features."""
+    layout = load_tpugraphs(TPUGRAPHS_SAMPLE)
+    samples = data.from_layout(layout)
+    groups = repeat_groups(layout.config_feat)
+    t0 = time.perf_counter()
+    shapes, names = shape_layout_features(layout)
+    print(
+        f"TpuGraphs {layout.name}: {len(names)} shape-aware features per configuration "
+        f"({len(layout.config_node_ids)} configurable nodes x {len(TENSORS)} tensors x "
+        f"{len(PER_TENSOR)}, and {len(TOTALS)} totals) in {time.perf_counter() - t0:.1f} s"
+    )
+    truth = layout.runtime
+    for name in TOTALS:
+        tau = kendall_tau(shapes[:, names.index(name)], truth)
+        print(f"  {name} alone, all configurations: tau {tau:6.3f}")
+    flat = layout_features(layout.config_feat)
+    inputs = {
+        "config features": flat,
+        "config + shape features": np.concatenate([flat, shapes], axis=1),
+        "shape features alone": shapes,
+    }
+    per_node = shapes[:, : -len(TOTALS)].reshape(
+        layout.num_configs, layout.config_feat.shape[1], -1
+    )
+    with_shapes = replace(
+        samples,
+        configs=data.ArrayConfigs(
+            np.concatenate([layout.config_feat, data.signed_log(per_node)], axis=2)
+        ),
+    )
+    for split, (tr, te) in _tpugraphs_splits(layout.num_configs, groups).items():
+        print(f"split {split}: {len(tr):,} train, {len(te):,} test")
+        for label, x in inputs.items():
+            t0 = time.perf_counter()
+            gbdt = GBDTRanker().fit(x[tr], truth[tr])
+            fit_s = time.perf_counter() - t0
+            _row(
+                f"LightGBM, {label}",
+                ranking_report(gbdt.predict(x[te]), truth[te]),
+                f"fit {fit_s:.0f} s, {x.shape[1]} columns",
+            )
+        if budget <= 0:
+            continue
+        for label, source in (("config features", samples), ("+ shape features", with_shapes)):
+            torch.manual_seed(0)
+            train, test = source.subset(tr), source.subset(te)
+            net = _net([train])
+            t0 = time.perf_counter()
+            history = fit(
+                net,
+                [train],
+                None,
+                loss=loss,
+                epochs=1000,
+                batch_size=64,
+                lr=1e-3,
+                time_budget=budget,
+            )
+            fit_s = time.perf_counter() - t0
+            _row(
+                f"GNN, {label} ({len(history)} ep.)",
+                ranking_report(predict(net, test), test.runtime),
+                f"fit {fit_s:.0f} s",
+            )
 
 
 def _graph_relative(samples: list[data.GraphSamples]) -> tuple[np.ndarray, np.ndarray]:
@@ -266,8 +350,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("part", choices=["tpugraphs", "sim"])
-    parser.add_argument("--budget", type=float, default=240.0, help="GNN training seconds")
+    parser.add_argument("part", choices=["tpugraphs", "tpugraphs-shapes", "sim"])
+    parser.add_argument(
+        "--budget", type=float, default=240.0, help="GNN training seconds (0: no GNN)"
+    )
     parser.add_argument(
         "--loss", default=None, help="training loss (default: listmle for tpugraphs, mse for sim)"
     )
@@ -277,6 +363,8 @@ def main() -> None:
     torch.manual_seed(0)
     if args.part == "tpugraphs":
         bench_tpugraphs(args.budget, args.loss or "listmle")
+    elif args.part == "tpugraphs-shapes":
+        bench_tpugraphs_shapes(args.budget, args.loss or "listmle")
     else:
         bench_sim(args.samples, args.budget, args.loss or "mse")
 
