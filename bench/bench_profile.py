@@ -156,9 +156,10 @@ SIZES = {
     "unet-small": "torch:unet?depth=2&width=8&image=32&batch=4&classes=4",
     "unet-wide": "torch:unet?depth=3&width=32&image=64&batch=1&classes=10",
 }
-"""Other sizes of the same eight families (``--sizes`` measures them): more measured ops to
-train on, a smaller, a wider and a larger-batch variant of each. They share their family with :data:`MODELS`
-(``source_of``), so leaving a family out leaves its sizes out too."""
+"""Other sizes of the same families (``--sizes`` measures them): more measured ops to train on,
+a smaller and a wider variant of each (and a larger-batch one of the first eight). They share
+their family with :data:`MODELS` (``source_of``), so leaving a family out leaves its sizes out
+too."""
 
 MODES = ("forward", "train")
 
