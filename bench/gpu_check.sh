@@ -19,7 +19,8 @@ PY=${PY:-python3}
 OUT=${OUT:-/tmp/gpu-check}
 # DEVICE=cpu runs every step on this CPU instead (a dry run of the script itself); MODELS names a
 # subset of bench_profile.MODELS, SIZE_MODELS of bench_profile.SIZES, COMPILE_MODELS the models
-# compiled; ITERATIONS the timed runs per measurement.
+# compiled; ITERATIONS the timed runs per measurement; DATA the measurement directory (default
+# bench/data/profile-<kind>).
 DEVICE=${DEVICE:-cuda}
 MODELS=${MODELS:-resnet,inception,wavenet,lstm,transformer,gpt2,bert,t5}
 ITERATIONS=${ITERATIONS:-10}
@@ -57,7 +58,7 @@ case $DEVICE in
   cuda*) KIND=$("$PY" -c 'from graphopt.importers.machine import cuda_kind; print(cuda_kind())') ;;
   *) KIND=$("$PY" -c 'from graphopt.importers.machine import cpu_kind; print(cpu_kind(1))')-dry ;;
 esac
-DATA=bench/data/profile-$KIND
+DATA=${DATA:-bench/data/profile-$KIND}
 mkdir -p "$DATA"
 START=$SECONDS
 # Whatever was measured comes back, also when a step fails or times out.
