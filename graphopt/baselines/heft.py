@@ -84,6 +84,19 @@ class HeftSchedule:
     makespan: float
     """Largest finish time (0 for no tasks): HEFT's schedule length."""
 
+    @classmethod
+    def of(
+        cls,
+        rank: FloatArray,
+        placement: IntArray,
+        start: FloatArray,
+        finish: FloatArray,
+        order: IntArray,
+    ) -> HeftSchedule:
+        """The schedule of ``rank`` and what :func:`list_schedule` returns."""
+        makespan = float(finish.max()) if len(finish) else 0.0
+        return cls(placement, start, finish, rank, order, makespan)
+
 
 @njit(cache=True)
 def find_slot(starts, ends, count, ready, duration, max_gaps):
@@ -292,10 +305,13 @@ def list_schedule(
     return placement, start, finish, order
 
 
-def _csr(
-    n: int, src: IntArray, dst: IntArray, data: FloatArray
-) -> tuple[IntArray, IntArray, IntArray, IntArray, FloatArray]:
-    """Successor and predecessor CSR of edges already sorted by ``(src, dst)``."""
+Csr = tuple[IntArray, IntArray, IntArray, IntArray, FloatArray]
+"""``(succ_ptr, succ_dst, pred_ptr, pred_src, pred_data)``: what :func:`list_schedule` reads of
+the edges (the predecessor side carries each edge's data)."""
+
+
+def _csr(n: int, src: IntArray, dst: IntArray, data: FloatArray) -> Csr:
+    """The :data:`Csr` of edges already sorted by ``(src, dst)``."""
     succ_ptr = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(np.bincount(src, minlength=n), out=succ_ptr[1:])
     perm = np.lexsort((src, dst))
@@ -308,6 +324,59 @@ def _csr(
         np.ascontiguousarray(src[perm]),
         np.ascontiguousarray(data[perm]),
     )
+
+
+def graph_csr(graph: CompGraph) -> Csr:
+    """The :data:`Csr` of a graph: its CSR arrays, the data of an edge its bytes."""
+    succ_ptr, succ_dst = graph.successors_csr
+    pred_ptr, pred_src, pred_edge = graph.predecessors_csr
+    return succ_ptr, succ_dst, pred_ptr, pred_src, np.ascontiguousarray(graph.edge_bytes[pred_edge])
+
+
+def run_list_schedule(
+    key: FloatArray,
+    comp: FloatArray,
+    csr: Csr,
+    links: tuple[FloatArray, FloatArray],
+    *,
+    max_gaps: int = DEFAULT_MAX_GAPS,
+    contention: bool = False,
+    bias: FloatArray | None = None,
+    anchor: IntArray | None = None,
+    free: np.ndarray | None = None,
+    params: FloatArray | None = None,
+    memory: FloatArray | None = None,
+    group: IntArray | None = None,
+    num_groups: int = 0,
+) -> tuple[IntArray, FloatArray, FloatArray, IntArray]:
+    """:func:`list_schedule` with HEFT's setting for every input left out: zero ``bias``, every
+    op free (``anchor`` then unused), no parameters, no memory limit, no colocation groups.
+    ``links`` is ``(latency, bandwidth)``. Returns ``(placement, start, finish, order)``."""
+    n, num_dev = comp.shape
+    latency, bandwidth = links
+    return list_schedule(
+        key,
+        np.zeros((n, num_dev)) if bias is None else np.ascontiguousarray(bias),
+        np.zeros(n, dtype=np.int64) if anchor is None else anchor,
+        np.ones(n, dtype=np.bool_) if free is None else free,
+        comp,
+        *csr,
+        latency,
+        bandwidth,
+        max_gaps,
+        contention,
+        np.zeros(n) if params is None else params,
+        np.zeros(num_dev) if memory is None else memory,
+        np.full(n, -1, dtype=np.int64) if group is None else group,
+        num_groups,
+    )
+
+
+def _gaps(max_gaps: int | None, n: int) -> int:
+    """``max_gaps`` as :func:`list_schedule` takes it (``None``: more than any timeline holds)."""
+    if max_gaps is not None and max_gaps < 0:
+        raise ValueError(f"max_gaps must be >= 0 or None, got {max_gaps}")
+    return n + 1 if max_gaps is None else int(max_gaps)
 
 
 def heft_schedule_from_costs(
@@ -369,60 +438,12 @@ def heft_schedule_from_costs(
         raise ValueError(f"latency and bandwidth must have shape ({num_dev}, {num_dev})")
     np.fill_diagonal(lat, 0.0)
     np.fill_diagonal(bw, np.inf)
-    succ_ptr, succ_dst, pred_ptr, pred_src, pred_data = _csr(n, src, dst, data)
-    return _heft(
-        comp, succ_ptr, succ_dst, pred_ptr, pred_src, pred_data, data, lat, bw, max_gaps, contention
-    )
-
-
-def _heft(
-    comp: FloatArray,
-    succ_ptr: IntArray,
-    succ_dst: IntArray,
-    pred_ptr: IntArray,
-    pred_src: IntArray,
-    pred_data: FloatArray,
-    succ_data: FloatArray,
-    latency: FloatArray,
-    bandwidth: FloatArray,
-    max_gaps: int | None,
-    contention: bool = False,
-    bias: FloatArray | None = None,
-) -> HeftSchedule:
-    n = comp.shape[0]
-    if max_gaps is not None and max_gaps < 0:
-        raise ValueError(f"max_gaps must be >= 0 or None, got {max_gaps}")
-    gaps = n + 1 if max_gaps is None else int(max_gaps)
-    w_mean, c_mean = mean_costs(comp, succ_data, latency, bandwidth)
-    rank = longest_path_to_sink(succ_ptr, succ_dst, w_mean, c_mean)
-    num_dev = comp.shape[1]
-    placement, start, finish, order = list_schedule(
-        rank,
-        np.zeros((n, num_dev)) if bias is None else np.ascontiguousarray(bias),
-        np.zeros(n, dtype=np.int64),
-        np.ones(n, dtype=np.bool_),
-        comp,
-        succ_ptr,
-        succ_dst,
-        pred_ptr,
-        pred_src,
-        pred_data,
-        latency,
-        bandwidth,
-        gaps,
-        contention,
-        np.zeros(n),
-        np.zeros(num_dev),
-        np.full(n, -1, dtype=np.int64),
-        0,
-    )
-    return HeftSchedule(
-        placement=placement,
-        start=start,
-        finish=finish,
-        rank=rank,
-        order=order,
-        makespan=float(finish.max()) if n else 0.0,
+    gaps = _gaps(max_gaps, n)
+    csr = _csr(n, src, dst, data)
+    w_mean, c_mean = mean_costs(comp, data, lat, bw)
+    rank = longest_path_to_sink(csr[0], csr[1], w_mean, c_mean)
+    return HeftSchedule.of(
+        rank, *run_list_schedule(rank, comp, csr, (lat, bw), max_gaps=gaps, contention=contention)
     )
 
 
@@ -457,24 +478,19 @@ def heft_schedule(
     """
     rules = constraints(graph, cluster)
     comp = op_times(graph, cluster)
-    latency, bandwidth = link_arrays(cluster)
-    succ_ptr, succ_dst = graph.successors_csr
-    pred_ptr, pred_src, pred_edge = graph.predecessors_csr
-    pred_data = np.ascontiguousarray(graph.edge_bytes[pred_edge])
-    return _heft(
+    gaps = _gaps(max_gaps, graph.num_ops)
+    rank = upward_rank(graph, cluster, comp)
+    bias = None if rules.allowed is None else rules.barred_bias()
+    schedule = run_list_schedule(
+        rank,
         comp,
-        succ_ptr,
-        succ_dst,
-        pred_ptr,
-        pred_src,
-        pred_data,
-        graph.edge_bytes,
-        latency,
-        bandwidth,
-        max_gaps,
-        contention,
-        None if rules.allowed is None else rules.barred_bias(),
+        graph_csr(graph),
+        link_arrays(cluster),
+        max_gaps=gaps,
+        contention=contention,
+        bias=bias,
     )
+    return HeftSchedule.of(rank, *schedule)
 
 
 def heft(graph: CompGraph, cluster: Cluster) -> IntArray:

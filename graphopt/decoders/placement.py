@@ -43,7 +43,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from graphopt.baselines._costs import link_arrays, op_times
-from graphopt.baselines.heft import DEFAULT_MAX_GAPS, list_schedule, upward_rank
+from graphopt.baselines.heft import (
+    DEFAULT_MAX_GAPS,
+    graph_csr,
+    run_list_schedule,
+    upward_rank,
+)
 from graphopt.constraints import constraints
 from graphopt.graph import CompGraph
 from graphopt.hardware import Cluster
@@ -127,11 +132,10 @@ def decode_placement(
     key = np.array(rank, dtype=np.float64)
     if inputs.shift is not None:
         key = key + _checked("shift", inputs.shift, (n,), graph) * (SHIFT_UNIT * scale)
-    bias = np.zeros((n, num_dev))
+    bias = None
     if inputs.affinity is not None:
         bias = _checked("affinity", inputs.affinity, (n, num_dev), graph) * (AFFINITY_UNIT * scale)
-    free = np.ones(n, dtype=np.bool_)
-    anchor = np.zeros(n, dtype=np.int64)
+    anchor, free = None, None  # every op free
     if inputs.anchor is not None:
         anchor = np.asarray(inputs.anchor, dtype=np.int64).reshape(-1)
         if anchor.shape != (n,) or (n and (anchor.min() < 0 or anchor.max() >= num_dev)):
@@ -139,33 +143,24 @@ def decode_placement(
         free = np.zeros(n, dtype=np.bool_)
         if inputs.gate is not None:
             free = _checked("gate", inputs.gate, (n,), graph) > 0.0
+    group, num_groups = colocation_groups(graph) if colocation else (None, 0)
+    mem = np.array([d.memory for d in cluster.devices], dtype=np.float64) if memory else None
     rules = constraints(graph, cluster)
     if rules.allowed is not None:
-        bias = bias + rules.barred_bias()
-    group, num_groups = colocation_groups(graph) if colocation else (np.full(n, -1), 0)
-    mem = np.array([d.memory if memory else 0.0 for d in cluster.devices], dtype=np.float64)
-    latency, bandwidth = link_arrays(cluster)
-    succ_ptr, succ_dst = graph.successors_csr
-    pred_ptr, pred_src, pred_edge = graph.predecessors_csr
-    pred_data = np.ascontiguousarray(graph.edge_bytes[pred_edge])
-    placement, _, _, _ = list_schedule(
+        bias = rules.barred_bias() if bias is None else bias + rules.barred_bias()
+    placement, _, _, _ = run_list_schedule(
         key,
-        np.ascontiguousarray(bias),
-        anchor,
-        free,
         comp,
-        succ_ptr,
-        succ_dst,
-        pred_ptr,
-        pred_src,
-        pred_data,
-        latency,
-        bandwidth,
-        int(max_gaps),
-        contention,
-        np.ascontiguousarray(graph.param_bytes, dtype=np.float64),
-        mem,
-        group,
-        num_groups,
+        graph_csr(graph),
+        link_arrays(cluster),
+        max_gaps=int(max_gaps),
+        contention=contention,
+        bias=bias,
+        anchor=anchor,
+        free=free,
+        params=np.ascontiguousarray(graph.param_bytes, dtype=np.float64),
+        memory=mem,
+        group=group,
+        num_groups=num_groups,
     )
     return rules.project(placement) if rules.active else placement
