@@ -113,25 +113,17 @@ def find_slot(starts, ends, count, ready, duration, max_gaps):
 
 
 @njit(cache=True, inline="always")
-def data_ready(
-    v,
-    p,
-    pred_ptr,
-    pred_src,
-    pred_data,
-    placement,
-    finish,
-    latency,
-    bandwidth,
-    contention,
-    link_free,
-    copy_arrival,
-    tentative,
-    commit,
-):
+def data_ready(v, p, preds, placement, finish, links, contention, booking, commit):
     """Data-ready time of ``v`` on ``p``; with ``contention``, transfers queue on their link
     (``tentative`` holds the link's free time while ``v``'s own transfers are booked) and a
-    tensor already sent to ``p`` is reused. ``commit`` books the transfers."""
+    tensor already sent to ``p`` is reused. ``commit`` books the transfers.
+
+    ``preds`` is ``(pred_ptr, pred_src, pred_data)``, ``links`` ``(latency, bandwidth)`` and
+    ``booking`` ``(link_free, copy_arrival, tentative)`` (tuples: numba unpacks them at no cost).
+    """
+    pred_ptr, pred_src, pred_data = preds
+    latency, bandwidth = links
+    link_free, copy_arrival, tentative = booking
     ready = 0.0
     if contention:
         for q in range(latency.shape[0]):
@@ -201,6 +193,9 @@ def list_schedule(
     link_free = np.zeros((num_dev, num_dev), dtype=np.float64)
     copy_arrival = np.full((n if contention else 1, num_dev), -1.0)
     tentative = np.zeros(num_dev, dtype=np.float64)
+    preds = (pred_ptr, pred_src, pred_data)
+    links = (latency, bandwidth)
+    booking = (link_free, copy_arrival, tentative)
     resident = np.zeros(num_dev, dtype=np.float64)
     group_dev = np.full(max(num_groups, 1), -1, dtype=np.int64)
     waiting = np.zeros(n, dtype=np.int64)
@@ -240,22 +235,7 @@ def list_schedule(
                 continue
             if forced < 0 and memory[p] > 0.0 and resident[p] + params[v] > memory[p]:
                 continue
-            ready = data_ready(
-                v,
-                p,
-                pred_ptr,
-                pred_src,
-                pred_data,
-                placement,
-                finish,
-                latency,
-                bandwidth,
-                contention,
-                link_free,
-                copy_arrival,
-                tentative,
-                False,
-            )
+            ready = data_ready(v, p, preds, placement, finish, links, contention, booking, False)
             duration = comp[v, p]
             est, pos = find_slot(busy_start[p], busy_end[p], count[p], ready, duration, max_gaps)
             score = est + duration - score_bias[v, p]
@@ -268,22 +248,7 @@ def list_schedule(
                     pos,
                 )
         if contention:
-            data_ready(
-                v,
-                best_p,
-                pred_ptr,
-                pred_src,
-                pred_data,
-                placement,
-                finish,
-                latency,
-                bandwidth,
-                contention,
-                link_free,
-                copy_arrival,
-                tentative,
-                True,
-            )
+            data_ready(v, best_p, preds, placement, finish, links, contention, booking, True)
         p, c = best_p, count[best_p]
         for j in range(c, best_pos, -1):
             busy_start[p, j] = busy_start[p, j - 1]
