@@ -108,6 +108,8 @@ class InductorGroups:
         seconds: wall time of Inductor's lowering and scheduling (all graphs).
         capture_seconds: wall time of the capture (``torch.export``, the joint graph) before.
         graphs: the graphs compiled: ``["forward"]`` or ``["forward", "backward"]``.
+        positions: per group, the graph it was compiled in and the position of its kernel in
+            that graph's scheduled (or, for :mod:`graphopt.importers.kernels`, launched) nodes.
     """
 
     groups: list[list[str]]
@@ -121,6 +123,7 @@ class InductorGroups:
     seconds: float = 0.0
     capture_seconds: float = 0.0
     graphs: list[str] = field(default_factory=list)
+    positions: list[tuple[str, int]] = field(default_factory=list)
 
     @property
     def match_rate(self) -> float:
@@ -389,6 +392,7 @@ class _Kernel(NamedTuple):
     extern: bool  # a library call (matmul, convolution, a fallback op)
     origins: list[Any]  # the FX nodes it computes
     reductions: list[Any]  # those of them it computes a reduction loop of
+    at: int  # its scheduler node's position in the sequence given to :func:`_kernels`
 
 
 def _kernels(snodes: Sequence[Any]) -> list[_Kernel]:
@@ -407,7 +411,7 @@ def _kernels(snodes: Sequence[Any]) -> list[_Kernel]:
     from torch._inductor.scheduler import ExternKernelSchedulerNode, NopKernelSchedulerNode
 
     raw: list[_Kernel] = []
-    for snode in snodes:
+    for at, snode in enumerate(snodes):
         if isinstance(snode, NopKernelSchedulerNode):
             continue
         if isinstance(snode, ExternKernelSchedulerNode):
@@ -419,7 +423,7 @@ def _kernels(snodes: Sequence[Any]) -> list[_Kernel]:
             origin = getattr(node, "origin_node", None)
             if not own and origin is not None:
                 own = [origin]
-            raw.append(_Kernel(True, own or _sorted(node.origins), []))
+            raw.append(_Kernel(True, own or _sorted(node.origins), [], at))
             continue
         origins: list[Any] = []
         reductions: list[Any] = []
@@ -430,7 +434,7 @@ def _kernels(snodes: Sequence[Any]) -> list[_Kernel]:
             origins.extend(mine)
             if inner.is_reduction():
                 reductions.extend(o for o in mine if _reduces(o))
-        raw.append(_Kernel(False, origins, reductions))
+        raw.append(_Kernel(False, origins, reductions, at))
     extern = {o for k in raw if k.extern for o in k.origins}
     out = []
     for k in raw:
@@ -438,7 +442,7 @@ def _kernels(snodes: Sequence[Any]) -> list[_Kernel]:
         if not k.extern:
             keep = [o for o in keep if o not in extern]
         if keep:
-            out.append(_Kernel(k.extern, keep, list(dict.fromkeys(k.reductions))))
+            out.append(_Kernel(k.extern, keep, list(dict.fromkeys(k.reductions)), k.at))
     return out
 
 
@@ -474,17 +478,22 @@ def _groups(
     op_types: list[str],
     edges: Sequence[tuple[int, int]],
     name: str,
+    schedule: Callable[[GraphModule, str], list[Any]] | None = None,
 ) -> InductorGroups:
+    """Inductor's kernels of each part as groups of op names (the module docstring's rules);
+    ``schedule(gm, label)`` gives a part's scheduler nodes (default :func:`_schedule`)."""
+    schedule = schedule or _schedule
     index = {n: i for i, n in enumerate(op_names)}
     kernel_of: dict[int, int] = {}  # op -> the last kernel it appears in
     seen_in: dict[int, set[int]] = {}
     reducing: dict[int, set[int]] = {}  # kernel -> ops whose reduction loop it runs
     extern: set[int] = set()  # the extern kernels
+    where: list[tuple[str, int]] = []  # kernel -> its graph and position there
     unmatched_origins: list[str] = []
     kernels = 0
     start = time.perf_counter()
     for part_name, gm in parts:
-        found = _kernels(_schedule(gm, f"{name} [{part_name}]"))
+        found = _kernels(schedule(gm, f"{name} [{part_name}]"))
         graph_id = id(gm.graph)
         # An FX node some kernel runs a reduction loop of is computed there only (the other
         # kernels naming it merely read its result); any other is computed wherever it is named.
@@ -492,6 +501,7 @@ def _groups(
         for kernel in found:
             k = kernels
             kernels += 1
+            where.append((part_name, kernel.at))
             if kernel.extern:
                 extern.add(k)
             for origin in kernel.origins:
@@ -543,4 +553,5 @@ def _groups(
         split_ops=[op_names[op] for op in sorted(seen_in) if len(seen_in[op]) > 1],
         seconds=seconds,
         graphs=[p for p, _ in parts],
+        positions=[where[k] for k in order],
     )
