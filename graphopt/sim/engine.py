@@ -247,6 +247,67 @@ def _route_rows(ws, num_t):
     return ei[6, :num_t], ei[7, :num_t], ei[8, :num_t], ei[9, :num_t]
 
 
+@njit(cache=True, inline="always", error_model="numpy")
+def _plan_edge(g, e, u, k, oslot, kernel_of, k_dev, need, e_cons, p_slot, kmark):
+    """Plan out-edge ``e`` of op ``u`` (kernel ``k``, output in memory slot ``oslot``) for both
+    plans: its consumer kernel and device in ``e_cons``, one more input of that kernel in
+    ``need``, and in ``p_slot`` the release of ``u``'s output once per consumer kernel, at its
+    first edge from ``u`` (``kmark[h] == u``: ``h`` already reads ``u`` through a lower member).
+    The transfer's slot (``p_slot[p, 1]``) is left -1 for the plan to fill.
+
+    Returns ``(p, t, new_consumer)``: the edge's predecessor slot, the consumer's device (-1 for
+    an edge inside ``u``'s kernel, which needs nothing more) and whether the consumer kernel reads
+    ``u`` for the first time."""
+    h = kernel_of[g.succ_dst[e]]
+    e_cons[e, 0] = h
+    p = g.succ_to_pred[e]
+    p_slot[p, 1] = -1
+    if h == k:
+        e_cons[e, 1] = -1
+        p_slot[p, 0] = -1
+        return p, -1, False
+    need[h] += 1
+    t = k_dev[h]
+    e_cons[e, 1] = t
+    new_consumer = kmark[h] != u
+    if new_consumer:
+        kmark[h] = u
+    p_slot[p, 0] = oslot if new_consumer else -1
+    return p, t, new_consumer
+
+
+@njit(cache=True, inline="always", error_model="numpy")
+def _plan_op(g, u, s, first, oslot, ext, op_rec, slot_int, slot_float):
+    """Record op ``u`` (on device ``s``, transfers from ``first``, ``ext`` consumer kernels
+    outside its own) in ``op_rec`` and its output's memory slot ``oslot``."""
+    op_rec[u, 0] = g.pred_ptr[u]
+    op_rec[u, 1] = g.succ_ptr[u]
+    op_rec[u, 2] = first
+    op_rec[u, 3] = g.succ_ptr[u + 1] == g.succ_ptr[u] or ext > 0
+    slot_int[oslot, 0] = ext
+    slot_int[oslot, 1] = s
+    slot_float[oslot] = g.out_bytes[u]
+
+
+@njit(cache=True, inline="always", error_model="numpy")
+def _close_plan(g, n, num_sent, num_t, op_rec, t_src, t_dst, t_link, t_bytes, t_dur):
+    """End both plans: the sentinel row ``op_rec[n]`` (``num_sent`` transfers are sent as their
+    producer's kernel ends), and each of the ``num_t`` transfers' duration and link. Returns
+    ``link_count[D*(D-1)]``, the transfers per link."""
+    num_dev = g.link_bw.shape[0]
+    op_rec[n, 0] = g.pred_ptr[n]
+    op_rec[n, 1] = g.succ_ptr[n]
+    op_rec[n, 2] = num_sent
+    link_count = np.zeros(num_dev * (num_dev - 1), dtype=np.int64)
+    for i in range(num_t):
+        s = t_src[i]
+        t = t_dst[i]
+        t_dur[i] = g.link_lat[s, t] + t_bytes[i] / g.link_bw[s, t]
+        t_link[i] = link_index(s, t, num_dev)
+        link_count[t_link[i]] += 1
+    return link_count
+
+
 @njit(cache=True, error_model="numpy")
 def plan_transfers(g, kernel_of, k_dev, ws):
     """The per-decision pre-pass over every out-edge (rules 5 and 8 of :mod:`graphopt.sim`) of
@@ -293,7 +354,6 @@ def plan_transfers(g, kernel_of, k_dev, ws):
     kmark[:] = -1
     dmark = np.full(num_dev, -1, dtype=np.int64)  # dmark[t] == u: u already sends to t
     dtid = np.zeros(num_dev, dtype=np.int64)  # ... with transfer dtid[t]
-    link_count = np.zeros(num_dev * (num_dev - 1), dtype=np.int64)
     num_t = 0
     for u in range(n):
         k = kernel_of[u]
@@ -302,25 +362,11 @@ def plan_transfers(g, kernel_of, k_dev, ws):
         oslot = u + first
         ext = 0
         for e in range(g.succ_ptr[u], g.succ_ptr[u + 1]):
-            h = kernel_of[g.succ_dst[e]]
-            e_cons[e, 0] = h
-            p = g.succ_to_pred[e]
-            if h == k:
-                e_cons[e, 1] = -1
-                p_slot[p, 0] = -1
-                p_slot[p, 1] = -1
-                continue
-            need[h] += 1
-            t = k_dev[h]
-            e_cons[e, 1] = t
-            new_consumer = kmark[h] != u  # else h reads u through a lower member already
-            if new_consumer:
-                kmark[h] = u
-                ext += 1
-            # release once per consumer kernel, at its first edge from u
-            p_slot[p, 0] = oslot if new_consumer else -1
-            p_slot[p, 1] = -1
-            if t == s:
+            p, t, new_consumer = _plan_edge(
+                g, e, u, k, oslot, kernel_of, k_dev, need, e_cons, p_slot, kmark
+            )
+            ext += new_consumer
+            if t == s or t < 0:
                 continue
             if dmark[t] != u:  # a new transfer (the rest of its fields: below)
                 dmark[t] = u
@@ -335,27 +381,13 @@ def plan_transfers(g, kernel_of, k_dev, ws):
                 tslot = u + 1 + dtid[t]
                 p_slot[p, 1] = tslot
                 slot_int[tslot, 0] += 1
-        op_rec[u, 0] = g.pred_ptr[u]
-        op_rec[u, 1] = g.succ_ptr[u]
-        op_rec[u, 2] = first
-        op_rec[u, 3] = g.succ_ptr[u + 1] == g.succ_ptr[u] or ext > 0
-        slot_int[oslot, 0] = ext
-        slot_int[oslot, 1] = s
-        slot_float[oslot] = g.out_bytes[u]
+        _plan_op(g, u, s, first, oslot, ext, op_rec, slot_int, slot_float)
         for i in range(first, num_t):
             t_op[i] = u
             t_src[i] = s
             slot_int[u + 1 + i, 1] = t_dst[i]
             slot_float[u + 1 + i] = t_bytes[i]
-    op_rec[n, 0] = g.pred_ptr[n]
-    op_rec[n, 1] = g.succ_ptr[n]
-    op_rec[n, 2] = num_t
-    for i in range(num_t):
-        s = t_src[i]
-        t = t_dst[i]
-        t_dur[i] = g.link_lat[s, t] + t_bytes[i] / g.link_bw[s, t]
-        t_link[i] = link_index(s, t, num_dev)
-        link_count[t_link[i]] += 1
+    link_count = _close_plan(g, n, num_t, num_t, op_rec, t_src, t_dst, t_link, t_bytes, t_dur)
     return num_t, link_count
 
 
@@ -417,7 +449,6 @@ def plan_routes(g, kernel_of, k_dev, ws):
     need[:] = 0
     kmark[:] = -1
     dmark[:] = -1
-    link_count = np.zeros(num_dev * (num_dev - 1), dtype=np.int64)
     num_t = 0  # the next transfer sent at its producer's end
     num_c = num_roots  # the next second hop
     for u in range(n):
@@ -428,24 +459,11 @@ def plan_routes(g, kernel_of, k_dev, ws):
         oslot = u + first
         ext = 0
         for e in range(g.succ_ptr[u], g.succ_ptr[u + 1]):
-            h = kernel_of[g.succ_dst[e]]
-            e_cons[e, 0] = h
-            p = g.succ_to_pred[e]
-            if h == k:
-                e_cons[e, 1] = -1
-                p_slot[p, 0] = -1
-                p_slot[p, 1] = -1
-                continue
-            need[h] += 1
-            t = k_dev[h]
-            e_cons[e, 1] = t
-            new_consumer = kmark[h] != u
-            if new_consumer:
-                kmark[h] = u
-                ext += 1
-            p_slot[p, 0] = oslot if new_consumer else -1
-            p_slot[p, 1] = -1
-            if t == s:
+            p, t, new_consumer = _plan_edge(
+                g, e, u, k, oslot, kernel_of, k_dev, need, e_cons, p_slot, kmark
+            )
+            ext += new_consumer
+            if t == s or t < 0:
                 continue
             relay = host >= 0 and s != host and t != host
             nbytes = g.edge_bytes[e]
@@ -498,29 +516,16 @@ def plan_routes(g, kernel_of, k_dev, ws):
                 slot_int[slot, 0] += 1
         if not per_consumer and num_c > first_c:
             t_chi[first] = num_c
-        op_rec[u, 0] = g.pred_ptr[u]
-        op_rec[u, 1] = g.succ_ptr[u]
-        op_rec[u, 2] = first
-        op_rec[u, 3] = g.succ_ptr[u + 1] == g.succ_ptr[u] or ext > 0
-        slot_int[oslot, 0] = ext
-        slot_int[oslot, 1] = s
-        slot_float[oslot] = g.out_bytes[u]
+        _plan_op(g, u, s, first, oslot, ext, op_rec, slot_int, slot_float)
         for i in range(first, num_t):
             t_op[i] = u
         for i in range(first_c, num_c):
             t_op[i] = u
-    op_rec[n, 0] = g.pred_ptr[n]
-    op_rec[n, 1] = g.succ_ptr[n]
-    op_rec[n, 2] = num_t
     for i in range(num_c):
         slot = t_op[i] + 1 + i if i < num_roots else n + i
         slot_int[slot, 1] = t_dst[i]
         slot_float[slot] = t_bytes[i] if g.charge_copies else 0.0
-        s = t_src[i]
-        t = t_dst[i]
-        t_dur[i] = g.link_lat[s, t] + t_bytes[i] / g.link_bw[s, t]
-        t_link[i] = link_index(s, t, num_dev)
-        link_count[t_link[i]] += 1
+    link_count = _close_plan(g, n, num_t, num_c, op_rec, t_src, t_dst, t_link, t_bytes, t_dur)
     return num_c, link_count
 
 
