@@ -13,7 +13,6 @@ from graphopt.costmodel.features import (
 )
 from graphopt.encoding import MAX_DEVICES
 from graphopt.hardware import get_cluster
-from graphopt.sim.estimate import contention_schedule
 from graphopt.workloads.registry import resolve_graphs
 
 
@@ -87,51 +86,6 @@ def _list_schedule_reference(f: DecisionFeaturizer, place) -> float:
     return float(finish.max())
 
 
-def _book_reference(
-    busy: list[tuple[float, float]], ready: float, duration: float, window: int
-) -> float:
-    """Earliest gap at or after ``ready`` before one of the last ``window`` intervals, else after
-    the last; ``busy`` is kept sorted by start."""
-    lo = max(0, len(busy) - window)
-    prev = busy[lo - 1][1] if lo > 0 else 0.0
-    for i in range(lo, len(busy)):
-        if max(ready, prev) + duration <= busy[i][0]:
-            begin = max(ready, prev)
-            busy.insert(i, (begin, begin + duration))
-            return begin + duration
-        prev = busy[i][1]
-    begin = max(ready, busy[-1][1]) if busy else ready
-    busy.append((begin, begin + duration))
-    return begin + duration
-
-
-def _contention_schedule_reference(f: DecisionFeaturizer, place, window: int) -> float:
-    """Ops in topological order booked into device gaps; one transfer per (op, remote device),
-    the largest edge's bytes, booked into the link's gaps; consumers wait for it to land."""
-    g, cluster = f.graph, f.cluster
-    busy: dict[object, list[tuple[float, float]]] = {}
-    arrive = np.zeros(g.num_ops)
-    length = 0.0
-    for v in range(g.num_ops):
-        d = place[v]
-        finish = _book_reference(busy.setdefault(d, []), arrive[v], f.op_time[v, d], window)
-        length = max(length, finish)
-        out_edges = np.flatnonzero(g.edge_src == v)
-        largest: dict[int, float] = {}
-        for e in out_edges:
-            t = place[g.edge_dst[e]]
-            if t != d:
-                largest[t] = max(largest.get(t, 0.0), float(g.edge_bytes[e]))
-        landed = {}
-        for t in sorted(largest):
-            seconds = cluster.latency[d, t] + largest[t] / cluster.bandwidth[d, t]
-            landed[t] = _book_reference(busy.setdefault((d, t), []), finish, seconds, window)
-        for e in out_edges:
-            w = g.edge_dst[e]
-            arrive[w] = max(arrive[w], finish if place[w] == d else landed[place[w]])
-    return length
-
-
 @pytest.fixture(scope="module")
 def featurizer() -> DecisionFeaturizer:
     graph = resolve_graphs(["random-sp-100-s0"])[0]
@@ -161,14 +115,15 @@ def test_summary_matches_reference(featurizer: DecisionFeaturizer) -> None:
     col = SUMMARY_FEATURES.index("critical_path")
     listed = SUMMARY_FEATURES.index("list_schedule")
     booked = SUMMARY_FEATURES.index("contention_schedule")
+    # the contention schedule itself is checked against its twin in tests/graphopt/sim
+    contention = featurizer.estimate.schedule(place)
     for b in range(4):
         cp = _critical_path_reference(featurizer, place[b])
         assert summary[b, col] == pytest.approx(cp / featurizer.total, rel=1e-5)
         ls = _list_schedule_reference(featurizer, place[b])
         assert summary[b, listed] == pytest.approx(ls / featurizer.total, rel=1e-5)
         assert ls >= cp * (1 - 1e-9)  # device queueing only adds to the critical path
-        cs = _contention_schedule_reference(featurizer, place[b], window=64)
-        assert summary[b, booked] == pytest.approx(cs / featurizer.total, rel=1e-5)
+        assert summary[b, booked] == pytest.approx(contention[b] / featurizer.total, rel=1e-5)
         load = np.bincount(
             place[b], weights=featurizer.op_time[np.arange(n), place[b]], minlength=4
         )
@@ -179,29 +134,6 @@ def test_summary_matches_reference(featurizer: DecisionFeaturizer) -> None:
     assert summary[0, SUMMARY_FEATURES.index("transfer_time")] == 0.0
     assert summary[0, SUMMARY_FEATURES.index("max_link_load")] == 0.0
     assert summary[1, SUMMARY_FEATURES.index("max_link_load")] > 0.0
-
-
-@pytest.mark.parametrize("window", [1, 2, 5, 1000])
-def test_contention_schedule_matches_reference(featurizer: DecisionFeaturizer, window: int) -> None:
-    """Small windows make the fast version drop old intervals from its rows: same answers."""
-    rng = np.random.default_rng(window)
-    f = featurizer
-    place = rng.integers(4, size=(3, f.graph.num_ops))
-    place[2, : f.graph.num_ops // 2] = 1  # long runs on one device: many gaps to search
-    fast = contention_schedule(
-        place,
-        np.ascontiguousarray(f.op_time),
-        f.succ_ptr,
-        f.succ_dst,
-        f.nbytes,
-        f.latency,
-        f.inv_bw,
-        window,
-    )
-    for b in range(3):
-        assert fast[b] == pytest.approx(
-            _contention_schedule_reference(f, place[b], window), rel=1e-9
-        )
 
 
 def test_contention_schedule_bounds(featurizer: DecisionFeaturizer) -> None:

@@ -161,6 +161,19 @@ def test_estimate_matches_its_twin_under_every_link_model(window, contention, ro
         assert cluster == base
 
 
+@pytest.mark.parametrize("window", [1, 2, 5, 1000])
+def test_small_windows_give_the_twins_answers(window):
+    """Small windows make the fast version drop old intervals from its rows: same answers."""
+    graph, cluster = get_graph("random-sp-100-s0"), get_cluster("v100-nvlink-4")
+    place = np.random.default_rng(window).integers(4, size=(3, graph.num_ops))
+    place[2, : graph.num_ops // 2] = 1  # long runs on one device: many gaps to search
+    estimate = PlacementEstimate(graph, cluster, window)
+    fast = estimate.schedule(place)
+    for b in range(3):
+        twin = _schedule_twin(graph, cluster, estimate.op_time, place[b], window)
+        assert fast[b] == pytest.approx(twin, rel=1e-9)
+
+
 def test_link_model_by_hand():
     """a -> b and a -> c, 1e6 bytes each, a on gpu0, b and c on gpu1 (hetero-cpu-2gpu)."""
     ops = [Op(n, "matmul", flops=1e9) for n in "abc"]
