@@ -1,0 +1,70 @@
+"""Inductor's kernels measured: the file round trip and refusals; one tiny compiled model
+(expensive: Inductor compiles C++)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from graphopt.importers.kernels import KERNELS_VERSION, KernelProfile, profile_kernels
+from graphopt.importers.zoo import load_zoo
+
+
+def sample() -> KernelProfile:
+    return KernelProfile(
+        name="m",
+        kind="cpu-x-t1",
+        groups=[["a"], ["b", "c"]],
+        seconds=[1e-4, 2e-5],
+        extern=[True, False],
+        kernel_names=["aten::mm", "graph_0_cpp_fused_add_relu_0"],
+        step_seconds=1.3e-4,
+        eager_seconds=2e-4,
+        unmatched_ops=[],
+        settings={"iterations": 3},
+    )
+
+
+def test_file_round_trip(tmp_path: Path) -> None:
+    path = sample().save(tmp_path / "k.json")
+    assert KernelProfile.load(path) == sample()
+
+
+def test_bad_files_are_refused(tmp_path: Path) -> None:
+    path = tmp_path / "k.json"
+    path.write_text(json.dumps({**json.loads(sample().save(path).read_text()), "version": 99}))
+    with pytest.raises(
+        ValueError, match=f"version 99, this graphopt reads version {KERNELS_VERSION}"
+    ):
+        KernelProfile.load(path)
+    path.write_text("{not json")
+    with pytest.raises(ValueError, match="not a kernel profile"):
+        KernelProfile.load(path)
+
+
+def test_bad_arguments() -> None:
+    with pytest.raises(ValueError, match="iterations >= 1"):
+        profile_kernels("torch:resnet", iterations=0)
+
+
+@pytest.mark.expensive
+def test_a_compiled_resnet_kernels_map_to_its_ops() -> None:
+    spec = "torch:resnet?depth=18&width=8&image=32&batch=1&classes=10"
+    profile = profile_kernels(spec, iterations=2, warmup=1)
+    graph = load_zoo(spec)
+    names = set(graph.op_names)
+    flat = [n for g in profile.groups for n in g]
+    assert len(flat) == len(set(flat))  # each op in one kernel
+    assert set(flat) <= names and len(flat) + len(profile.unmatched_ops) == len(names)
+    assert all(s > 0 for s in profile.seconds)
+    convs = [k for k, g in enumerate(profile.groups) if g[0].startswith("convolution")]
+    assert convs and all(profile.extern[k] for k in convs)
+    assert all(profile.kernel_names[k].startswith("aten::") for k in convs)
+    # Batch norm and ReLU run fused, in a C++ kernel of Inductor's own.
+    fused = [k for k, g in enumerate(profile.groups) if len(g) > 1]
+    assert fused and not any(profile.extern[k] for k in fused)
+    assert all("cpp_fused" in profile.kernel_names[k] for k in fused)
+    assert sum(profile.seconds) <= profile.step_seconds * 1.5
+    assert profile.eager_seconds > 0
