@@ -164,3 +164,12 @@ class PlacetoPolicy(CategoricalPolicy):
         logits, value = self.network(obs)
         dist = CategoricalDistribution(logits.shape[-1]).proba_distribution(action_logits=logits)
         return dist, value.unsqueeze(-1)
+
+    def evaluate_actions(self, obs: PyTorchObs, actions: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """As :class:`~policies.sb3_policy.CategoricalPolicy`'s, with the entropy taken before the
+        log-probabilities: the order autograd sums their gradients in, kept as Placeto's runs were
+        measured (a seeded run is reproduced bit for bit; the other order drifts apart after a few
+        thousand decisions, tests/graphopt/train/test_learned_baselines.py)."""
+        dist, value = self._run(obs)
+        entropy = dist.entropy()
+        return value, dist.log_prob(actions), entropy
