@@ -19,7 +19,7 @@ from typing import Any, ClassVar, NamedTuple
 import numpy as np
 from gymnasium import spaces
 
-from envs.base import EditEnv, GraphSpec, check_action, episode_end, padding_sizes
+from envs.base import EditEnv, GraphEnv, GraphSpec, check_action, episode_end, padding_sizes
 from envs.placement_edit import CLIP, percent_gain, symlog
 from envs.rewards import reward
 from graphopt.baselines.search import placement_groups
@@ -589,7 +589,9 @@ class DecisionEditEnv(EditEnv):
         if calls is not None and calls < 1:
             raise ValueError(f"calls must be >= 1, got {calls}")
         steps = self.horizon if calls is None else calls - 1
-        super().reset(seed=seed)
+        # Seed only: EditEnv.reset would also start an episode on a drawn graph, drawing from
+        # the generator the rollout's own candidates come from.
+        GraphEnv.reset(self, seed=seed)
         self._pick({"graph": index})
         self._start(index, horizon=steps)
         obs = self._draw()

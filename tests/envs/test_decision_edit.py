@@ -106,6 +106,20 @@ def test_rollout_spends_exactly_its_calls_and_is_deterministic(task):
         env.rollout(prior, 0, calls=0)
 
 
+@pytest.mark.parametrize("task", TASKS)
+def test_rollout_is_the_episode_reset_on_that_graph_would_play(task):
+    """A rollout plays the episode ``reset(seed, options={"graph": i})`` starts, stepped with the
+    same policy."""
+    env = make(task, seed=0)
+    decision, m, _ = env.rollout(prior, 1, seed=3)
+    obs, _ = env.reset(seed=3, options={"graph": 1})
+    for _ in range(env.horizon):
+        obs, *_ = env.step(prior(obs))
+    assert m.step_time == env._m.step_time
+    for name in ("placement", "priority", "fusion"):
+        assert np.array_equal(getattr(decision, name), getattr(env.decision(), name))
+
+
 def test_offered_moves_are_legal_and_of_the_task_families():
     env = make("joint-edit", seed=1, candidates=16)
     seen = set()
