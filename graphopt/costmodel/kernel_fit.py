@@ -36,9 +36,10 @@ import numpy as np
 
 from graphopt.costmodel.op_fit import PARAMS
 from graphopt.graph import CompGraph
-from graphopt.hardware import Device
+from graphopt.hardware import Cluster, Device
 from graphopt.importers.kernels import KernelProfile
 from graphopt.op_classes import CONTRACTION, DATA_MOVEMENT, ELEMENTWISE, REDUCTION
+from graphopt.sim.simulator import PreparedGraph
 
 CLASSES = (CONTRACTION, ELEMENTWISE, REDUCTION, DATA_MOVEMENT)
 KERNEL_FEATURES = (
@@ -65,15 +66,15 @@ def boundary_bytes(graph: CompGraph, members: Sequence[int]) -> float:
     """Bytes crossing the kernel of ``members``: each distinct producer outside it read by a member
     (its output bytes), plus each member's output read outside it or by nobody (a graph output)."""
     inside = {int(m) for m in members}
-    read, leaving, readers = set(), set(), set()
-    for u, v in zip(graph.edge_src.tolist(), graph.edge_dst.tolist(), strict=True):
-        if v in inside and u not in inside:
-            read.add(u)
-        if u in inside:
-            readers.add(u)
-            if v not in inside:
-                leaving.add(u)
-    leaving |= inside - readers
+    pred_ptr, pred_src, _ = graph.predecessors_csr
+    succ_ptr, succ_dst = graph.successors_csr
+    read: set[int] = set()
+    leaving: set[int] = set()
+    for m in inside:
+        read.update(int(u) for u in pred_src[pred_ptr[m] : pred_ptr[m + 1]] if u not in inside)
+        readers = succ_dst[succ_ptr[m] : succ_ptr[m + 1]]
+        if len(readers) == 0 or any(int(v) not in inside for v in readers):
+            leaving.add(m)
     out = graph.output_bytes
     return float(sum(out[u] for u in read) + sum(out[m] for m in leaving))
 
@@ -138,14 +139,11 @@ def op_indices(graph: CompGraph, profile: KernelProfile) -> list[list[int]]:
 
 
 def member_times(graph: CompGraph, device: Device) -> np.ndarray:
-    """Every op's time on ``device`` as the simulator prices it unfused: its measured time for
-    the device's kind where there is one, else the device's (calibrated) roofline."""
-    compute, memory = device.op_efficiency(graph.op_types, graph.op_classes)
-    roofline = device.roofline_time(graph.flops, graph.bytes_accessed, compute, memory)
-    measured = graph.measured.get(device.kind)
-    if measured is None:
-        return np.asarray(roofline, dtype=np.float64)
-    return np.where(np.isfinite(measured), measured, roofline)
+    """Every op's time on ``device`` as the simulator prices it unfused (rule 3 of
+    :mod:`graphopt.sim`: its measured time for the device's kind where there is one, else the
+    device's roofline with its efficiency table), read from the simulator's prepared graph."""
+    one = Cluster(device.name, (device,), np.zeros((1, 1)), np.zeros((1, 1)))
+    return PreparedGraph(graph, one).op_time[:, 0]
 
 
 @dataclass
