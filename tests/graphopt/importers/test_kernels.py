@@ -66,5 +66,4 @@ def test_a_compiled_resnet_kernels_map_to_its_ops() -> None:
     fused = [k for k, g in enumerate(profile.groups) if len(g) > 1]
     assert fused and not any(profile.extern[k] for k in fused)
     assert all("cpp_fused" in profile.kernel_names[k] for k in fused)
-    assert sum(profile.seconds) <= profile.step_seconds * 1.5
     assert profile.eager_seconds > 0
