@@ -4,9 +4,13 @@
   e.g. ``pipedream:resnet50``; ``pipedream:PATH.txt`` for a profile file of your own.
 - ``torch:NAME?ARG=INT&...`` — a zoo model (:func:`~graphopt.importers.zoo.load_zoo`), e.g.
   ``torch:gpt2?n_layer=12&seq=128``; imported once, then read from the on-disk cache.
+- ``gen:FAMILY?ARG=INT&...`` — a configuration of a built-in family
+  (:mod:`graphopt.workloads.generated`), e.g. ``gen:rnnlm?layers=2&hidden=256``; built, not
+  imported, but named the same way so that it goes wherever an imported graph goes.
 
-Both give training graphs (forward + backward) by default, as GO optimises training steps; add
-``mode=forward`` to the query (``pipedream:vgg16?mode=forward``) for the forward graph.
+Imported graphs are training graphs (forward + backward) by default, as GO optimises training
+steps; add ``mode=forward`` to the query (``pipedream:vgg16?mode=forward``) for the forward graph.
+Generated graphs are always training steps.
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ from pathlib import Path
 
 from graphopt.graph import CompGraph
 
-PREFIXES = ("pipedream:", "torch:")
+PREFIXES = ("pipedream:", "torch:", "gen:")
 MODES = ("train", "forward")
 
 
@@ -58,9 +62,13 @@ def load_source(item: str) -> CompGraph:
     """The graph named by ``item`` (see the module docstring).
 
     Raises:
-        ValueError: an unknown prefix, profile or zoo model, a profile file that does not exist or
-            cannot be read, a bad argument, or a failed import.
+        ValueError: an unknown prefix, profile, zoo model or generated family, a profile file that
+            does not exist or cannot be read, a bad argument, or a failed import.
     """
+    if item.startswith("gen:"):  # always a training step: its arguments name no mode
+        from graphopt.workloads.generated import build_generated
+
+        return build_generated(item)
     spec, training = _split_mode(item)
     if spec.startswith("pipedream:"):
         from graphopt.importers.pipedream import list_profiles, load_pipedream

@@ -8,16 +8,26 @@ seed: ``random-layered-<n>-s<seed>`` and ``random-sp-<n>-s<seed>``
 
 Suites (:data:`SUITES`):
 
-=================  ================================================================================
-``tiny``           a few graphs under 500 ops, for fast tests
-``default``        tiny variants and random DAGs of 200-1000 ops: what a 10-minute CPU run trains on
-``train``          GO-style training set: RNNLM, GNMT and Transformer-XL with 2 and 4 layers,
-                   Inception-v3, random DAGs
-``heldout``        families absent from ``train``: AmoebaNet, WaveNet (2 and 4 stacks)
-``heldout-small``  reduced held-out families (and ``wavenet-2``) for CPU-sized evaluation
-``large``          the 8-layer variants of the training families (unseen sizes)
-``go``             the 13 graphs of GO's evaluation
-=================  ================================================================================
+===================  ==============================================================================
+``tiny``             a few graphs under 500 ops, for fast tests
+``default``          tiny variants and random DAGs of 200-1000 ops: what a 10-minute CPU run trains on
+``train``            GO-style training set: RNNLM, GNMT and Transformer-XL with 2 and 4 layers,
+                     Inception-v3, random DAGs
+``heldout``          families absent from ``train``: AmoebaNet, WaveNet (2 and 4 stacks)
+``heldout-small``    reduced held-out families (and ``wavenet-2``) for CPU-sized evaluation
+``large``            the 8-layer variants of the training families (unseen sizes)
+``go``               the 13 graphs of GO's evaluation
+``train-gen``        the training distribution: 524 configurations of twelve families, ``gen:`` and
+                     ``torch:`` names (:mod:`graphopt.workloads.distribution`)
+``train-gen-small``  24 of them, none of 1,000 ops or more and no zoo graph: tests and demos
+``family-test``      51 unseen configurations (architectures, larger sizes) of the training families
+``cross-family``     families absent from ``train-gen``: WaveNet, AmoebaNet, PipeDream, zoo
+                     Inception and LSTM
+===================  ==============================================================================
+
+Parameterised built-in graphs are named ``gen:FAMILY?ARG=INT&...``
+(:mod:`graphopt.workloads.generated`); :func:`graphopt.workloads.graph_cache.load_graphs` keeps
+built graphs on disk.
 """
 
 from __future__ import annotations
@@ -29,6 +39,7 @@ from pathlib import Path
 
 from graphopt.graph import CompGraph
 from graphopt.importers.sources import is_source, load_source, source_file
+from graphopt.workloads import distribution
 from graphopt.workloads.amoebanet import amoebanet
 from graphopt.workloads.gnmt import gnmt
 from graphopt.workloads.inception import inception_v3
@@ -178,6 +189,10 @@ SUITES: dict[str, tuple[str, ...]] = {
         "wavenet-2",
         "wavenet-4",
     ),
+    "train-gen": distribution.training_specs(),
+    "train-gen-small": distribution.small_training_specs(),
+    "family-test": distribution.family_test_specs(),
+    "cross-family": distribution.cross_family_specs(),
 }
 """Suite name -> graph names (use as ``suite:<name>``). Members may also be imported graphs
 (``pipedream:NAME``, ``torch:NAME?...``, see :mod:`graphopt.importers.sources`): the ``real``
@@ -204,7 +219,15 @@ def list_suites() -> dict[str, tuple[str, ...]]:
 
 def family_of(name: str) -> str:
     """The family of a graph name: ``"gnmt-8"`` -> ``"gnmt"``, ``"random-sp-100-s0"`` ->
-    ``"random-sp"``, ``"inception-v3"`` -> ``"inception"``."""
+    ``"random-sp"``, ``"inception-v3"`` -> ``"inception"``; a generated graph's is its builder's
+    (``"gen:sp?ops=300"`` -> ``"random-sp"``, ``"gen:txl?layers=2"`` -> ``"txl"``), an imported
+    graph's its source (``"torch:resnet?depth=18"`` -> ``"torch:resnet"``,
+    ``"pipedream:gnmt"`` -> ``"pipedream:gnmt"``)."""
+    if name.startswith("gen:"):
+        family = name[len("gen:") :].partition("?")[0]
+        return {"layered": "random-layered", "sp": "random-sp"}.get(family, family)
+    if is_source(name):
+        return name.partition("?")[0]
     match = _RANDOM.fullmatch(name)
     if match:
         return f"random-{match.group(1)}"
@@ -355,5 +378,6 @@ def _unknown_message(head: str) -> str:
         f"{head}; known graphs: {', '.join(_BUILTIN)}; random graphs: "
         f"{', '.join(RANDOM_PATTERNS)}; suites: {', '.join(f'suite:{s}' for s in SUITES)}; "
         "imported graphs: pipedream:NAME, torch:NAME?ARG=INT (graphopt graphs list); "
+        "generated graphs: gen:FAMILY?ARG=INT (e.g. gen:rnnlm?layers=2); "
         "or give a path to a graph file (.json or .json.gz)"
     )
