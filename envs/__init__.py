@@ -4,7 +4,8 @@ Importing this package registers the id of every task of :data:`graphopt.tasks.T
 one-shot tasks (:mod:`envs.one_shot`), ``graphopt/PlacementEdit-v0``
 (:mod:`envs.placement_edit`: placement improved one move at a time, priced by an analytic
 estimate) and the scheduling, fusion and joint edit tasks (:mod:`envs.decision_edit`: one
-simulated move per step)::
+simulated move per step), and ``graphopt/StepPlacement-v0`` (:mod:`envs.step_placement`: placement
+one op per step inside the list scheduler)::
 
     import gymnasium as gym
     import envs  # noqa: F401
@@ -33,6 +34,8 @@ from envs.placement import PlacementEnv
 from envs.placement_edit import PlacementEditEnv
 from envs.placeto import PlacetoEnv
 from envs.scheduling import SchedulingEnv
+from envs.step_placement import ENV_ID as STEP_PLACEMENT_ID
+from envs.step_placement import StepPlacementEnv
 from graphopt.hardware import Cluster
 from graphopt.tasks import TASKS, get_task
 from graphopt.typing import CostModel
@@ -66,6 +69,9 @@ decision each makes, its class and its Gymnasium id."""
 for _task, _cls, _id in VARIANTS.values():
     if _id not in registry:
         register(id=_id, entry_point=f"{_cls.__module__}:{_cls.__name__}")
+
+if STEP_PLACEMENT_ID not in registry:  # placement one op per step: envs.step_placement
+    register(id=STEP_PLACEMENT_ID, entry_point="envs.step_placement:StepPlacementEnv")
 
 
 def make_env(
@@ -121,6 +127,7 @@ __all__ = [
     "PlacetoEnv",
     "SchedulingEditEnv",
     "SchedulingEnv",
+    "StepPlacementEnv",
     "VARIANTS",
     "make_env",
 ]

@@ -28,6 +28,7 @@ from graphopt.cli import (
     graphs,
     profile,
     simulate,
+    stepwise,
     sweep,
     train,
 )
@@ -42,6 +43,7 @@ COMMANDS = (
     baselines,
     decision,
     train,
+    stepwise,
     sweep,
     evaluate,
     costmodel,

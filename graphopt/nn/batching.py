@@ -191,3 +191,32 @@ def to_padded(x: Tensor, packed: PackedGraphs) -> Tensor:
     flat = torch.nonzero(mask.reshape(-1), as_tuple=False).squeeze(1)
     out = x.new_zeros(num_graphs * max_n, x.shape[-1]).index_copy(0, flat, x)
     return out.view(num_graphs, max_n, x.shape[-1])
+
+
+def stack_observations(observations: list[Mapping[str, np.ndarray]]) -> dict[str, Tensor]:
+    """Unbatched observations of different sizes (each encoded with its own ``max_ops`` and
+    ``max_edges``, e.g. unpadded) as one batch: the keys of :data:`OBS_KEYS`, op and edge axes
+    padded to the largest (padding: ``-1`` features and endpoints, op type 0, as
+    :mod:`graphopt.encoding` pads)."""
+    if not observations:
+        raise ValueError("stack_observations needs at least one observation")
+    most_ops = max(o["op_features"].shape[0] for o in observations)
+    most_edges = max(o["edge_index"].shape[1] for o in observations)
+    out: dict[str, Tensor] = {}
+    for key in OBS_KEYS:
+        arrays = [np.asarray(o[key]) for o in observations]
+        if key in ("op_features", "op_type"):
+            fill = 0 if key == "op_type" else -1
+            arrays = [
+                np.pad(
+                    a, [(0, most_ops - a.shape[0])] + [(0, 0)] * (a.ndim - 1), constant_values=fill
+                )
+                for a in arrays
+            ]
+        elif key == "edge_index":
+            arrays = [
+                np.pad(a, [(0, 0), (0, most_edges - a.shape[1])], constant_values=-1)
+                for a in arrays
+            ]
+        out[key] = torch.from_numpy(np.stack(arrays))
+    return out

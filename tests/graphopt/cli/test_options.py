@@ -36,6 +36,8 @@ REQUIRED = {
     "graphopt train": ["train"],
     "graphopt sweep": ["sweep"],
     "graphopt eval": ["eval", "RUN", "--graphs", "txl-tiny"],
+    "graphopt stepwise train": ["stepwise", "train"],
+    "graphopt stepwise eval": ["stepwise", "eval", "RUN", "--graphs", "txl-tiny"],
     "graphopt costmodel dataset": ["costmodel", "dataset", "--graphs", "txl-tiny", "--out", "d"],
     "graphopt costmodel train": ["costmodel", "train", "--data", "d"],
     "graphopt profile": ["profile", "torch:resnet18", "-o", "g.json"],

@@ -1,0 +1,173 @@
+"""The step-wise placement policy: GO's encoder once per graph, a small head per step.
+
+.. code-block:: text
+
+    encoded graph ──GraphEncoder (GraphSAGE)──> (N, d) ──SegmentAttention + FiLM──> (N, d)
+        ──proj──> pre (N, H)                                   [once per graph and update]
+    step k (op v, D candidate devices):
+        logits[p] = w2 . relu(pre[v] + W_s feat[k, p] + b1) + b2 + a * anchor[k, p]   (masked: -inf)
+
+``feat`` are the partial schedule's features of :data:`graphopt.decoders.stepwise.SCHEDULE_FEATURES`.
+The head is small enough that the decoder evaluates it inside its compiled loop
+(:func:`graphopt.decoders.stepwise.run_episode` with :meth:`StepPolicy.head_params`), and this
+module's :meth:`StepPolicy.logits` is the same function in torch, batched over every recorded
+step, for the updates. The head scores devices from their features alone, so one policy runs on
+any device count.
+
+Encoders (``encoder``): ``"go"`` (GraphSAGE, segment attention, FiLM: GO's steps 1-3), ``"mlp"``
+(op-type embedding and op features through an MLP, no message passing: the ablation of GO's
+Table 4). ``schedule_features=False`` zeroes every feature but ``anchor`` (the ablation without
+the schedule's state). ``a`` is a learned weight on the ``anchor`` feature, initially
+``anchor_weight`` (3.0: on 4 devices the reference's device is sampled with probability 0.87), so
+that sampling starts near the reference placement, as GO's hint weight does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import torch
+from torch import Tensor, nn
+
+from graphopt.decoders.stepwise import ANCHOR_FEATURE, NUM_FEATURES, HeadParams
+from graphopt.encoding import NUM_OP_TYPES, OP_FEATURES
+from graphopt.nn.batching import graph_batch, pack, stack_observations, to_padded
+from graphopt.nn.graph_encoder import GraphEncoder
+from policies.film import FiLM, context_dim, graph_context
+from policies.segment_attention import SegmentAttention
+
+ENCODERS = ("go", "mlp")
+
+
+class StepPolicy(nn.Module):
+    """Encoder + per-step device head (module docstring).
+
+    Args:
+        hidden: width ``d`` of the op embeddings (default 64).
+        head_hidden: width ``H`` of the head's hidden layer (default 32).
+        encoder: ``"go"`` or ``"mlp"``.
+        sage_layers: GraphSAGE layers of the GO encoder (default 2).
+        attn_layers: segment-attention layers (default 2).
+        heads: attention heads (default 4).
+        segment_len: ops per attention segment (default 128).
+        mem_len: cached ops each segment attends to (default 128).
+        film: FiLM on the attention layers (default True).
+        schedule_features: read the schedule's features (default True); False keeps only
+            ``anchor``.
+
+    Shapes:
+        - :meth:`embed`: one encoded observation -> ``(N, H)``.
+        - :meth:`logits`: pre ``(S, H)``, feats ``(S, D, F)``, masks ``(S, D)`` -> ``(S, D)``.
+    """
+
+    def __init__(
+        self,
+        hidden: int = 64,
+        head_hidden: int = 32,
+        encoder: str = "go",
+        sage_layers: int = 2,
+        attn_layers: int = 2,
+        heads: int = 4,
+        segment_len: int = 128,
+        mem_len: int = 128,
+        film: bool = True,
+        schedule_features: bool = True,
+        anchor_weight: float = 3.0,
+    ) -> None:
+        super().__init__()
+        if encoder not in ENCODERS:
+            raise ValueError(f"unknown encoder {encoder!r}; choose one of: {', '.join(ENCODERS)}")
+        self.config: dict[str, Any] = dict(
+            hidden=hidden,
+            head_hidden=head_hidden,
+            encoder=encoder,
+            sage_layers=sage_layers,
+            attn_layers=attn_layers,
+            heads=heads,
+            segment_len=segment_len,
+            mem_len=mem_len,
+            film=film,
+            schedule_features=schedule_features,
+            anchor_weight=anchor_weight,
+        )
+        self.encoder_kind = encoder
+        if encoder == "go":
+            self.encoder = GraphEncoder(hidden, sage_layers, num_op_features=len(OP_FEATURES))
+            self.trunk: nn.Module | None = SegmentAttention(
+                attn_layers, hidden=hidden, heads=heads, segment_len=segment_len, mem_len=mem_len
+            )
+            self.film = FiLM(context_dim(hidden), hidden, attn_layers) if film else None
+        else:
+            self.type_embed = nn.Embedding(NUM_OP_TYPES, hidden, padding_idx=0)
+            self.mlp = nn.Sequential(
+                nn.Linear(len(OP_FEATURES) + hidden, hidden),
+                nn.ReLU(),
+                nn.Linear(hidden, hidden),
+                nn.ReLU(),
+            )
+            self.trunk = None
+            self.film = None
+        self.proj = nn.Linear(hidden, head_hidden, bias=False)
+        self.w_feat = nn.Linear(NUM_FEATURES, head_hidden)
+        self.out = nn.Linear(head_hidden, 1)
+        # the anchor's logit bonus: at initialisation samples stay near the reference placement
+        # (GO's hint weight, policies.go_network); imitation and PPO learn it like every weight
+        with torch.no_grad():
+            self.w_feat.weight[:, ANCHOR_FEATURE] = 0.0
+        self.anchor_weight = nn.Parameter(torch.tensor(float(anchor_weight)))
+        keep = torch.ones(NUM_FEATURES)
+        if not schedule_features:
+            keep.zero_()
+            keep[ANCHOR_FEATURE] = 1.0
+        self.feature_keep: Tensor
+        self.register_buffer("feature_keep", keep)
+
+    # ------------------------------------------------------------------ encoder
+    def embed(self, observation: Mapping[str, np.ndarray]) -> Tensor:
+        """``pre`` ``(N, H)`` of one encoded graph (:func:`graphopt.encoding.encode`'s
+        observation, unbatched numpy arrays)."""
+        return self.embed_many([observation])[0]
+
+    def embed_many(self, observations: Sequence[Mapping[str, np.ndarray]]) -> list[Tensor]:
+        """``pre`` ``(N_b, H)`` of each of several encoded graphs, in one batched pass."""
+        batch = graph_batch(stack_observations(list(observations)))
+        packed = pack(batch)
+        counts = [int(c) for c in batch.num_ops]
+        if self.encoder_kind == "mlp":
+            x = torch.cat([packed.op_features, self.type_embed(packed.op_type)], dim=-1)
+            return list(torch.split(self.proj(self.mlp(x)), counts))
+        h = to_padded(self.encoder(packed), packed)
+        mask = packed.node_mask
+        films = None
+        if self.film is not None:
+            c0 = graph_context(
+                h, mask, batch.graph_features, batch.device_features, batch.device_mask
+            )
+            films = self.film(c0)
+        assert self.trunk is not None
+        h = self.proj(self.trunk(h, mask, films))
+        return [h[b, :n] for b, n in enumerate(counts)]
+
+    # ------------------------------------------------------------------ head
+    def logits(self, pre: Tensor, feats: Tensor, masks: Tensor) -> Tensor:
+        """The head's logits ``(S, D)`` of ``S`` steps: ``pre`` ``(S, H)`` (each step's op's
+        row), ``feats`` ``(S, D, F)``, ``masks`` ``(S, D)`` bool (False: ``-inf``)."""
+        x = self.w_feat(feats * self.feature_keep) + pre[:, None, :]
+        out = self.out(torch.relu(x)).squeeze(-1) + self.anchor_weight * feats[..., ANCHOR_FEATURE]
+        return out.masked_fill(~masks, float("-inf"))
+
+    def head_params(self, pre: Tensor) -> HeadParams:
+        """The head's weights for the compiled decoder, with ``pre`` ``(N, H)`` of one graph;
+        the feature mask is folded into ``w_feat``."""
+        with torch.no_grad():
+            w_feat = (self.w_feat.weight * self.feature_keep[None, :]).T  # (F, H)
+            return HeadParams(
+                pre=pre.detach().double().numpy(),
+                w_feat=w_feat.double().numpy(),
+                b1=self.w_feat.bias.detach().double().numpy(),
+                w2=self.out.weight.detach()[0].double().numpy(),
+                b2=float(self.out.bias.detach()[0]),
+                anchor_weight=float(self.anchor_weight.detach()),
+            )

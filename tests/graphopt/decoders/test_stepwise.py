@@ -1,0 +1,252 @@
+from __future__ import annotations
+
+import bisect
+import math
+
+import numpy as np
+import pytest
+
+from graphopt.baselines._costs import link_arrays, op_times
+from graphopt.baselines.heft import heft_contention, upward_rank
+from graphopt.baselines.placement import PLACERS
+from graphopt.decoders.stepwise import (
+    ANCHOR_FEATURE,
+    NUM_FEATURES,
+    SCHEDULE_FEATURES,
+    HeadParams,
+    decode,
+    step_graph,
+)
+from graphopt.graph import CompGraph
+from graphopt.hardware import Cluster, get_cluster
+from graphopt.workloads import get_graph
+
+
+# ---------------------------------------------------------------------------------- readable twin
+def symlog(x: float) -> float:
+    return math.copysign(math.log1p(10.0 * abs(x)), x)
+
+
+def twin(
+    graph: CompGraph, cluster: Cluster, anchor: np.ndarray, head: HeadParams, uniforms: np.ndarray
+) -> tuple[list[int], list[list[list[float]]]]:
+    """The step-wise decoder's rules in plain Python (memory that never runs out, no
+    constraints, link contention on): the ready op of highest upward rank (ties: lower index), every device's
+    features as the module docstring defines them, the head's softmax sampled by inverse CDF.
+    Returns the placement and each step's features."""
+    n, num_dev = graph.num_ops, cluster.num_devices
+    comp = op_times(graph, cluster).tolist()
+    latency, bandwidth = (a.tolist() for a in link_arrays(cluster))
+    rank = upward_rank(graph, cluster).tolist()
+    w_mean = [sum(row) / num_dev for row in comp]
+    scale = max(rank)
+    pred: list[list[tuple[int, float]]] = [[] for _ in range(n)]
+    for s, d, b in sorted(
+        zip(
+            graph.edge_src.tolist(), graph.edge_dst.tolist(), graph.edge_bytes.tolist(), strict=True
+        )
+    ):
+        pred[d].append((s, b))
+    succ: list[list[int]] = [[] for _ in range(n)]
+    for s, d in zip(graph.edge_src.tolist(), graph.edge_dst.tolist(), strict=True):
+        succ[s].append(d)
+    waiting = [len(p) for p in pred]
+    ready_ops = {i for i in range(n) if waiting[i] == 0}
+    placement = [-1] * n
+    finish = [0.0] * n
+    intervals: list[list[tuple[float, float]]] = [[] for _ in range(num_dev)]
+    link_free = [[0.0] * num_dev for _ in range(num_dev)]
+    copies: dict[tuple[int, int], float] = {}
+    busy = [0.0] * num_dev
+    memory = [d.memory for d in cluster.devices]
+    params = graph.param_bytes.tolist()
+    resident = [0.0] * num_dev
+    makespan = 0.0
+    steps: list[list[list[float]]] = []
+
+    def arrival(v: int, p: int, commit: bool) -> float:
+        free = [link_free[q][p] for q in range(num_dev)]
+        ready = 0.0
+        for u, b in pred[v]:
+            q = placement[u]
+            t = finish[u]
+            if q != p:
+                if (u, p) in copies:
+                    t = copies[(u, p)]
+                else:
+                    t = max(t, free[q]) + (latency[q][p] + b / bandwidth[q][p])
+                    free[q] = t
+                    if commit:
+                        copies[(u, p)] = t
+            ready = max(ready, t)
+        if commit:
+            for q in range(num_dev):
+                link_free[q][p] = free[q]
+        return ready
+
+    def slot(p: int, ready: float, duration: float) -> float:
+        busy_p = intervals[p]
+        j = bisect.bisect_left([s for s, _ in busy_p], ready)
+        for k in range(j, min(len(busy_p), j + 256)):
+            begin = max(ready, busy_p[k - 1][1]) if k > 0 else ready
+            if begin + duration <= busy_p[k][0]:
+                return begin
+        return max(ready, busy_p[-1][1]) if busy_p else ready
+
+    for step in range(n):
+        v = min(ready_ops, key=lambda i: (-rank[i], i))
+        ready_ops.remove(v)
+        ready = [arrival(v, p, False) for p in range(num_dev)]
+        est = [slot(p, ready[p], comp[v][p]) for p in range(num_dev)]
+        eft = [est[p] + comp[v][p] for p in range(num_dev)]
+        bound = [max(makespan, eft[p] + rank[v] - w_mean[v]) for p in range(num_dev)]
+        in_bytes = sum(b for _, b in pred[v])
+        best = min(range(num_dev), key=lambda p: (eft[p], p))
+        mean_busy = sum(busy) / num_dev
+        k = 100.0 / scale
+        feats = []
+        for p in range(num_dev):
+            moved = sum(b for u, b in pred[v] if placement[u] != p and (u, p) not in copies)
+            feats.append(
+                [
+                    symlog((est[p] - min(est)) * k),
+                    symlog((eft[p] - min(eft)) * k),
+                    symlog((ready[p] - min(ready)) * k),
+                    symlog((bound[p] - min(bound)) * k),
+                    symlog(max(0.0, eft[p] - makespan) * k),
+                    symlog((eft[p] - eft[anchor[v]]) * k),
+                    math.log2(comp[v][p] / min(comp[v])),
+                    moved / in_bytes if in_bytes > 0 else 0.0,
+                    max(-1.0, (memory[p] - resident[p] - params[v]) / memory[p]),
+                    symlog((busy[p] - mean_busy) * k),
+                    rank[v] / scale,
+                    step / n,
+                    float(p == best),
+                    float(p == anchor[v]),
+                ]
+            )
+        steps.append(feats)
+        logits = []
+        for p in range(num_dev):
+            hidden = head.pre[v] + np.asarray(feats[p]) @ head.w_feat + head.b1
+            bonus = head.anchor_weight * float(p == anchor[v])
+            logits.append(float(np.maximum(hidden, 0.0) @ head.w2 + head.b2) + bonus)
+        top = max(logits)
+        weights = [math.exp(x - top) for x in logits]
+        target, acc, p = uniforms[step] * sum(weights), 0.0, num_dev - 1
+        for q in range(num_dev):
+            acc += weights[q]
+            if acc > target:
+                p = q
+                break
+        arrival(v, p, True)
+        placement[v] = p
+        finish[v] = est[p] + comp[v][p]
+        bisect.insort(intervals[p], (est[p], finish[v]))
+        busy[p] += comp[v][p]
+        resident[p] += params[v]
+        makespan = max(makespan, finish[v])
+        for w in succ[v]:
+            waiting[w] -= 1
+            if waiting[w] == 0:
+                ready_ops.add(w)
+    return placement, steps
+
+
+def random_head(n: int, rng: np.random.Generator, hidden: int = 5) -> HeadParams:
+    return HeadParams(
+        rng.normal(size=(n, hidden)),
+        rng.normal(size=(NUM_FEATURES, hidden)),
+        rng.normal(size=hidden),
+        rng.normal(size=hidden),
+        0.3,
+        1.5,
+    )
+
+
+class SeqRng:
+    """A stand-in Generator whose ``random(n)`` returns fixed uniforms."""
+
+    def __init__(self, values: np.ndarray) -> None:
+        self.values = values
+
+    def random(self, n: int) -> np.ndarray:
+        return self.values[:n]
+
+
+# ---------------------------------------------------------------------------------- tests
+@pytest.mark.parametrize("name", ["gnmt-tiny", "random-sp-100-s0", "random-layered-100-s0"])
+def test_sampled_episode_matches_twin(name: str) -> None:
+    graph, cluster = get_graph(name), get_cluster("v100-nvlink-4")
+    rng = np.random.default_rng(1)
+    anchor = PLACERS["metis"](graph, cluster)
+    head = random_head(graph.num_ops, rng)
+    uniforms = rng.random(graph.num_ops)
+    ep = decode(step_graph(graph, cluster, anchor), "sample", head, rng=SeqRng(uniforms))  # type: ignore[arg-type]
+    placement, steps = twin(graph, cluster, anchor, head, uniforms)
+    assert ep.placement.tolist() == placement
+    assert ep.feats.shape == (graph.num_ops, cluster.num_devices, len(SCHEDULE_FEATURES))
+    np.testing.assert_allclose(ep.feats, np.asarray(steps, dtype=np.float32), rtol=1e-5, atol=1e-5)
+    assert ep.masks.all()
+
+
+@pytest.mark.parametrize("placer", ["metis", "m-etf", "split", "round-robin"])
+def test_anchor_mode_returns_the_anchor(placer: str) -> None:
+    graph, cluster = get_graph("txl-tiny"), get_cluster("v100-nvlink-4")
+    anchor = PLACERS[placer](graph, cluster)
+    ep = decode(step_graph(graph, cluster, anchor), "anchor")
+    assert (ep.placement == anchor).all()
+    # the anchor feature marks exactly the anchor's device at every step
+    assert (ep.feats[:, :, ANCHOR_FEATURE].argmax(axis=1) == anchor[ep.ops]).all()
+    assert (ep.feats[:, :, ANCHOR_FEATURE].sum(axis=1) == 1).all()
+
+
+def test_min_eft_head_is_heft_lc() -> None:
+    """A head that scores the ``is_min_eft`` feature picks HEFT's device: the contention-aware
+    HEFT placement exactly."""
+    graph, cluster = get_graph("gnmt-tiny"), get_cluster("v100-nvlink-4")
+    n = graph.num_ops
+    w_feat = np.zeros((NUM_FEATURES, 1))
+    w_feat[SCHEDULE_FEATURES.index("is_min_eft"), 0] = 1.0
+    head = HeadParams(np.zeros((n, 1)), w_feat, np.zeros(1), np.ones(1), 0.0)
+    ep = decode(step_graph(graph, cluster), "greedy", head)
+    assert (ep.placement == heft_contention(graph, cluster)).all()
+    assert ep.makespan > 0
+
+
+def test_given_mode_replays_a_placement_and_orders_topologically() -> None:
+    graph, cluster = get_graph("random-layered-100-s0"), get_cluster("v100-nvlink-4")
+    given = np.random.default_rng(0).integers(0, cluster.num_devices, graph.num_ops)
+    ep = decode(step_graph(graph, cluster), "given", given=given)
+    assert (ep.placement == given).all()
+    position = np.empty(graph.num_ops, dtype=np.int64)
+    position[ep.ops] = np.arange(graph.num_ops)
+    assert (position[graph.edge_src] < position[graph.edge_dst]).all()
+
+
+def test_memory_mask_keeps_parameters_within_memory() -> None:
+    graph = get_graph("rnnlm-tiny")
+    cluster = get_cluster("v100-nvlink-4")
+    params = float(graph.param_bytes.sum())
+    data = cluster.to_dict()
+    for device in data["devices"]:
+        device["memory"] = params / 3  # every device holds a third of the parameters
+    small = Cluster.from_dict(data)
+    head = HeadParams.zeros(graph.num_ops)  # greedy: lowest allowed device
+    ep = decode(step_graph(graph, small), "greedy", head)
+    resident = np.bincount(ep.placement, weights=graph.param_bytes, minlength=4)
+    assert (resident <= params / 3 + graph.param_bytes.max()).all()
+    assert not ep.masks.all()  # some device was refused
+
+
+def test_bad_inputs() -> None:
+    graph, cluster = get_graph("txl-tiny"), get_cluster("v100-nvlink-4")
+    sg = step_graph(graph, cluster)
+    with pytest.raises(ValueError, match="unknown decode mode"):
+        decode(sg, "best")
+    with pytest.raises(ValueError, match="needs rng"):
+        decode(sg, "sample")
+    with pytest.raises(ValueError, match="anchor must be"):
+        step_graph(graph, cluster, np.full(graph.num_ops, 9))
+    with pytest.raises(ValueError, match="head has pre"):
+        decode(sg, "greedy", HeadParams.zeros(graph.num_ops + 1))

@@ -1,0 +1,172 @@
+"""The step-wise policy's training: imitation, PPO with a shared baseline, checkpoints."""
+
+from __future__ import annotations
+
+import math
+import zipfile
+
+import numpy as np
+import pytest
+import torch
+
+from graphopt.decoders.stepwise import decode
+from graphopt.hardware import get_cluster
+from graphopt.train.stepwise import (
+    INVALID_LOG_REWARD,
+    StepTrainConfig,
+    advantages,
+    greedy_speedups,
+    improve_target,
+    load_checkpoint,
+    make_item,
+    returns,
+    rollout,
+    save_checkpoint,
+    train,
+)
+from graphopt.workloads import get_graph
+from policies.step_policy import StepPolicy
+
+SMALL = dict(hidden=16, head_hidden=8, sage_layers=1, attn_layers=1, segment_len=32, mem_len=32)
+
+
+@pytest.fixture(scope="module")
+def items():
+    cluster = get_cluster("v100-nvlink-4")
+    return [make_item(get_graph(n), cluster) for n in ("txl-tiny", "random-sp-100-s0")]
+
+
+def test_imitation_makes_greedy_the_heuristic_exactly(items) -> None:
+    """Without the anchor's initial bonus, greedy decoding starts away from the best heuristic;
+    imitation teaches it, on the training graphs and on an unseen one."""
+    config = StepTrainConfig(
+        updates=0,
+        imitation_updates=8,
+        samples_per_graph=2,
+        epochs=12,
+        minibatches=1,
+        learning_rate=2e-2,
+        eval_every=100,
+        policy=dict(SMALL, anchor_weight=0.0),
+    )
+    torch.manual_seed(0)
+    untrained = StepPolicy(**config.policy)
+    with torch.no_grad():
+        head = untrained.head_params(untrained.embed(items[0].observation))
+    assert (decode(items[0].sg, "greedy", head).placement != items[0].sg.anchor).any()
+    policy, rows = train(items, [], config)
+    assert rows[-1]["imitation/accuracy"] == 1.0
+    unseen = make_item(get_graph("random-layered-100-s0"), get_cluster("v100-nvlink-4"))
+    for item in [*items, unseen]:
+        with torch.no_grad():
+            head = policy.head_params(policy.embed(item.observation))
+        assert np.array_equal(decode(item.sg, "greedy", head).placement, item.sg.anchor)
+    assert greedy_speedups(policy, items) == pytest.approx(1.0)
+
+
+def test_returns_and_advantages(items) -> None:
+    policy = StepPolicy(**SMALL)
+    batch = rollout(policy, items[0], 6, np.random.default_rng(0))
+    batch.valid[0] = False
+    r = returns(batch)
+    assert r[0] == INVALID_LOG_REWARD == pytest.approx(-math.log(16))
+    expected = np.log(items[0].reference_time / batch.step_times[1:])
+    assert r[1:] == pytest.approx(expected)
+    a = advantages(np.array([1.0, 2.0, 3.0]), 1e-3)
+    assert a == pytest.approx([-1.2247, 0.0, 1.2247], abs=1e-4)
+    # equal returns (every sample the same decision): no signal, not a division by zero
+    assert advantages(np.full(4, 0.5), 1e-3) == pytest.approx(np.zeros(4))
+
+
+def test_batch_keeps_only_steps_with_a_choice(items) -> None:
+    policy = StepPolicy(**SMALL)
+    batch = rollout(policy, items[1], 3, np.random.default_rng(0))
+    assert batch.decisions == 3 * items[1].sg.num_ops
+    assert (batch.masks.sum(dim=1) >= 2).all()
+    assert len(batch.episode) == len(batch.ops) == len(batch.actions)
+
+
+def test_self_imitation_takes_a_faster_sample() -> None:
+    item = make_item(get_graph("random-sp-100-s0"), get_cluster("v100-nvlink-4"))
+    policy = StepPolicy(**SMALL, anchor_weight=1.0)
+    batch = rollout(policy, item, 32, np.random.default_rng(0))
+    r = returns(batch)
+    item.target_return = float(r.max()) - 1.0  # pretend the target is slower than every sample
+    samples = np.zeros((32, item.sg.num_ops), dtype=np.int64) + np.arange(32)[:, None] % 4
+    assert improve_target(batch, samples)
+    assert item.target_return == pytest.approx(r.max())
+    assert np.array_equal(item.target, samples[int(np.argmax(r))])
+    assert not improve_target(batch, samples)  # not faster than itself
+
+
+def test_ppo_moves_the_policy_and_logs(items, tmp_path) -> None:
+    config = StepTrainConfig(
+        updates=2,
+        imitation_updates=1,
+        samples_per_graph=4,
+        eval_every=1,
+        ent_coef=0.01,
+        imitation_coef=0.5,
+        self_imitation=True,
+        policy=SMALL,
+    )
+    torch.manual_seed(0)
+    start = StepPolicy(**SMALL)
+    before = {k: v.clone() for k, v in start.state_dict().items()}
+    policy, rows = train(items, items[:1], config, out_dir=tmp_path, policy=start)
+    changed = [k for k, v in policy.state_dict().items() if not torch.equal(v, before[k])]
+    assert "w_feat.weight" in changed and "anchor_weight" in changed
+    assert any("ppo/clip_fraction" in r for r in rows)
+    assert [r["update"] for r in rows if "val/speedup" in r] == [0, 1, 2, 3]
+    assert (tmp_path / "policy.pt").exists() and (tmp_path / "best.pt").exists()
+    assert len((tmp_path / "progress.jsonl").read_text().splitlines()) == len(rows)
+    again = load_checkpoint(tmp_path / "policy.pt")
+    for key, value in policy.state_dict().items():
+        assert torch.equal(again.state_dict()[key], value)
+
+
+def test_checkpoint_errors(tmp_path) -> None:
+    with pytest.raises(ValueError, match="no such checkpoint"):
+        load_checkpoint(tmp_path / "missing.pt")
+    model_zip = tmp_path / "model.zip"  # what a one-shot run saves (SB3)
+    with zipfile.ZipFile(model_zip, "w") as z:
+        z.writestr("data", "{}")
+    with pytest.raises(ValueError, match="not a step-wise policy checkpoint"):
+        load_checkpoint(model_zip)
+    torch.save({"state_dict": {}}, tmp_path / "other.pt")
+    with pytest.raises(ValueError, match="no kind"):
+        load_checkpoint(tmp_path / "other.pt")
+    save_checkpoint(tmp_path / "ok.pt", StepPolicy(**SMALL), {"update": 0})
+    assert isinstance(load_checkpoint(tmp_path / "ok.pt"), StepPolicy)
+    (tmp_path / "cut.pt").write_bytes((tmp_path / "ok.pt").read_bytes()[:100])
+    with pytest.raises(ValueError, match="not a step-wise policy checkpoint"):
+        load_checkpoint(tmp_path / "cut.pt")
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "match"),
+    [
+        ("samples_per_graph", 0, "samples_per_graph must be an integer >= 1"),
+        ("updates", -1, "updates must be an integer >= 0"),
+        ("learning_rate", float("nan"), "learning_rate must be a finite number > 0"),
+        ("ent_coef", -0.1, "ent_coef must be a finite number >= 0"),
+    ],
+)
+def test_config_ranges(field, value, match) -> None:
+    with pytest.raises(ValueError, match=match):
+        StepTrainConfig(**{field: value}).validate()
+
+
+def test_no_training_graph() -> None:
+    with pytest.raises(ValueError, match="no training graph"):
+        train([], [], StepTrainConfig())
+
+
+def test_ablation_without_schedule_features_reads_only_the_anchor(items) -> None:
+    policy = StepPolicy(**SMALL, schedule_features=False)
+    batch = rollout(policy, items[0], 2, np.random.default_rng(0))
+    pre = policy.embed(items[0].observation)
+    base = policy.logits(pre[batch.ops], batch.feats, batch.masks)
+    noisy = batch.feats.clone()
+    noisy[..., :-1] += torch.randn_like(noisy[..., :-1])  # every feature but the anchor
+    assert torch.allclose(base, policy.logits(pre[batch.ops], noisy, batch.masks))
