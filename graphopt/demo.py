@@ -22,6 +22,10 @@
    choosing which to try) and evaluates it on the same graphs at ``--edit-calls`` simulator
    calls, beside the task's heuristics, random search and annealing at the same calls: one table
    per task.
+6. Trains the step-wise placement policy (``graphopt/configs/stepwise-demo.yaml``, under a minute:
+   one op per step inside the list scheduler, reading the partial schedule; imitation of the
+   best heuristic, then PPO) and evaluates it on the same graphs: greedy, the best of
+   ``--budget`` decodes, and annealing at the same calls (``runs/placement-step/``).
 
 Run it as ``python -m graphopt.demo [--config FILE] [--eval-graphs SPEC] [--total-timesteps N]``.
 ``--budget`` and ``--runs-dir`` are the ``graphopt`` command's (:mod:`graphopt.cli.options`): the
@@ -135,6 +139,11 @@ def build_parser() -> argparse.ArgumentParser:
         default=256,
         help="simulator calls of each method in the stage-5 tables",
     )
+    parser.add_argument(
+        "--step-config",
+        default=str(CONFIG_DIR / "stepwise-demo.yaml"),
+        help="configuration of the step-wise stage ('' to skip it)",
+    )
     return parser
 
 
@@ -213,7 +222,39 @@ def _main(argv: list[str] | None) -> int:
             budget=args.edit_calls,
             console=console,
         )
+
+    if args.step_config:
+        _stepwise(args.step_config, eval_graphs, args.runs_dir, args.budget, console)
     return 0
+
+
+def _stepwise(config_path: str, eval_graphs: str, runs_dir: str, budget: int, console) -> None:
+    """Stage 6: train the step-wise policy and evaluate it beside annealing at equal calls."""
+    from graphopt.eval.stepwise import evaluate as evaluate_stepwise
+    from graphopt.eval.stepwise import table
+    from graphopt.train.step_run import (
+        build_items,
+        load_step_config,
+        resolve_clusters,
+        resolve_run_graphs,
+        run_training,
+    )
+    from graphopt.train.stepwise import load_checkpoint
+
+    config = load_step_config(config_path)
+    section(
+        console,
+        f"6. one op per step inside the list scheduler: {config.graphs}, "
+        f"{config.train.imitation_updates} imitation and {config.train.updates} PPO updates, then "
+        f"greedy, the best of {budget} decodes and annealing at {budget} calls",
+    )
+    run = run_training(config, runs_dir, log=console.print)
+    policy = load_checkpoint(run / "best.pt")
+    items = build_items(resolve_run_graphs(eval_graphs), resolve_clusters(config.clusters))
+    rows = evaluate_stepwise(
+        policy, items, [("greedy", 1), ("sample", budget), ("annealing", budget)]
+    )
+    console.print("\n".join(table(rows)))
 
 
 def _gantt(run, graph_name, eval_graphs, config, model, console) -> None:

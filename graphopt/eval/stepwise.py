@@ -4,7 +4,8 @@ Modes (each a number of simulator calls per graph):
 
 ==================  ===========================================================================
 ``greedy``          one decode, the head's argmax at every step (1 call): zero-shot
-``sample:K``        ``K`` decodes sampled from the head's softmax, the fastest kept (``K`` calls)
+``sample:K``        the greedy decode and ``K - 1`` sampled from the head's softmax, the fastest
+                    kept (``K`` calls; never worse than greedy)
 ``annealing:K``     simulated annealing from the best heuristic (the baseline at equal calls)
 ==================  ===========================================================================
 
@@ -100,10 +101,11 @@ def evaluate(
                 if head is None:
                     raise ValueError(f"mode {label} needs a trained policy")
                 rng = np.random.default_rng(seed)
-                mode = "greedy" if kind == "greedy" else "sample"
-                placements = np.stack(
-                    [decode(item.sg, mode, head, rng=rng).placement for _ in range(budget)]
-                )
+                greedy = decode(item.sg, "greedy", head).placement
+                samples = [
+                    decode(item.sg, "sample", head, rng=rng).placement for _ in range(budget - 1)
+                ]
+                placements = np.stack([greedy, *samples])
                 r = item.prepared.evaluate_batch(placements)
                 times = np.where(r.valid, r.step_time, np.inf)
                 best = int(np.argmin(times))

@@ -159,10 +159,17 @@ def _demo_graph_specs(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> list[s
         specs.append(graphs)
         return [types.SimpleNamespace(graph="")]
 
+    def stepwise(config_path, eval_graphs, *args):
+        from graphopt.train.step_run import load_step_config
+
+        config = load_step_config(config_path)
+        specs.extend([config.graphs, config.val_graphs, eval_graphs])
+
     monkeypatch.setattr(demo, "train", train)
     monkeypatch.setattr(demo, "evaluate_run", evaluate_run)
     monkeypatch.setattr(demo, "load_run_model", lambda run: None)
     monkeypatch.setattr(demo, "_gantt", lambda *args: None)
+    monkeypatch.setattr(demo, "_stepwise", stepwise)
     assert demo.main(["--runs-dir", str(tmp_path)]) == 0
     return list(dict.fromkeys(specs))
 
@@ -229,6 +236,7 @@ def test_the_demo_run_steers_the_decoder_and_is_searched_through_it(monkeypatch,
     monkeypatch.setattr(demo, "evaluate_run", evaluate_run)
     monkeypatch.setattr(demo, "load_run_model", lambda run: None)
     monkeypatch.setattr(demo, "_gantt", lambda *args: None)
-    assert demo.main(["--runs-dir", str(tmp_path), "--edit-config", "", "--edit-tasks", ""]) == 0
+    args = ["--runs-dir", str(tmp_path), "--edit-config", "", "--edit-tasks", "", "--step-config", ""]
+    assert demo.main(args) == 0
     assert configs[0].decoder == "heft-lc" and configs[0].task == "placement"
     assert calls == [("greedy", 64), ("search:256", 256)]

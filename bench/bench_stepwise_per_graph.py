@@ -1,0 +1,102 @@
+"""The step-wise policy trained on one graph alone (as GDP and DOPPLER train), against annealing at
+the same number of simulator calls.
+
+Usage: python bench/bench_stepwise_per_graph.py [--graphs SPEC] [--cluster C] [--updates U]
+       [--samples K] [--seed S]
+
+For each graph: a fresh :class:`policies.step_policy.StepPolicy` trains on that graph only
+(:func:`graphopt.train.stepwise.train`: ``U`` PPO updates of ``K`` sampled decodes each, with
+self-imitation of the fastest sample), so it spends ``U * K`` simulator calls. Printed per graph:
+the greedy decode of the trained policy, the fastest placement seen while training (the training
+is a search too), and simulated annealing from the best heuristic at the same ``U * K`` calls;
+all as speed-ups over the best heuristic, with training seconds. Target (issue #37): greedy
+>= 1.05x on 6 of the 8 graphs and >= annealing at equal calls.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import numpy as np
+import torch
+
+from graphopt.baselines.search import simulated_annealing
+from graphopt.train.step_run import build_items, resolve_clusters, resolve_run_graphs
+from graphopt.train.stepwise import StepTrainConfig, geomean, greedy_speedups, train
+from graphopt.typing import Decision
+
+GRAPHS = (
+    "wavenet-tiny,amoebanet-small,wavenet-2,pipedream:resnet50,pipedream:inception_v3,"
+    "pipedream:gnmt,torch:inception,torch:lstm"
+)
+"""The eight held-out graphs of docs/results/decoder.md."""
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--graphs", default=GRAPHS)
+    ap.add_argument("--cluster", default="v100-nvlink-4")
+    ap.add_argument("--updates", type=int, default=32)
+    ap.add_argument("--samples", type=int, default=32)
+    ap.add_argument("--seed", type=int, default=0)
+    args = ap.parse_args()
+    torch.set_num_threads(2)
+    items = build_items(resolve_run_graphs(args.graphs), resolve_clusters(args.cluster))
+    calls = args.updates * args.samples
+    print(
+        f"per-graph training: {args.updates} updates x {args.samples} samples = {calls} simulator "
+        f"calls per graph, {args.cluster}, seed {args.seed}"
+    )
+    print(
+        f"| graph | ops | best heuristic | greedy | best seen in training | annealing@{calls} "
+        "| training s |"
+    )
+    print("| --- | ---: | --- | ---: | ---: | ---: | ---: |")
+    greedy, seen, annealed = [], [], []
+    for item in items:
+        config = StepTrainConfig(
+            updates=args.updates,
+            imitation_updates=0,
+            graphs_per_update=1,
+            samples_per_graph=args.samples,
+            epochs=4,
+            minibatches=1,
+            learning_rate=3e-3,
+            imitation_coef=1.0,
+            self_imitation=True,
+            eval_every=10**6,
+            seed=args.seed,
+            policy={"anchor_weight": 4.0},
+        )
+        start = time.perf_counter()
+        policy, _ = train([item], [], config)
+        seconds = time.perf_counter() - start
+        g = float(greedy_speedups(policy, [item])[0])
+        s = float(np.exp(item.target_return))
+        result = simulated_annealing(
+            item.sg.graph,
+            item.sg.cluster,
+            "placement",
+            calls,
+            args.seed,
+            start=Decision(placement=item.sg.anchor.copy()),
+        )
+        m = result.measurement
+        a = item.reference_time / m.step_time if m.valid else 0.0
+        greedy.append(g)
+        seen.append(s)
+        annealed.append(a)
+        print(
+            f"| {item.sg.graph.name} | {item.sg.num_ops:,} | {item.reference_name} | {g:.3f}x | "
+            f"{s:.3f}x | {a:.3f}x | {seconds:.0f} |",
+            flush=True,
+        )
+    print(
+        f"| geometric mean | | | {geomean(np.array(greedy)):.3f}x | "
+        f"{geomean(np.array(seen)):.3f}x | {geomean(np.array(annealed)):.3f}x | |"
+    )
+
+
+if __name__ == "__main__":
+    main()
