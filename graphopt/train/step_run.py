@@ -21,11 +21,14 @@ fingerprints), so a second run starts in seconds.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import math
+import signal
+import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -161,6 +164,24 @@ def build_items(
     return items
 
 
+@contextlib.contextmanager
+def _sigterm_interrupts() -> Iterator[None]:
+    """SIGTERM raises KeyboardInterrupt, as Ctrl-C does, so the run is saved either way (the
+    main thread only: elsewhere signals cannot be handled)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 def _write_state(run: Path, **fields: Any) -> None:
     path = run / "state.json"
     state = json.loads(path.read_text()) if path.exists() else {}
@@ -182,7 +203,8 @@ def run_training(
 
     Raises:
         ValueError: a bad graph, suite or cluster; a graph the best heuristic cannot place.
-        KeyboardInterrupt: after ``policy.pt`` and ``state.json`` (``interrupted``) are written.
+        KeyboardInterrupt: on Ctrl-C or SIGTERM, after ``policy.pt`` and ``state.json``
+            (``interrupted``) are written.
     """
     from graphopt import rundir
 
@@ -215,7 +237,8 @@ def run_training(
             )
 
     try:
-        _, rows = train(items, val_items, config.train, out_dir=run, log=show)
+        with _sigterm_interrupts():
+            _, rows = train(items, val_items, config.train, out_dir=run, log=show)
     except KeyboardInterrupt:
         _write_state(run, status="interrupted")
         log(f"interrupted: {run / 'policy.pt'} holds the weights so far")

@@ -503,7 +503,7 @@ def train(
         speedups = greedy_speedups(policy, val_items)
         score = geomean(speedups)
         record({"update": update, "val/speedup": score, "val/min": float(speedups.min())})
-        if out_dir is not None and score > best:
+        if out_dir is not None and score >= best:  # a tie: the later, more trained weights
             save_checkpoint(out_dir / "best.pt", policy, {"update": update, "val/speedup": score})
         best = max(best, score)
 

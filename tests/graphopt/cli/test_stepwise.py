@@ -91,3 +91,28 @@ def test_bad_input_is_one_line_and_writes_nothing(
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and says in err, err
     assert sorted(p.name for p in tmp_path.iterdir()) == before
+
+
+@pytest.mark.expensive
+def test_sigterm_keeps_the_weights_and_exits_130(tmp_path: Path) -> None:
+    import signal
+    import time
+
+    (tmp_path / "long.yaml").write_text(TINY.replace("updates: 1\n", "updates: 100000\n"))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "graphopt", "stepwise", "train", "--config", "long.yaml"],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    run = tmp_path / "runs" / "placement-step" / "tiny_1"
+    deadline = time.monotonic() + 120
+    while not (run / "best.pt").exists() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert err.strip().splitlines() == ["graphopt: interrupted"]
+    assert json.loads((run / "state.json").read_text())["status"] == "interrupted"
+    assert (run / "policy.pt").exists()
