@@ -287,6 +287,7 @@ def test_a_model_json_too_large_or_too_deep_is_refused_unread(tmp_path):
         checkpoint.read_model_info(tmp_path)
 
 
+@pytest.mark.expensive  # a subprocess importing torch; the refusals themselves are tested above
 def test_eval_of_a_hostile_run_is_refused_under_a_memory_limit(tmp_path):
     """``graphopt eval`` of a run whose model.json asks for a billion op slots and actions and
     whose config a billion hidden units, in a process of at most 8 GB of address space (a

@@ -1,4 +1,6 @@
-"""Smoke tests of ``graphopt baselines`` in a subprocess."""
+"""Smoke tests of ``graphopt baselines`` in a subprocess; the tests of several calls or of
+refusals run the same entry point in this process (a subprocess per call would only import numba
+and torch again)."""
 
 from __future__ import annotations
 
@@ -53,7 +55,8 @@ def test_fusion_table_has_no_negative_gap(run_cli):
     assert gaps and all(not g.startswith("-") for g in gaps)
 
 
-def test_output_paths_that_cannot_be_written_fail_before_the_comparison(run_cli, tmp_path):
+def test_output_paths_that_cannot_be_written_fail_before_the_comparison(run_cli_here, tmp_path):
+    run_cli = run_cli_here  # refusals: in this process
     blocker = tmp_path / "F"
     blocker.write_text("a regular file")
     for args, fragment in (
@@ -90,10 +93,11 @@ def test_a_graph_of_zero_cost_ops_prints_a_table(run_cli, tmp_path):
     assert proc.returncode == 0 and "Traceback" not in proc.stderr and "single" in proc.stdout
 
 
-def test_cluster_each_runs_every_graph_on_its_own_cluster_in_one_table(run_cli, tmp_path):
+def test_cluster_each_runs_every_graph_on_its_own_cluster_in_one_table(run_cli_here, tmp_path):
     """Two graph files on two clusters (the file beside one, the metadata of the other) in one
     call give the rows that one call per graph on its cluster gives; --curve and
     --save-decisions take each graph's cluster too."""
+    run_cli = run_cli_here  # four calls: in this process
     from own_clusters import graph_file, slow_cluster
 
     a = graph_file(tmp_path / "a.json")

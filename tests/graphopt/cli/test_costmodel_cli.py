@@ -1,4 +1,6 @@
-"""`graphopt costmodel dataset|train|eval` in subprocesses with tiny budgets, and bad input."""
+"""`graphopt costmodel dataset|train|eval` with tiny budgets, and bad input: ``dataset`` in a
+subprocess, the commands that import torch through the same entry point in this process (a
+subprocess would spend ~10 s importing torch again; CI runs ``eval`` in one too)."""
 
 from __future__ import annotations
 
@@ -6,21 +8,22 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import graphopt_cli
+from conftest import graphopt_cli, graphopt_here
 
 from graphopt.cli import main
 
 
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    """``graphopt costmodel dataset`` then ``train`` in subprocesses: (dataset, run)."""
+    """``graphopt costmodel dataset`` in a subprocess, then ``train`` in this process: (dataset,
+    run)."""
     tmp = tmp_path_factory.mktemp("cli")
     data, runs = tmp / "ds", tmp / "runs"
     dataset = "costmodel dataset --graphs rnnlm-tiny --cluster v100-nvlink-2 --samples 24 --seed 1"
     out = graphopt_cli(*dataset.split(), "--no-progress", "--out", str(data)).stdout
     assert "1 graph(s) on v100-nvlink-2, 24 placement samples, valid" in out
     train = "costmodel train --epochs 1 --batch-size 8 --hidden 8 --layers 1 --loss hinge --name c"
-    out = graphopt_cli(*train.split(), "--data", str(data), "--runs-root", str(runs)).stdout
+    out = graphopt_here(*train.split(), "--data", str(data), "--runs-root", str(runs)).stdout
     run = runs / "costmodel" / "c_1"
     assert "epoch 1/1  loss" in out and "val tau" in out and "top-5 error" in out
     assert f"run: {run}" in out and "test: tau" in out

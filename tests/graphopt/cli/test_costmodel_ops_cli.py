@@ -1,5 +1,6 @@
-"""``graphopt costmodel ops train|eval`` and a cluster file with ``op_times: learned``, in a
-subprocess."""
+"""``graphopt costmodel ops train|eval`` and a cluster file with ``op_times: learned``: ``train`` in
+a subprocess, the other calls through the same entry point in this process (a subprocess per call
+would only import the libraries again)."""
 
 from __future__ import annotations
 
@@ -50,7 +51,7 @@ def chain(name: str, family: str, scale: int) -> CompGraph:
     return CompGraph.build(name, ops, edges, metadata={"zoo": family})
 
 
-def test_train_eval_and_simulate(tmp_path, run_cli):
+def test_train_eval_and_simulate(tmp_path, run_cli, run_cli_here):
     paths = [str(chain(n, n, s).save(tmp_path / f"{n}.json")) for n, s in (("a", 16), ("b", 24))]
     cluster = tmp_path / "c.yaml"
     cluster.write_text(yaml.safe_dump(CLUSTER))
@@ -59,7 +60,7 @@ def test_train_eval_and_simulate(tmp_path, run_cli):
                   "--rounds", "20").stdout  # fmt: skip
     assert "wrote" in out and KIND in out and model.is_file()
     rows = json.loads(
-        run_cli(
+        run_cli_here(
             "costmodel",
             "ops",
             "eval",
@@ -77,11 +78,12 @@ def test_train_eval_and_simulate(tmp_path, run_cli):
     bare = chain("c", "c", 20).to_json_dict()
     bare["measured"] = {}
     (tmp_path / "c.json").write_text(json.dumps(bare))
-    run_cli("simulate", str(tmp_path / "c.json"), "--cluster", str(learned), "--placement",
-            "single")  # fmt: skip
+    run_cli_here("simulate", str(tmp_path / "c.json"), "--cluster", str(learned), "--placement",
+                 "single")  # fmt: skip
 
 
-def test_bad_input_is_one_line_exit_2(tmp_path, run_cli):
+def test_bad_input_is_one_line_exit_2(tmp_path, run_cli_here):
+    run_cli = run_cli_here  # refusals: in this process
     learned = tmp_path / "learned.yaml"
     learned.write_text(yaml.safe_dump({**CLUSTER, "op_times": "learned"}))
     graph = chain("a", "a", 16).save(tmp_path / "a.json")

@@ -1,6 +1,8 @@
 """Saved decisions on the command line: every row of ``baselines --save-decisions`` replays to its
 step time bit for bit; ``simulate --save-decisions``; ``decision diff`` and ``export``; bad input
-as one line, exit status 2, nothing written."""
+as one line, exit status 2, nothing written. Through the commands' entry point in this process (a
+subprocess per call would only import numba and torch again; test_simulate.py and
+test_baselines.py run the commands in subprocesses)."""
 
 from __future__ import annotations
 
@@ -39,7 +41,8 @@ def replay_all(out: Path, spec: str) -> list[dict]:
 
 
 @pytest.mark.parametrize("task", ["placement", "scheduling", "fusion", "joint"])
-def test_every_saved_baseline_decision_replays_exactly(run_cli, tmp_path, task):
+def test_every_saved_baseline_decision_replays_exactly(run_cli_here, tmp_path, task):
+    run_cli = run_cli_here
     out, results = tmp_path / "decisions", tmp_path / "results.json"
     printed = run_cli(
         "baselines",
@@ -77,7 +80,8 @@ def test_every_saved_baseline_decision_replays_exactly(run_cli, tmp_path, task):
     assert replayed[0]["step_time"] == e["step_time"]
 
 
-def test_exact_and_estimate_search_rows_are_saved(run_cli, tmp_path):
+def test_exact_and_estimate_search_rows_are_saved(run_cli_here, tmp_path):
+    run_cli = run_cli_here
     out = tmp_path / "d"
     run_cli(
         "baselines",
@@ -143,7 +147,8 @@ def test_simulate_saves_and_converts_decisions(tmp_path, capsys):
     assert (tmp_path / "again" / "gnmt-tiny--old.json").is_file()
 
 
-def test_diff_and_export(run_cli, tmp_path):
+def test_diff_and_export(run_cli_here, tmp_path):
+    run_cli = run_cli_here
     out = tmp_path / "d"
     run_cli("baselines", "txl-tiny", "--task", "joint", "--save-decisions", str(out))
     a, b = out / "txl-tiny--heft.json", out / "txl-tiny--best+xla.json"
@@ -262,7 +267,8 @@ def test_duplicate_ops_and_truncated_files(saved_file, capsys):
         assert match in err and str(path) in err and "\n" not in err
 
 
-def test_a_save_directory_that_is_a_file_or_unwritable_fails_before_the_run(run_cli, tmp_path):
+def test_a_save_directory_that_is_a_file_or_unwritable_fails_before_the_run(run_cli_here, tmp_path):
+    run_cli = run_cli_here
     blocker = tmp_path / "F"
     blocker.write_text("mine")
     proc = run_cli("baselines", "txl-tiny", "--save-decisions", str(blocker), check=False)

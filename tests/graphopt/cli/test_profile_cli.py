@@ -1,4 +1,6 @@
-"""``graphopt profile`` in a subprocess: the files it writes, and one-line errors that write nothing."""
+"""``graphopt profile``: the files it writes, and one-line errors that write nothing; in a
+subprocess, or through the same entry point in this process where the command imports torch (a
+subprocess would only import it again; CI profiles a training graph in one)."""
 
 from __future__ import annotations
 
@@ -15,8 +17,10 @@ from graphopt.hardware import Cluster
 RESNET = "torch:resnet?depth=18&width=8&image=32&batch=2&classes=10"
 
 
-def test_profile_writes_a_graph_and_a_cluster_the_simulator_uses(run_cli, tmp_path) -> None:
+def test_profile_writes_a_graph_and_a_cluster_the_simulator_uses(run_cli_here, tmp_path) -> None:
     from graphopt.sim import simulate
+
+    run_cli = run_cli_here
 
     out = tmp_path / "run" / "resnet.json"
     proc = run_cli(
@@ -91,9 +95,10 @@ def test_bad_options_are_one_line_and_write_nothing(run_cli, tmp_path, args, mes
     assert list(tmp_path.iterdir()) == []
 
 
-def test_cuda_without_a_gpu_is_one_line(run_cli, tmp_path) -> None:
+def test_cuda_without_a_gpu_is_one_line(run_cli_here, tmp_path) -> None:
     import torch
 
+    run_cli = run_cli_here
     if torch.cuda.is_available():
         pytest.skip("a CUDA device is present")
     proc = run_cli(
@@ -129,7 +134,8 @@ def test_output_under_a_regular_file(run_cli, tmp_path, which) -> None:
         ("torch:resnet?mode=fast", "mode must be train or forward"),
     ],
 )
-def test_bad_sources_are_one_line(run_cli, tmp_path, source, message) -> None:
+def test_bad_sources_are_one_line(run_cli_here, tmp_path, source, message) -> None:
+    run_cli = run_cli_here
     proc = run_cli("profile", source, "-o", str(tmp_path / "g.json"), check=False)
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
     assert message in proc.stderr
@@ -150,9 +156,10 @@ def test_split_source_and_default_paths(tmp_path) -> None:
     assert default_cluster_path(tmp_path / "g.json") == tmp_path / "g.cluster.yaml"
 
 
-def test_a_missing_optional_dependency_is_one_line(run_cli, tmp_path) -> None:
+def test_a_missing_optional_dependency_is_one_line(run_cli_here, tmp_path) -> None:
     import importlib.util
 
+    run_cli = run_cli_here
     if importlib.util.find_spec("transformers") is not None:
         pytest.skip("transformers is installed")
     proc = run_cli(

@@ -1,4 +1,6 @@
-"""Smoke tests of ``graphopt simulate`` in a subprocess."""
+"""Smoke tests of ``graphopt simulate`` in a subprocess; refusals and the ``baselines`` command's
+options through the same entry point in this process (a subprocess per call would only import
+numba and torch again)."""
 
 from __future__ import annotations
 
@@ -8,7 +10,7 @@ import subprocess
 import sys
 
 import numpy as np
-from conftest import ROOT
+from conftest import ROOT, graphopt_here
 
 from graphopt.baselines.placement import PLACERS
 from graphopt.hardware import get_cluster
@@ -61,16 +63,19 @@ def test_numbers_are_not_cut_when_piped():
     # a pipe without COLUMNS: rich would assume 80 columns and cut '1,297.372' to '1,297.…'
     env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
 
-    def simulate(*extra: str) -> str:
-        cmd = [sys.executable, "-m", "graphopt", "simulate", "gnmt-2", "--placement", "split"]
-        proc = subprocess.run(
-            [*cmd, *extra], capture_output=True, text=True, cwd=ROOT, timeout=300, env=env
-        )
-        assert proc.returncode == 0, proc.stderr
-        return proc.stdout
-
-    step_ms = json.loads(simulate("--json"))[0]["step_time"] * 1e3
-    table = simulate()
+    args = ["simulate", "gnmt-2", "--placement", "split"]
+    proc = subprocess.run(
+        [sys.executable, "-m", "graphopt", *args],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=300,
+        env=env,
+    )
+    assert proc.returncode == 0, proc.stderr
+    table = proc.stdout
+    # the number itself from the JSON, in this process (the pipe only matters for the table)
+    step_ms = json.loads(graphopt_here(*args, "--json").stdout)[0]["step_time"] * 1e3
     assert f"{step_ms:,.3f}" in table and "…" not in table
 
 
@@ -96,7 +101,8 @@ def test_bad_inputs(run_cli_here):
     assert proc.returncode == 2 and "does not exist" in proc.stderr
 
 
-def test_baselines_command(run_cli, tmp_path):
+def test_baselines_command(run_cli_here, tmp_path):
+    run_cli = run_cli_here  # in this process: test_baselines.py runs the command in a subprocess
     out = tmp_path / "b" / "results.json"
     plot = tmp_path / "b.png"
     text = run_cli(
@@ -130,9 +136,10 @@ def test_baselines_command(run_cli, tmp_path):
     assert proc.returncode == 2 and "--estimate-budget must be >= 0" in proc.stderr
 
 
-def test_illegal_fusion_is_refused_naming_rule_and_ops(run_cli, tmp_path):
+def test_illegal_fusion_is_refused_naming_rule_and_ops(run_cli_here, tmp_path):
     """Two contractions fused, a fusion across devices, a mask of the wrong length: one line on
     stderr naming the rule and the ops, exit 2, no Gantt chart written."""
+    run_cli = run_cli_here  # refusals: in this process
     graph = resolve_graphs("txl-tiny")[0]
     src, dst = graph.edge_src.tolist(), graph.edge_dst.tolist()
     matmul = next(
@@ -174,8 +181,9 @@ def test_illegal_fusion_is_refused_naming_rule_and_ops(run_cli, tmp_path):
     assert proc.returncode == 2 and f"has {graph.num_ops} ops" in proc.stderr
 
 
-def test_json_output_is_strict_json(run_cli, tmp_path):
+def test_json_output_is_strict_json(run_cli_here, tmp_path):
     """An illegal decision's inf step time would be ``Infinity`` (not JSON): it is null."""
+    run_cli = run_cli_here  # in this process: the JSON is the command's either way
     from graphopt.graph import CompGraph, Op
 
     path = tmp_path / "huge.json"

@@ -1,6 +1,7 @@
 """``graphopt simulate`` with a cluster file that sets the model options (contention, route,
-send, copies), in a subprocess: the options reach the simulator, and a bad option is one line
-naming the file, exit 2."""
+send, copies), through the command's entry point in this process (test_simulate.py runs the
+command in a subprocess): the options reach the simulator, and a bad option is one line naming
+the file, exit 2."""
 
 from __future__ import annotations
 
@@ -15,7 +16,8 @@ from graphopt.typing import Decision
 from graphopt.workloads import resolve_graphs
 
 
-def test_model_options_from_a_cluster_file(run_cli, tmp_path: Path):
+def test_model_options_from_a_cluster_file(run_cli_here, tmp_path: Path):
+    run_cli = run_cli_here  # in this process: see the docstring above
     data = get_cluster("hetero-cpu-2gpu").to_dict()
     data.update(contention="none", route="via-host", send="per-consumer", copies="free")
     path = tmp_path / "accel-host.json"
@@ -34,7 +36,8 @@ def test_model_options_from_a_cluster_file(run_cli, tmp_path: Path):
         assert row["bytes_moved"] >= base["bytes_moved"]  # relayed sends move bytes twice
 
 
-def test_bad_model_option_is_one_line_exit_2(run_cli, tmp_path: Path):
+def test_bad_model_option_is_one_line_exit_2(run_cli_here, tmp_path: Path):
+    run_cli = run_cli_here  # in this process: see the docstring above
     data = get_cluster("v100-nvlink-2").to_dict()
     for options, problem in (
         ({"route": "via-host"}, "route 'via-host' needs a host device"),

@@ -1,6 +1,7 @@
-"""``graphopt simulate`` and ``graphopt baselines`` on graphs with placement constraints, in a
-subprocess: every placer keeps them, and each piece of bad input of the constraints is one line
-naming the file and the problem, exit 2."""
+"""``graphopt simulate`` and ``graphopt baselines`` on graphs with placement constraints, through
+the command's entry point in this process (a subprocess per call would only import numba and
+torch again; test_simulate.py runs the command in one): every placer keeps them, and each piece of
+bad input of the constraints is one line naming the file and the problem, exit 2."""
 
 from __future__ import annotations
 
@@ -38,7 +39,8 @@ def cluster_file(path: Path, **options: str) -> Path:
     return path
 
 
-def test_every_placer_keeps_the_constraints(run_cli, tmp_path: Path) -> None:
+def test_every_placer_keeps_the_constraints(run_cli_here, tmp_path: Path) -> None:
+    run_cli = run_cli_here  # in this process: see the docstring above
     graph = write_graph(tmp_path / "g.json", [["V100"], ["CPU"], [], ["V100"]], ["", "", "x", "x"])
     cluster = cluster_file(tmp_path / "c.json", colocation="enforce")
     rules = constraints(CompGraph.load(graph), get_cluster(cluster))
@@ -71,7 +73,8 @@ def test_every_placer_keeps_the_constraints(run_cli, tmp_path: Path) -> None:
         assert rules.violation(placement) == "", path
 
 
-def test_constraint_bad_input_is_one_line_exit_2(run_cli, tmp_path: Path) -> None:
+def test_constraint_bad_input_is_one_line_exit_2(run_cli_here, tmp_path: Path) -> None:
+    run_cli = run_cli_here  # in this process: see the docstring above
     plain = cluster_file(tmp_path / "plain.json")
     cases = [
         (

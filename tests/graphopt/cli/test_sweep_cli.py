@@ -9,6 +9,7 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 import yaml
 from conftest import ROOT
 from tiny_runs import TINY
@@ -35,7 +36,8 @@ def test_a_trial_train_would_refuse_is_one_line_before_any_trial(tmp_path: Path,
     assert "no-such-graph" in line[60:] and not (tmp_path / "runs").exists()
 
 
-def test_sweep_of_two_settings_prints_the_summary(tmp_path: Path, run_cli):
+def test_sweep_of_two_settings_prints_the_summary(tmp_path: Path, run_cli_here):
+    run_cli = run_cli_here  # in this process (torch is loaded); CI runs the next in a subprocess
     config = tmp_path / "tiny.yaml"
     config.write_text(yaml.safe_dump({**TINY, "total_timesteps": 16}))
     out = run_cli(
@@ -53,6 +55,7 @@ def test_sweep_of_two_settings_prints_the_summary(tmp_path: Path, run_cli):
     assert list((tmp_path / "runs" / "sweep").glob("tiny_1/summary.png"))
 
 
+@pytest.mark.expensive  # end to end: tests/graphopt/train/test_sweep.py sends SIGTERM in-process
 def test_sigterm_stops_the_sweep_after_the_current_step_with_exit_130(tmp_path: Path):
     config = tmp_path / "long.yaml"
     config.write_text(yaml.safe_dump({**TINY, "total_timesteps": 4096}))

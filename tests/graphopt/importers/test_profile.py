@@ -4,6 +4,7 @@ Tiny zoo sizes, one thread, few iterations; no wall-clock asserts (the machine i
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -21,6 +22,15 @@ RESNET = "torch:resnet?depth=18&width=8&image=32&batch=2&classes=10"
 TRANSFORMER = "torch:transformer?layers=1&d_model=32&heads=2&ff=64&vocab=64&seq=8&batch=2"
 
 
+@functools.cache
+def imported(spec: str) -> CompGraph:
+    """The graph of ``spec`` imported without profiling, once per test run (graphs are
+    immutable)."""
+    from graphopt.importers.zoo import build_zoo
+
+    return build_zoo(spec)
+
+
 def measured_share(graph: CompGraph, kind: str) -> float:
     times = graph.measured[kind]
     return float(np.mean(np.isfinite(times) & (times > 0)))
@@ -32,10 +42,8 @@ def device_of(kind: str) -> Device:
 
 @pytest.mark.parametrize("timer", ["profiler", "clock"])
 def test_forward_graph_is_the_imported_graph_with_times(timer: str) -> None:
-    from graphopt.importers.zoo import build_zoo
-
     graph, report = profile_graph(RESNET, iterations=3, warmup=1, timer=timer)
-    reference = build_zoo(RESNET)
+    reference = imported(RESNET)
     assert graph.op_names == reference.op_names and graph.op_types == reference.op_types
     np.testing.assert_array_equal(graph.flops, reference.flops)
     np.testing.assert_array_equal(graph.bytes_accessed, reference.bytes_accessed)

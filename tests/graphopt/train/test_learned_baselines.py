@@ -61,8 +61,13 @@ def test_reinforce_is_one_gradient_step_on_the_whole_rollout():
 
 @pytest.mark.parametrize(
     "keys",
-    [dict(task="placement", policy="hdp", groups=3), dict(task="placement-edit", policy="placeto")],
-    ids=["hdp", "placeto"],
+    [
+        pytest.param(dict(task="placement", policy="hdp", groups=3), id="hdp"),
+        # each environment process imports torch again (seconds); CI runs this one too
+        pytest.param(
+            dict(task="placement-edit", policy="placeto"), id="placeto", marks=pytest.mark.expensive
+        ),
+    ],
 )
 def test_environments_are_rebuilt_in_other_processes(keys):
     """The subproc backend rebuilds them from plain data, as Ray actors do

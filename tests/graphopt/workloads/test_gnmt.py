@@ -31,6 +31,7 @@ def test_needs_two_layers() -> None:
         gnmt(1)
 
 
+@pytest.mark.expensive  # seconds to build; the structure: test_small_gnmt_structure_and_parameters
 def test_gnmt8_is_the_80k_graph() -> None:
     g = gnmt(8, name="gnmt-8-test")  # its build time: bench/bench_sim.py, not a test
     assert g.num_ops >= 80_000
