@@ -107,14 +107,16 @@ def stepwise(num_ops: int, num_graphs: int, updates: int, threads: int) -> None:
         with torch.no_grad():
             pres = policy.embed_many([it.observation for it in items])
         batches = [
-            rollout_with(policy, it, p, config.samples_per_graph, rng) for it, p in zip(items, pres, strict=True)
+            rollout_with(policy, it, p, config.samples_per_graph, rng)
+            for it, p in zip(items, pres, strict=True)
         ]
         ppo_update(policy, optimizer, batches, config)
         start = time.perf_counter()
         with torch.no_grad():
             pres = policy.embed_many([it.observation for it in items])
         batches = [
-            rollout_with(policy, it, p, config.samples_per_graph, rng) for it, p in zip(items, pres, strict=True)
+            rollout_with(policy, it, p, config.samples_per_graph, rng)
+            for it, p in zip(items, pres, strict=True)
         ]
         t_roll = time.perf_counter() - start
         decisions = sum(b.decisions for b in batches)

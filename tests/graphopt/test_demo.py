@@ -236,7 +236,16 @@ def test_the_demo_run_steers_the_decoder_and_is_searched_through_it(monkeypatch,
     monkeypatch.setattr(demo, "evaluate_run", evaluate_run)
     monkeypatch.setattr(demo, "load_run_model", lambda run: None)
     monkeypatch.setattr(demo, "_gantt", lambda *args: None)
-    args = ["--runs-dir", str(tmp_path), "--edit-config", "", "--edit-tasks", "", "--step-config", ""]
+    args = [
+        "--runs-dir",
+        str(tmp_path),
+        "--edit-config",
+        "",
+        "--edit-tasks",
+        "",
+        "--step-config",
+        "",
+    ]
     assert demo.main(args) == 0
     assert configs[0].decoder == "heft-lc" and configs[0].task == "placement"
     assert calls == [("greedy", 64), ("search:256", 256)]
