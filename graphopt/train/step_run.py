@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import json
 import math
 import signal
 import threading
@@ -182,15 +181,6 @@ def _sigterm_interrupts() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
-def _write_state(run: Path, **fields: Any) -> None:
-    path = run / "state.json"
-    state = json.loads(path.read_text()) if path.exists() else {}
-    state.update(fields)
-    tmp = path.with_name("state.json.tmp")
-    tmp.write_text(json.dumps(state, indent=1, allow_nan=False))
-    tmp.replace(path)
-
-
 def run_training(
     config: StepRunConfig,
     runs_root: str | Path = "runs",
@@ -222,7 +212,7 @@ def run_training(
     setup = time.perf_counter() - start
     run = rundir.new_run_dir(runs_root, TASK_DIR, config.name, checkpoints=False)
     (run / "config.yaml").write_text(yaml.safe_dump(config.to_dict(), sort_keys=False))
-    _write_state(run, status="running", setup_seconds=round(setup, 2))
+    rundir.write_state(run, status="running", setup_seconds=round(setup, 2))
     log(
         f"run: {run} (set-up {setup:.1f} s; {config.train.imitation_updates} imitation and "
         f"{config.train.updates} PPO updates)"
@@ -240,12 +230,14 @@ def run_training(
         with _sigterm_interrupts():
             _, rows = train(items, val_items, config.train, out_dir=run, log=show)
     except KeyboardInterrupt:
-        _write_state(run, status="interrupted")
+        rundir.write_state(run, status="interrupted")
         log(f"interrupted: {run / 'policy.pt'} holds the weights so far")
         raise
     last = rows[-1] if rows else {}
     vals = [r["val/speedup"] for r in rows if "val/speedup" in r]
-    _write_state(
+    if not all(math.isfinite(v) for v in vals):  # pragma: no cover (geomean is finite or 0)
+        raise AssertionError("validation speed-ups must be finite")
+    rundir.write_state(
         run,
         status="finished",
         decisions=int(last.get("decisions", 0)),
@@ -253,6 +245,4 @@ def run_training(
         best_val_speedup=max(vals) if vals else None,
         last_val_speedup=vals[-1] if vals else None,
     )
-    if vals and not all(math.isfinite(v) for v in vals):  # pragma: no cover
-        raise AssertionError("validation speed-ups must be finite")
     return run

@@ -45,6 +45,7 @@ from graphopt.decoders.stepwise import Episode, StepGraph, decode, step_graph
 from graphopt.encoding import encode
 from graphopt.graph import CompGraph
 from graphopt.hardware import Cluster
+from graphopt.rundir import write_atomic
 from graphopt.sim import PreparedGraph
 from policies.step_policy import StepPolicy
 
@@ -409,19 +410,16 @@ def geomean(values: np.ndarray) -> float:
 
 # ---------------------------------------------------------------------------- checkpoints
 def save_checkpoint(path: Path, policy: StepPolicy, extra: dict[str, Any]) -> None:
-    """Write the policy's weights and configuration (data only) to ``path`` atomically."""
-    tmp = path.with_name(path.name + ".tmp")
-    torch.save(
-        {
-            "kind": CHECKPOINT_KIND,
-            "version": CHECKPOINT_VERSION,
-            "policy_config": dict(policy.config),
-            "state_dict": policy.state_dict(),
-            "extra": json.dumps(extra),
-        },
-        tmp,
-    )
-    tmp.replace(path)
+    """Write the policy's weights and configuration (data only) to ``path`` atomically
+    (:func:`graphopt.rundir.write_atomic`)."""
+    data = {
+        "kind": CHECKPOINT_KIND,
+        "version": CHECKPOINT_VERSION,
+        "policy_config": dict(policy.config),
+        "state_dict": policy.state_dict(),
+        "extra": json.dumps(extra),
+    }
+    write_atomic(path, lambda tmp: torch.save(data, tmp))
 
 
 def load_checkpoint(path: str | Path) -> StepPolicy:
