@@ -1,0 +1,52 @@
+"""graphopt: the graph-level decisions of an ML compiler (placement, scheduling, fusion), learned
+and searched against a simulator.
+
+The front door is :func:`optimize`: the best decision for one graph within a budget, as
+``graphopt optimize`` on the command line. Everything else lives in the subpackages (the layers
+of docs/architecture.md); importing ``graphopt`` alone loads none of them.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # pragma: no cover
+    from graphopt.graph import CompGraph
+    from graphopt.hardware import Cluster
+    from graphopt.typing import Decision, Measurement
+
+
+def optimize(
+    graph: CompGraph | str,
+    cluster: Cluster | str,
+    seconds: float | None = None,
+    *,
+    calls: int | None = None,
+    task: str = "placement",
+    seed: int = 0,
+) -> tuple[Decision, Measurement]:
+    """The best decision for ``task`` on ``graph`` and ``cluster`` within the budget, and its
+    simulated measurement: the best heuristic, then the strongest search of the task
+    (:func:`graphopt.optimizer.optimize_graph`, which also reports every heuristic, the calls
+    and the progress).
+
+    Example:
+        >>> decision, measurement = graphopt.optimize("gnmt-tiny", "v100-nvlink-4", seconds=10)
+
+    Args:
+        graph: a :class:`~graphopt.graph.CompGraph`, or a name, file or source naming one graph.
+        cluster: a :class:`~graphopt.hardware.Cluster`, a preset name or a cluster file.
+        seconds: wall time to spend (default 10 when ``calls`` is not given either).
+        calls: simulator calls of the search instead of seconds.
+        task: placement, scheduling, fusion or joint.
+        seed: seeds the search.
+
+    Raises:
+        graphopt.errors.InvalidArgument: a bad budget, graph, cluster or task.
+    """
+    from graphopt.optimizer import optimize_graph  # the package's one import from above it
+
+    if seconds is None and calls is None:
+        seconds = 10.0
+    found = optimize_graph(graph, cluster, task=task, seconds=seconds, calls=calls, seed=seed)
+    return found.decision, found.measurement

@@ -7,7 +7,8 @@ The order, lowest first (``docs/architecture.md`` draws it):
 2. ``graphopt.sim`` (engine, simulator, bounds, estimate), ``graphopt.workloads``,
    ``graphopt.importers``, ``graphopt.decision_io`` (with ``decision_format``, ``decision_files``,
    ``decision_diff``), ``graphopt.distributed``
-3. ``graphopt.baselines``, ``graphopt.decoders`` (beside the heuristics they generalise)
+3. ``graphopt.baselines``, ``graphopt.decoders`` (beside the heuristics they generalise),
+   ``graphopt.optimizer`` (``graphopt optimize``: the heuristics, then the decoder search)
 4. ``graphopt.encoding``, ``graphopt.nn``, ``graphopt.rundir``
 5. ``envs``, ``graphopt.costmodel``
 6. ``policies``
@@ -54,6 +55,7 @@ LAYERS: dict[str, int] = {
     "graphopt.distributed": 2,
     "graphopt.baselines": 3,
     "graphopt.decoders": 3,
+    "graphopt.optimizer": 3,
     "graphopt.encoding": 4,
     "graphopt.nn": 4,
     "graphopt.rundir": 4,
@@ -66,6 +68,12 @@ LAYERS: dict[str, int] = {
     "graphopt.demo": 9,
     "graphopt.__main__": 9,
 }
+
+
+FRONT_DOOR = {"graphopt": "graphopt.optimizer"}
+"""The one import against the order: the package's namespace offers ``graphopt.optimize``, whose
+body imports :mod:`graphopt.optimizer` when it is called (the package module itself is imported by
+nothing, so no cycle can form through it; :func:`test_no_import_cycle` still checks)."""
 
 
 def layer_of(module: str) -> int:
@@ -185,6 +193,8 @@ def violations() -> list[str]:
     for module, path in known.items():
         own = layer_of(module)
         for target, line in imported(module, path, known):
+            if FRONT_DOOR.get(module) == target:
+                continue
             if layer_of(target) > own:
                 out.append(
                     f"{path.relative_to(ROOT)}:{line}: {module} (layer {own}) imports {target} "

@@ -26,6 +26,7 @@ from graphopt.cli import (
     decision,
     evaluate,
     graphs,
+    optimize,
     profile,
     simulate,
     stepwise,
@@ -37,6 +38,7 @@ from graphopt.errors import DependencyNotInstalled
 
 COMMANDS = (
     graphs,
+    optimize,
     simulate,
     profile,
     calibrate,

@@ -19,11 +19,18 @@ A move is accepted if the decoded decision is faster, or with the Metropolis pro
 ``exp(-(log t' - log t) / T)`` under a temperature falling geometrically from ``t_start`` to
 ``t_end`` over the budget; the best decision seen is returned. Each step is one decode and one
 cost-model call; the network is not called again.
+
+Budgets: ``budget`` cost-model calls, or ``seconds`` of wall time (``graphopt optimize``), or
+both (whichever runs out first). Under a time budget the temperature falls with the share of the
+seconds spent instead of the calls made, so the schedule ends as the time does; the moves and
+their acceptance are the same. With a call budget alone the search is exactly what it was before
+time budgets existed (same seed, same calls, same result).
 """
 
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -56,7 +63,7 @@ def _key(m: Measurement) -> float:
 def decoder_search(
     evaluate: Callable[[FloatArray], tuple[Decision, Measurement]],
     start: FloatArray,
-    budget: int,
+    budget: int | None = None,
     *,
     seed: int = 0,
     sigma: float = 1.0,
@@ -64,30 +71,44 @@ def decoder_search(
     affinity: Sequence[int] | None = None,
     t_start: float = 0.003,
     t_end: float = 1e-5,
+    seconds: float | None = None,
+    on_step: Callable[[int, Decision, Measurement], None] | None = None,
+    clock: Callable[[], float] = time.perf_counter,
 ) -> DecoderSearchResult:
-    """Anneal the outputs ``start`` ``(C, N)`` for ``budget`` calls of ``evaluate`` (module
-    docstring).
+    """Anneal the outputs ``start`` ``(C, N)`` for ``budget`` calls of ``evaluate`` or for
+    ``seconds`` (module docstring).
 
     Args:
         evaluate: outputs -> (decoded decision, its measurement); one cost-model call.
         start: the starting outputs (the network's; counted as the first call).
-        budget: cost-model calls, the start's included (>= 1).
+        budget: cost-model calls, the start's included (>= 1); None: no limit on calls.
         seed: seeds the moves.
         sigma: standard deviation of the noise of op moves.
         gate_channel: the channel whose sign releases an op (placement's ``gate``), or None.
         affinity: the device affinity channels (default: every channel after the gate).
         t_start, t_end: temperatures on ``log`` step time.
+        seconds: wall time of the search, the start's call included; None: no time limit. The
+            start is always evaluated, so a search returns at least it.
+        on_step: called after every call with the calls made so far and the best decision and
+            measurement (a caller that is interrupted keeps the best found so far).
+        clock: the time source of ``seconds`` (tests pass a fake one).
 
     Raises:
-        ValueError: ``budget < 1``, a non-2-D start or bad temperatures.
+        ValueError: neither budget nor seconds, ``budget < 1``, ``seconds`` not a positive
+            finite number, a non-2-D start or bad temperatures.
     """
-    if budget < 1:
+    if budget is None and seconds is None:
+        raise ValueError("give a budget of calls, of seconds, or both")
+    if budget is not None and budget < 1:
         raise ValueError(f"budget must be >= 1, got {budget}")
+    if seconds is not None and not (math.isfinite(seconds) and seconds > 0):
+        raise ValueError(f"seconds must be a positive finite number, got {seconds}")
     current = np.array(start, dtype=np.float64)
     if current.ndim != 2 or current.shape[1] < 1:
         raise ValueError(f"start must be (channels, ops) with ops >= 1, got {current.shape}")
     if not 0 < t_end <= t_start:
         raise ValueError(f"temperatures must satisfy 0 < t_end <= t_start, got {t_start}, {t_end}")
+    began = clock()
     rng = np.random.default_rng(seed)
     channels, n = current.shape
     devices: list[int] = []
@@ -99,9 +120,18 @@ def decoder_search(
     cur_key = _key(m)
     best = (current.copy(), decision, m, cur_key)
     trace = [m.step_time if m.valid else math.inf]
+    if on_step is not None:
+        on_step(1, decision, m)
     longest = max(1, int(WINDOW * n))
-    for step in range(1, budget):
-        temp = t_start * (t_end / t_start) ** (step / max(1, budget - 1))
+    step = 1
+    while budget is None or step < budget:
+        share = 0.0 if budget is None else step / max(1, budget - 1)
+        if seconds is not None:
+            spent = (clock() - began) / seconds
+            if spent >= 1.0:
+                break
+            share = max(share, spent)
+        temp = t_start * (t_end / t_start) ** share
         cand = _move(current, rng, gate_channel, devices, others, longest, sigma)
         decision, m = evaluate(cand)
         key = _key(m)
@@ -112,7 +142,10 @@ def decoder_search(
             if key < best[3]:
                 best = (cand.copy(), decision, m, key)
         trace.append(best[2].step_time if math.isfinite(best[3]) else math.inf)
-    return DecoderSearchResult(best[0], best[1], best[2], budget, trace)
+        step += 1
+        if on_step is not None:
+            on_step(step, best[1], best[2])
+    return DecoderSearchResult(best[0], best[1], best[2], step, trace)
 
 
 def _move(

@@ -30,6 +30,9 @@ BAD = {
 
 REQUIRED = {
     "graphopt simulate": ["simulate", "txl-tiny"],
+    "graphopt optimize": [
+        *("optimize", "txl-tiny", "--cluster", "v100-nvlink-2", "--calls", "8", "-o", "d.json")
+    ],
     "graphopt calibrate": ["calibrate", "g.json", "-o", "c.yaml", "--cluster", "v100-nvlink-2"],
     "graphopt baselines": ["baselines", "txl-tiny"],
     "graphopt decision diff": ["decision", "diff", "a.json", "b.json"],

@@ -68,3 +68,35 @@ def test_search_without_a_gate_moves_the_other_channels():
     _, evaluate_placement = _evaluate(graph)
     decoder_search(evaluate, np.zeros((6, graph.num_ops)), 8, seed=1, gate_channel=None)
     assert any(np.abs(c[1]).sum() > 0 for c in calls[1:])
+
+
+class _Clock:
+    """Moves 10 ms each time it is read."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        self.now += 0.01
+        return self.now
+
+
+def test_a_time_budget_ends_the_search_and_reports_every_call():
+    graph = resolve_graphs("txl-tiny")[0]
+    _, evaluate = _evaluate(graph)
+    start = np.zeros((len(channels("placement", 4)), graph.num_ops))
+    seen = []
+    found = decoder_search(
+        evaluate, start, seconds=0.2, clock=_Clock(), on_step=lambda k, d, m: seen.append((k, m))
+    )
+    assert 1 < found.calls <= 21 and len(found.trace) == found.calls
+    assert [k for k, _ in seen] == list(range(1, found.calls + 1))
+    assert seen[-1][1].step_time == found.measurement.step_time
+    capped = decoder_search(evaluate, start, 3, seconds=1e6, seed=3)  # calls run out first
+    assert capped.calls == 3
+    same = decoder_search(evaluate, start, 3, seed=3)
+    assert same.measurement.step_time == capped.measurement.step_time
+    with pytest.raises(ValueError, match="give a budget of calls, of seconds"):
+        decoder_search(evaluate, start)
+    with pytest.raises(ValueError, match="seconds must be a positive finite number"):
+        decoder_search(evaluate, start, seconds=float("nan"))

@@ -1,0 +1,394 @@
+"""``graphopt optimize``: the best decision for one graph in the time (or simulator calls) given,
+saved as a decision file (:mod:`graphopt.optimizer` does the work)."""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # pragma: no cover
+    from graphopt.graph import CompGraph
+    from graphopt.hardware import Cluster
+    from graphopt.optimizer import Optimized, Progress
+    from graphopt.typing import Decision, Measurement
+
+from graphopt.cli import options
+
+NAME = "optimize"
+HELP = "the best decision for one graph within the seconds or simulator calls you give"
+TASKS = ("placement", "scheduling", "fusion", "joint")
+"""The tasks ``--task`` takes (graphopt.tasks.ONE_SHOT_TASKS; tests/graphopt/cli/
+test_optimize_cli.py checks that they agree)."""
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser(
+        NAME,
+        help=HELP,
+        description="Start from the best heuristic (every heuristic of the task is run and "
+        "measured) and search until the budget is spent: for placement, the search through the "
+        "placement decoder (windows of ops released from the start and re-placed by a list "
+        "scheduler); for scheduling, fusion and joint, simulated annealing of the task's arrays "
+        "(no decoder search exists for them yet). Writes the best decision found to -o as a "
+        "decision file (docs/decisions.md: replay it with graphopt simulate GRAPH --decision "
+        "FILE) and prints the step time, the speed-up over every heuristic, the peak memory of "
+        "each device and what moved. Ctrl-C (or SIGTERM) writes the best decision found so far "
+        "and exits with 130.",
+    )
+    p.add_argument(
+        "graph",
+        metavar="GRAPH",
+        help="one graph: a built-in name, a graph file, pipedream:NAME or torch:NAME",
+    )
+    options.name_flags(p, _keep_cluster_spec)  # before --cluster's check replaces it
+    options.add_cluster(p, required=True, help="preset name or cluster file")
+    p.add_argument(
+        "--seconds",
+        type=float,
+        help="wall time to spend, heuristics included (give this or --calls)",
+    )
+    p.add_argument(
+        "--calls",
+        type=int,
+        help="simulator calls of the search, its start included (give this or --seconds)",
+    )
+    p.add_argument(
+        "--task",
+        default="placement",
+        choices=TASKS,
+        help="what to decide; placement searches through the decoder, the others anneal "
+        "(joint: annealing over placement, priorities and fusion together)",
+    )
+    p.add_argument(
+        "--run",
+        metavar="RUN",
+        help="a trained run (graphopt train) for the same task and device count: its greedy "
+        "decision is the start when it is faster than the best heuristic",
+    )
+    options.add_seed(p, help="seeds the search")
+    p.add_argument(
+        "-o",
+        "--output",
+        metavar="DECISION.json",
+        required=True,
+        help="the decision file to write (whole or not at all; missing folders are created)",
+    )
+    p.add_argument("--gantt", metavar="OUT.png", help="also write the best decision's Gantt chart")
+    options.name_flags(
+        p,
+        check_optimize,
+        graph="GRAPH",
+        seconds="--seconds",
+        calls="--calls",
+        output="-o",
+        run="--run",
+        gantt="--gantt",
+    )
+    p.set_defaults(func=cmd_optimize)
+
+
+def _keep_cluster_spec(args: argparse.Namespace) -> None:
+    """Keep ``--cluster`` as given (a preset or a file), for the replay line of the summary."""
+    args.cluster_spec = args.cluster
+
+
+def check_optimize(args: argparse.Namespace) -> None:
+    """The budget, the output paths and the run, before any work (nothing is written)."""
+    from graphopt.optimizer import check_budget
+    from graphopt.rundir import check_output_path, check_run_dir
+
+    check_budget(args.seconds, args.calls)
+    check_output_path(args.output, "-o")
+    if Path(args.output).suffix.lower() != ".json":
+        raise ValueError(f"-o {args.output!r}: a decision file is JSON; name it e.g. best.json")
+    if args.gantt:
+        check_output_path(args.gantt, "--gantt")
+        if Path(args.gantt).resolve() == Path(args.output).resolve():
+            raise ValueError(f"--gantt {args.gantt!r} would overwrite the decision file (-o)")
+    if args.run:
+        try:
+            check_run_dir(args.run)
+        except ValueError as e:
+            raise ValueError(f"--run {args.run}: {e}") from e
+
+
+def cmd_optimize(args: argparse.Namespace) -> int:
+    from graphopt.cli.simulate import check_constraints
+    from graphopt.optimizer import optimize_graph, resolve
+    from graphopt.rundir import is_interrupt
+
+    graph, cluster = resolve(args.graph, args.cluster)
+    check_constraints([(graph, cluster)], args.graph)
+    start, start_name = None, "start"
+    if args.run:
+        start = run_decision(args.run, graph, cluster, args.task, args.seed)
+        start_name = f"run {Path(args.run).name}"
+    bar = ProgressLine(graph.name)
+    try:
+        with bar:
+            result = optimize_graph(
+                graph,
+                cluster,
+                task=args.task,
+                seconds=args.seconds,
+                calls=args.calls,
+                seed=args.seed,
+                start=start,
+                start_name=start_name,
+                on_progress=bar.update,
+            )
+    except BaseException as e:  # Ctrl-C or SIGTERM, however it surfaced (numba: SystemError)
+        if not is_interrupt(e):
+            raise
+        return interrupted(args, graph, cluster, bar.latest)
+    write_decision(
+        Path(args.output),
+        graph,
+        cluster,
+        result.decision,
+        result.measurement,
+        method=method_name(result.method, args),
+        task=args.task,
+        seed=args.seed,
+    )
+    if args.gantt:
+        write_gantt(Path(args.gantt), graph, cluster, result.decision, result.method)
+    print("\n".join(summary(result, graph, cluster, args)))
+    return 0
+
+
+def run_decision(run: str, graph: CompGraph, cluster: Cluster, task: str, seed: int) -> Decision:
+    """The greedy decision of trained run ``run`` on ``graph`` (:func:`graphopt.eval.evaluate.
+    load_run`, which refuses a run trained for another device count or for smaller graphs).
+
+    Raises:
+        ValueError: a run that decides another task than ``task``, or that cannot run here.
+    """
+    from graphopt.eval.evaluate import load_run, policy_result
+    from graphopt.rundir import CONFIG_FILE, check_run_dir
+    from graphopt.train.config import load_config
+
+    config = load_config(check_run_dir(run) / CONFIG_FILE)
+    if config.decides != task:
+        raise ValueError(
+            f"--run {run}: the run decides {config.decides} (task {config.task}) but --task is "
+            f"{task}; give --task {config.decides} or a run trained for {task}"
+        )
+    try:
+        loaded = load_run(run, [graph], cluster, seed, device="cpu")
+        return policy_result(loaded.model, loaded.env, 0, "greedy", seed).decision
+    except ValueError as e:
+        raise ValueError(f"--run {run}: {e}") from e
+
+
+def method_name(method: str, args: argparse.Namespace) -> str:
+    """How the decision file names what made it: ``decoder-search@seconds=10``,
+    ``annealing@calls=256``."""
+    axis, budget = ("seconds", args.seconds) if args.seconds is not None else ("calls", args.calls)
+    return f"{method}@{axis}={budget:g}"
+
+
+def write_decision(
+    path: Path,
+    graph: CompGraph,
+    cluster: Cluster,
+    decision: Decision,
+    measurement: Measurement,
+    *,
+    method: str,
+    task: str,
+    seed: int,
+) -> None:
+    """Write the decision file (:mod:`graphopt.decision_format`, as ``--save-decisions`` writes
+    them) through a temporary file in the same directory renamed into place: a reader never sees
+    half of it (:func:`graphopt.rundir.write_atomic`, which also holds Ctrl-C back meanwhile).
+
+    Raises:
+        ValueError: the file cannot be written (one line naming it).
+    """
+    from graphopt.decision_files import dumps
+    from graphopt.decision_format import record_of, to_json
+    from graphopt.rundir import write_atomic
+
+    record = record_of(
+        graph, cluster, decision, method=method, measurement=measurement, task=task, seed=seed
+    )
+    text = dumps(to_json(record))
+
+    def write(tmp: Path) -> None:
+        tmp.write_text(text, encoding="utf-8")
+
+    try:
+        write_atomic(path, write)
+    except OSError as e:
+        raise ValueError(f"-o {str(path)!r}: cannot write the decision: {e.strerror or e}") from e
+
+
+def write_gantt(
+    path: Path, graph: CompGraph, cluster: Cluster, decision: Decision, method: str
+) -> None:
+    """The Gantt chart of ``decision`` (:func:`graphopt.eval.gantt.plot_gantt`)."""
+    from graphopt.eval.gantt import plot_gantt
+    from graphopt.sim import Simulator
+
+    m = Simulator().evaluate(graph, cluster, decision, schedule=True)
+    assert m.schedule is not None
+    try:
+        plot_gantt(
+            graph, cluster, m.schedule, path, title=f"{graph.name} on {cluster.name}, {method}"
+        )
+    except OSError as e:
+        raise ValueError(f"--gantt {str(path)!r}: cannot write the chart: {e.strerror or e}") from e
+
+
+def interrupted(
+    args: argparse.Namespace, graph: CompGraph, cluster: Cluster, latest: Progress | None
+) -> int:
+    """Ctrl-C or SIGTERM: write the best decision found so far (none before the search began),
+    say so in one line, exit status 130."""
+    if latest is None:
+        print("graphopt: interrupted before the search began; nothing written", file=sys.stderr)
+        return 130
+    write_decision(
+        Path(args.output),
+        graph,
+        cluster,
+        latest.decision,
+        latest.measurement,
+        method=method_name(latest.method, args),
+        task=args.task,
+        seed=args.seed,
+    )
+    print(
+        f"graphopt: interrupted after {latest.calls:,} calls ({latest.seconds:.1f} s): wrote the "
+        f"best decision so far, {latest.speedup:.4f}x over {latest.start}, to {args.output}",
+        file=sys.stderr,
+    )
+    return 130
+
+
+class ProgressLine:
+    """A progress bar on stderr with the best speed-up so far (rich, redrawn at most ten times a
+    second; nothing is drawn when stderr is not a terminal). Keeps the latest report, for Ctrl-C."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.latest: Progress | None = None
+        self._bar: Any = None
+        self._task: Any = None
+        self._shown = 0.0
+
+    def __enter__(self) -> ProgressLine:
+        from rich.console import Console
+
+        console = Console(stderr=True)
+        if console.is_terminal:
+            from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+            self._bar = Progress(
+                TextColumn("{task.description}"),
+                BarColumn(),
+                TextColumn("{task.fields[best]}"),
+                TimeElapsedColumn(),
+                console=console,
+                transient=True,
+            )
+            self._bar.start()
+            self._task = self._bar.add_task(
+                f"optimize {self.name}", total=1.0, best="running the heuristics"
+            )
+        return self
+
+    def update(self, progress: Progress) -> None:
+        self.latest = progress
+        now = time.monotonic()
+        if self._bar is None or (now - self._shown < 0.1 and progress.share < 1.0):
+            return
+        self._shown = now
+        best = f"best {progress.speedup:.4f}x over {progress.start} · {progress.calls:,} calls"
+        self._bar.update(self._task, completed=progress.share, best=best)
+
+    def __exit__(self, *exc: object) -> None:
+        if self._bar is not None:
+            self._bar.stop()
+            self._bar = None
+
+
+def _ms(seconds: float) -> str:
+    return f"{seconds * 1e3:,.4f} ms"
+
+
+def _bytes(count: float) -> str:
+    for unit, size in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if count >= size:
+            return f"{count / size:,.1f} {unit}"
+    return f"{count:,.0f} B"
+
+
+def summary(
+    result: Optimized, graph: CompGraph, cluster: Cluster, args: argparse.Namespace
+) -> list[str]:
+    """The one-screen summary: step time, speed-up over every heuristic, peak memory per device,
+    what changed from the best heuristic, where the decision went and how to replay it."""
+    m = result.measurement
+    heuristic = result.heuristic_measurement.step_time
+    lines = [
+        f"{graph.name} ({graph.num_ops:,} ops) on {cluster.name}, {result.task}: "
+        f"{result.method} from {result.start}, {result.calls:,} simulator calls in "
+        f"{result.seconds:.1f} s (seed {args.seed})",
+        f"step time      {_ms(m.step_time)}: {result.speedup_over(heuristic):.4f}x over the best "
+        f"heuristic ({result.best_heuristic}, {_ms(heuristic)})"
+        + ("" if m.valid else f"; INVALID: {m.reason}"),
+        "speed-up over each heuristic:",
+    ]
+    cells = []
+    for h in result.heuristics:
+        if h.measurement is None:
+            cells.append(f"{h.method}: none")
+        elif not h.measurement.valid:
+            cells.append(f"{h.method}: invalid")
+        else:
+            cells.append(f"{h.method} {result.speedup_over(h.measurement.step_time):.3f}x")
+    width = max(len(c) for c in cells) + 3
+    per_line = max(1, 96 // width)
+    for k in range(0, len(cells), per_line):
+        lines.append("  " + "".join(c.ljust(width) for c in cells[k : k + per_line]).rstrip())
+    memory = [
+        f"{d.name} {_bytes(peak)} of {_bytes(d.memory)}"
+        for d, peak in zip(cluster.devices, m.peak_memory.tolist(), strict=True)
+    ]
+    lines.append("peak memory    " + ", ".join(memory))
+    ours, theirs = result.decision, result.heuristic_decision
+    changes = [f"{_changed(ours.placement, theirs.placement):,} ops moved"]
+    if result.task != "placement":
+        changes.append(f"{_changed(ours.priority, theirs.priority):,} priorities changed")
+        changes.append(f"{_changed(ours.fusion, theirs.fusion):,} fusion bits flipped")
+    lines.append(
+        f"changes        {', '.join(changes)} from {result.best_heuristic} "
+        f"(of {graph.num_ops:,} ops)"
+    )
+    replay = (
+        f"graphopt simulate {shlex.quote(args.graph)} --cluster {shlex.quote(_cluster_arg(args))} "
+        f"--decision {shlex.quote(args.output)}"
+    )
+    lines.append(f"wrote {args.output}; replay: {replay}")
+    if args.gantt:
+        lines.append(f"wrote {args.gantt}")
+    return lines
+
+
+def _changed(a: Any, b: Any) -> int:
+    """Entries where two filled decision arrays differ."""
+    import numpy as np
+
+    return int(np.count_nonzero(np.asarray(a) != np.asarray(b)))
+
+
+def _cluster_arg(args: argparse.Namespace) -> str:
+    """``--cluster`` as given: a preset's name or a file's path."""
+    given = getattr(args, "cluster_spec", None)
+    return str(given if isinstance(given, str) else args.cluster.name)

@@ -1,0 +1,508 @@
+"""The best decision for one graph within a budget the user gives: ``graphopt optimize`` and
+``graphopt.optimize``.
+
+1. **Start.** Every heuristic of the task's chain is run and measured
+   (:func:`graphopt.baselines.staged.measure_chain`); the best is the start. A given start
+   decision (a trained run's, ``graphopt optimize --run``) replaces it when it is faster.
+2. **Search**, anytime, from the start, the strongest the task has:
+
+   - placement: :data:`ROUNDS` rounds, each of the search through the placement decoder
+     (:func:`graphopt.decoders.search.decoder_search`, from zero outputs) for
+     :data:`DECODER_SHARE` of the round's budget, then simulated annealing of the placement for
+     the rest. The decoder search releases windows of the topological order from its anchor and
+     lets the list scheduler re-place them against the rest (:mod:`graphopt.decoders.placement`,
+     ``heft-lc`` timing, memory-aware): large coherent moves (on six held-out graphs 1.098x over
+     the best heuristic at 4,096 calls, annealing 1.050x: docs/results/decoder.md). Annealing
+     then makes the small moves the windows miss, and the next round anchors its windows on the
+     best decision so far. (Measured on the eight graphs of ``bench/bench_optimize.py`` at 1 s:
+     two such rounds won on 7 of 8 graphs against annealing on both clusters, the decoder
+     search alone on 6 of 8; four rounds did worse than two.)
+   - scheduling, fusion, joint (no decoder search for them yet): simulated annealing of the
+     task's arrays (:func:`graphopt.baselines.search.simulated_annealing`).
+
+   Annealing runs in rounds of :data:`ROUND_CALLS` calls, each from the best decision so far.
+   Every part of the search runs its stretch of one geometric temperature schedule, from
+   :data:`T_START` at the start of the budget to :data:`T_END` at its end.
+
+3. **Result**: the best decision seen (never worse than the start), its measurement, every
+   heuristic's measurement (for the speed-ups), the calls and seconds spent.
+
+Budgets: ``calls`` counts the search's simulator calls, each part's start included (the chain's
+heuristics come on top, about a dozen); ``seconds`` is the wall time of the whole call, the
+heuristics included; the search stops once it is spent (a call already running finishes).
+Under ``seconds`` each part of the search has the share of the time left after the heuristics,
+and its temperature follows the share of that time spent. ``on_progress`` is called after every
+decoder step and every round of annealing with the best so far, so a caller that is interrupted
+(Ctrl-C) still holds the best decision found.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from graphopt.baselines.search import simulated_annealing
+from graphopt.baselines.staged import measure_chain
+from graphopt.decoders.decision import DecoderSettings, channels, decode
+from graphopt.decoders.search import decoder_search
+from graphopt.errors import InvalidArgument
+from graphopt.graph import CompGraph
+from graphopt.hardware import Cluster, get_cluster
+from graphopt.sim import Simulator
+from graphopt.tasks import ARRAYS, ONE_SHOT_TASKS, get_task
+from graphopt.typing import Decision, FloatArray, Measurement
+
+MAX_CALLS = 2**22
+"""The largest call budget (about an hour of search on small graphs)."""
+MAX_SECONDS = 7 * 24 * 3600.0
+"""The largest time budget: a week."""
+ROUND_CALLS = 64
+"""Simulator calls per round of the annealing fallback (between two progress reports)."""
+NUM_PRIORITIES = 8
+"""Priority levels the annealing fallback searches (``graphopt baselines``' default)."""
+DECODER = DecoderSettings(model="heft-lc", anchor=True, memory=True)
+"""How the placement search decodes: ``heft-lc`` timing, anchored on the start, memory-aware."""
+
+
+def method_of(task: str) -> str:
+    """The search :func:`optimize_graph` runs for ``task``: ``decoder-search+annealing``
+    (placement) or ``annealing``."""
+    placement = get_task(task, ONE_SHOT_TASKS).name == "placement"
+    return "decoder-search+annealing" if placement else "annealing"
+
+
+@dataclass(frozen=True)
+class HeuristicResult:
+    """One heuristic of the chain: its name and measurement (``None`` with ``error`` when it gave
+    no decision)."""
+
+    method: str
+    measurement: Measurement | None
+    error: str = ""
+
+
+@dataclass(frozen=True)
+class Progress:
+    """The search so far, as :func:`optimize_graph` reports it after each step."""
+
+    calls: int
+    """Simulator calls of the search so far."""
+    seconds: float
+    """Wall time since the call began (heuristics included)."""
+    share: float
+    """Share of the budget spent, in ``[0, 1]``."""
+    decision: Decision
+    measurement: Measurement
+    """The best decision so far and its measurement."""
+    start_time: float
+    """The start's step time, seconds (what the search improves on)."""
+    start: str
+    """What the search started from (the best heuristic's chain name, or a given start's)."""
+    method: str
+    """The search running: ``decoder-search+annealing`` or ``annealing``."""
+
+    @property
+    def speedup(self) -> float:
+        """The start's step time over the best's (0 while the best is invalid)."""
+        m = self.measurement
+        return self.start_time / m.step_time if m.valid and m.step_time > 0 else 0.0
+
+
+@dataclass(frozen=True)
+class Optimized:
+    """What :func:`optimize_graph` found."""
+
+    graph: str
+    cluster: str
+    task: str
+    method: str
+    """The search that ran: ``decoder-search+annealing`` or ``annealing``."""
+    decision: Decision
+    """The best decision (every array filled)."""
+    measurement: Measurement
+    start: str
+    """What the search started from: the best heuristic's chain name (``heft``,
+    ``heft+critical-path+xla``) or the name of a given start."""
+    best_heuristic: str
+    """The best heuristic, by its chain's name (``heft``, ``heft+critical-path+xla``)."""
+    heuristic_decision: Decision
+    """Its decision (filled), what :attr:`decision` is compared with (ops moved)."""
+    heuristic_measurement: Measurement
+    heuristics: tuple[HeuristicResult, ...]
+    """Every heuristic of the task's chain, in order."""
+    calls: int
+    """Simulator calls of the search (the heuristics' not included)."""
+    seconds: float
+    """Wall time of the whole call."""
+    trace: tuple[float, ...] = field(default=(), repr=False)
+    """Best valid step time after each progress report (``inf`` before a valid one)."""
+
+    def speedup_over(self, step_time: float) -> float:
+        """``step_time`` over the best decision's (0 when it is invalid)."""
+        m = self.measurement
+        return step_time / m.step_time if m.valid and m.step_time > 0 else 0.0
+
+
+def check_budget(seconds: float | None, calls: int | None) -> None:
+    """Refuse a budget that is not exactly one of a positive finite number of ``seconds`` (at
+    most :data:`MAX_SECONDS`) and an integer of ``calls`` in ``1..MAX_CALLS``.
+
+    Raises:
+        InvalidArgument: naming the argument, what it got and what is allowed.
+    """
+    if (seconds is None) == (calls is None):
+        raise InvalidArgument(
+            "give exactly one budget: {seconds} (wall time) or {calls} (simulator calls)"
+        )
+    if seconds is not None:
+        ok = isinstance(seconds, (int, float)) and not isinstance(seconds, bool)
+        if not (ok and math.isfinite(seconds) and 0 < seconds <= MAX_SECONDS):
+            raise InvalidArgument(
+                "{seconds} must be a number of seconds in (0, {most:g}], got {got!r}",
+                most=MAX_SECONDS,
+                got=seconds,
+            )
+    if calls is not None:
+        if isinstance(calls, bool) or not isinstance(calls, (int, np.integer)):
+            raise InvalidArgument("{calls} must be an integer, got {got!r}", got=calls)
+        if not 1 <= calls <= MAX_CALLS:
+            raise InvalidArgument(
+                "{calls} must be in 1..{most}, got {got}", most=MAX_CALLS, got=int(calls)
+            )
+
+
+def resolve(graph: CompGraph | str, cluster: Cluster | str) -> tuple[CompGraph, Cluster]:
+    """``graph`` (a :class:`CompGraph`, or anything :func:`graphopt.workloads.resolve_graphs`
+    reads that names one graph) and ``cluster`` (a :class:`Cluster`, a preset or a cluster file).
+
+    Raises:
+        ValueError: an unknown graph or cluster, or a spec that names several graphs or none.
+    """
+    if not isinstance(graph, CompGraph):
+        from graphopt.workloads import resolve_graphs
+
+        found = resolve_graphs(graph)
+        if len(found) != 1:
+            raise InvalidArgument(
+                "{graph} must name one graph, got {got!r} ({count} graphs)",
+                got=graph,
+                count=len(found),
+            )
+        graph = found[0]
+    if graph.num_ops == 0:
+        raise InvalidArgument(
+            "{graph} {got!r} has no ops: there is nothing to decide", got=graph.name
+        )
+    return graph, get_cluster(cluster)
+
+
+def optimize_graph(
+    graph: CompGraph | str,
+    cluster: Cluster | str,
+    *,
+    task: str = "placement",
+    seconds: float | None = None,
+    calls: int | None = None,
+    seed: int = 0,
+    start: Decision | None = None,
+    start_name: str = "start",
+    on_progress: Callable[[Progress], None] | None = None,
+    sim: Simulator | None = None,
+    clock: Callable[[], float] = time.perf_counter,
+) -> Optimized:
+    """The best decision for ``task`` on ``graph`` and ``cluster`` within the budget (module
+    docstring).
+
+    Args:
+        graph: a :class:`CompGraph` or a name / file / source naming one graph.
+        cluster: a :class:`Cluster`, a preset name or a cluster file.
+        task: placement (the decoder search), scheduling, fusion or joint (annealing).
+        seconds: wall time of the whole call, heuristics included; or
+        calls: simulator calls of the search, its start's included (exactly one of the two).
+        seed: seeds the search.
+        start: a decision to start from instead of the best heuristic when it is faster (by
+            validity, then step time); its arrays the task does not decide are replaced by the
+            best heuristic's.
+        start_name: how the result names ``start`` when it is used.
+        on_progress: called after every step of the search with the best so far.
+        sim: the simulator (a new one by default).
+        clock: the time source (tests pass a fake one).
+
+    Raises:
+        InvalidArgument: a bad budget, task, graph or cluster (naming the argument).
+        ValueError: no heuristic gave a decision; a start that does not fit the graph.
+    """
+    began = clock()
+    get_task(task, ONE_SHOT_TASKS)
+    check_budget(seconds, calls)
+    graph, cluster = resolve(graph, cluster)
+    sim = sim or Simulator()
+    n = graph.num_ops
+
+    # --- start: every heuristic of the chain, measured; the best (or a faster given start)
+    chain, score, best = measure_chain(graph, cluster, task, sim)
+    shown = chain.stages if task in ("placement", "joint") else chain.stages[1:]
+    heuristics = tuple(
+        HeuristicResult(c.method, score.of(c) if c.decision is not None else None, c.error)
+        for stage in shown
+        for c in stage
+    )
+    assert best.decision is not None
+    heuristic_decision = best.decision.filled(n)
+    heuristic_m = score.of(best)
+    anchor, anchor_m, anchor_name = heuristic_decision, heuristic_m, chain.name
+    if start is not None:
+        given = _merged(start, heuristic_decision, task, n)
+        given_m = sim.evaluate(graph, cluster, given)
+        if _key(given_m) < _key(anchor_m):
+            anchor, anchor_m, anchor_name = given, given_m, start_name
+
+    # --- search: the task's phases, each a share of the budget, from the best so far
+    search_began = clock()
+    left = None if seconds is None else max(seconds - (search_began - began), 0.0)
+    trace: list[float] = []
+    incumbent = _Incumbent(anchor, anchor_m)  # the best so far
+    used = 0
+
+    def report(calls_done: int, decision: Decision, m: Measurement) -> None:
+        if _key(m) < _key(incumbent.measurement):
+            incumbent.decision, incumbent.measurement = decision, m
+        trace.append(incumbent.measurement.step_time if incumbent.measurement.valid else math.inf)
+        if on_progress is None:
+            return
+        spent = clock() - began
+        share = spent / seconds if seconds is not None else calls_done / (calls or 1)
+        on_progress(
+            Progress(
+                calls_done,
+                spent,
+                min(share, 1.0),
+                incumbent.decision,
+                incumbent.measurement,
+                anchor_m.step_time,
+                anchor_name,
+                method_of(task),
+            )
+        )
+
+    for kind, lo, hi in phases(task):
+        part_calls, part_seconds = None, None
+        if calls is not None:
+            part_calls = round(calls * hi) - used
+            if part_calls < 1:
+                continue
+        else:
+            assert left is not None
+            part_seconds = search_began + left * hi - clock()
+            if part_seconds <= 0 and used > 0:
+                continue
+            part_seconds = max(part_seconds, 1e-9)  # with no time left, one call: the start
+
+        def part_report(k: int, d: Decision, m: Measurement, base: int = used) -> None:
+            report(base + k, d, m)
+
+        if kind == "decoder":
+            used += _decoder_search(
+                graph,
+                cluster,
+                incumbent.decision,
+                anchor_name,
+                part_calls,
+                part_seconds,
+                (lo, hi),
+                seed + used,
+                sim,
+                part_report,
+                clock,
+            )
+        else:
+            used += _annealing(
+                graph,
+                cluster,
+                task,
+                incumbent.decision,
+                part_calls,
+                part_seconds,
+                (lo, hi),
+                seed + used,
+                part_report,
+                clock,
+            )
+    decision, m = incumbent.decision, incumbent.measurement
+    return Optimized(
+        graph=graph.name,
+        cluster=cluster.name,
+        task=task,
+        method=method_of(task),
+        decision=decision.filled(n),
+        measurement=m,
+        start=anchor_name,
+        best_heuristic=chain.name,
+        heuristic_decision=heuristic_decision,
+        heuristic_measurement=heuristic_m,
+        heuristics=heuristics,
+        calls=used,
+        seconds=clock() - began,
+        trace=tuple(trace),
+    )
+
+
+def _merged(start: Decision, heuristic: Decision, task: str, n: int) -> Decision:
+    """``start``'s arrays that ``task`` decides, the heuristic's for the rest.
+
+    Raises:
+        ValueError: an array of ``start`` without one entry per op.
+    """
+    decides = get_task(task, ONE_SHOT_TASKS).blocks
+    arrays = {}
+    for block, key in ARRAYS.items():
+        mine = getattr(start, key)
+        if block in decides and mine is not None:
+            mine = np.asarray(mine, dtype=np.int64)
+            if mine.shape != (n,):
+                raise InvalidArgument(
+                    "{start} has a {key} of shape {shape}; the graph has {n} ops",
+                    key=key,
+                    shape=mine.shape,
+                    n=n,
+                )
+            arrays[key] = mine
+        else:
+            arrays[key] = getattr(heuristic, key)
+    return Decision(**arrays).filled(n)
+
+
+Report = Callable[[int, Decision, Measurement], None]
+"""``(calls of the part so far, a decision, its measurement)``: after every call (or round)."""
+
+ROUNDS = 2
+"""Rounds of decoder search then annealing, for placement."""
+DECODER_SHARE = 0.7
+"""The decoder search's share of each round's budget (annealing has the rest)."""
+T_START, T_END = 3e-3, 1e-5
+"""Temperatures on log step time at the start and the end of the budget
+(:func:`graphopt.baselines.search.simulated_annealing`'s defaults)."""
+
+
+def phases(task: str) -> list[tuple[str, float, float]]:
+    """``(kind, from, to)``: the parts of the search of ``task`` and the shares of the budget
+    they end at (module docstring); kind ``decoder`` or ``annealing``."""
+    if method_of(task) != "decoder-search+annealing":
+        return [("annealing", 0.0, 1.0)]
+    out = []
+    for r in range(ROUNDS):
+        lo, hi = r / ROUNDS, (r + 1) / ROUNDS
+        middle = lo + DECODER_SHARE * (hi - lo)
+        out += [("decoder", lo, middle), ("annealing", middle, hi)]
+    return out
+
+
+def _temperature(share: float) -> float:
+    return T_START * (T_END / T_START) ** min(max(share, 0.0), 1.0)
+
+
+def _key(m: Measurement) -> tuple[bool, float]:
+    return (not m.valid, m.step_time)
+
+
+@dataclass
+class _Incumbent:
+    """The best decision so far and its measurement."""
+
+    decision: Decision
+    measurement: Measurement
+
+
+def _decoder_search(
+    graph: CompGraph,
+    cluster: Cluster,
+    anchor: Decision,
+    anchor_name: str,
+    calls: int | None,
+    seconds: float | None,
+    shares: tuple[float, float],
+    seed: int,
+    sim: Simulator,
+    report: Report,
+    clock: Callable[[], float],
+) -> int:
+    """The decoder search from zero outputs anchored on ``anchor`` (its arrays the placement
+    does not decide stay ``anchor``'s), over the temperatures of ``shares``; returns its calls."""
+    names = channels("placement", cluster.num_devices)
+    affinity = [c for c, name in enumerate(names) if name.startswith("affinity:")]
+
+    def evaluate(outputs: FloatArray) -> tuple[Decision, Measurement]:
+        placed = decode("placement", graph, cluster, outputs, anchor, anchor_name, DECODER)
+        decision = Decision(placed.placement, anchor.priority, anchor.fusion)
+        return decision, sim.evaluate(graph, cluster, decision)
+
+    found = decoder_search(
+        evaluate,
+        np.zeros((len(names), graph.num_ops)),
+        calls,
+        seed=seed,
+        gate_channel=names.index("gate"),
+        affinity=affinity,
+        t_start=_temperature(shares[0]),
+        t_end=_temperature(shares[1]),
+        seconds=seconds,
+        on_step=report,
+        clock=clock,
+    )
+    return found.calls
+
+
+def _annealing(
+    graph: CompGraph,
+    cluster: Cluster,
+    task: str,
+    start: Decision,
+    calls: int | None,
+    seconds: float | None,
+    shares: tuple[float, float],
+    seed: int,
+    report: Report,
+    clock: Callable[[], float],
+) -> int:
+    """Annealing of ``task``'s arrays from ``start`` in rounds of :data:`ROUND_CALLS` calls, each
+    from the best so far, over the temperatures of ``shares`` (under ``seconds``, a round's share
+    estimated from the calls per second so far); returns its calls."""
+    began = clock()
+    best: tuple[Decision, Measurement] | None = None
+    used, k = 0, 0
+    lo, hi = shares
+    while True:
+        spent = clock() - began
+        if calls is not None:
+            size = min(ROUND_CALLS, calls - used)
+            if size < 1:
+                break
+            share, end = used / calls, (used + size) / calls
+        else:
+            assert seconds is not None
+            if spent >= seconds and used > 0:
+                break
+            size = ROUND_CALLS
+            rate = used / spent if used and spent > 0 else 0.0
+            share = min(spent / seconds, 1.0)
+            end = min(1.0, share + size / (rate * seconds)) if rate > 0 else share
+        found = simulated_annealing(
+            graph,
+            cluster,
+            task,
+            size,
+            seed + k,
+            start=start if best is None else best[0],
+            num_priorities=NUM_PRIORITIES,
+            t_start=_temperature(lo + (hi - lo) * share),
+            t_end=_temperature(lo + (hi - lo) * end),
+        )
+        used, k = used + size, k + 1
+        if best is None or _key(found.measurement) < _key(best[1]):
+            best = (found.decision, found.measurement)
+        report(used, best[0], best[1])
+    return used

@@ -1,0 +1,196 @@
+"""``graphopt optimize``: the decision file is written whole and replays, Ctrl-C writes the best
+so far, bad input is one line (exit 2) and writes nothing."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from graphopt.cli import optimize as optimize_cli
+from graphopt.tasks import ONE_SHOT_TASKS
+
+GRAPH, CLUSTER = "txl-tiny", "v100-nvlink-2"
+
+
+def _step_time(proc_stdout: str) -> float:
+    """The step time (ms) of ``graphopt simulate --json``'s one row."""
+    return float(json.loads(proc_stdout)[0]["step_time"])
+
+
+def test_the_tasks_are_the_one_shot_tasks():
+    assert optimize_cli.TASKS == ONE_SHOT_TASKS
+
+
+def test_a_subprocess_run_writes_a_decision_that_replays(run_cli, tmp_path: Path):
+    out = tmp_path / "deep" / "best.json"  # missing folders are created
+    proc = run_cli("optimize", GRAPH, "--cluster", CLUSTER, "--calls", "8", "-o", str(out))
+    saved = json.loads(out.read_text())
+    assert saved["format"] == "graphopt-decision" and saved["method"] == "decoder-search+annealing@calls=8"
+    assert saved["graph"] == GRAPH and saved["cluster"] == CLUSTER and saved["task"] == "placement"
+    assert "8 simulator calls" in proc.stdout and "over the best heuristic" in proc.stdout
+    assert "ops moved from" in proc.stdout and "peak memory" in proc.stdout
+    assert f"graphopt simulate {GRAPH} --cluster {CLUSTER} --decision {out}" in proc.stdout
+    assert sorted(p.name for p in out.parent.iterdir()) == ["best.json"]  # no temporary left
+    replay = run_cli("simulate", GRAPH, "--decision", str(out), "--json")
+    assert _step_time(replay.stdout) == saved["step_time"]  # bit for bit
+
+
+@pytest.mark.parametrize("task", ["joint", "fusion"])
+def test_other_tasks_anneal_and_replay(run_cli_here, tmp_path: Path, task: str):
+    out = tmp_path / "best.json"
+    proc = run_cli_here(
+        "optimize", GRAPH, "--cluster", CLUSTER, "--task", task, "--calls", "70", "-o", str(out)
+    )
+    saved = json.loads(out.read_text())
+    assert saved["method"] == "annealing@calls=70" and saved["task"] == task
+    assert "priorities changed" in proc.stdout and "fusion bits flipped" in proc.stdout
+    replay = run_cli_here("simulate", GRAPH, "--decision", str(out), "--json")
+    assert _step_time(replay.stdout) == saved["step_time"]
+
+
+def test_ctrl_c_writes_the_best_so_far_and_exits_130(run_cli_here, tmp_path: Path, monkeypatch):
+    import graphopt.optimizer
+
+    decode = graphopt.optimizer.decode
+    calls = []
+
+    def interrupted_decode(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 12:
+            raise KeyboardInterrupt
+        return decode(*args, **kwargs)
+
+    monkeypatch.setattr(graphopt.optimizer, "decode", interrupted_decode)
+    out = tmp_path / "best.json"
+    proc = run_cli_here(
+        "optimize", GRAPH, "--cluster", CLUSTER, "--calls", "100000", "-o", str(out), check=False
+    )
+    assert proc.returncode == 130 and proc.stdout == ""
+    assert proc.stderr.count("\n") == 1 and "interrupted after 11 calls" in proc.stderr
+    assert "wrote the best decision so far" in proc.stderr and str(out) in proc.stderr
+    saved = json.loads(out.read_text())
+    monkeypatch.setattr(graphopt.optimizer, "decode", decode)
+    replay = run_cli_here("simulate", GRAPH, "--decision", str(out), "--json")
+    assert _step_time(replay.stdout) == saved["step_time"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["best.json"]
+
+
+def test_ctrl_c_before_the_search_writes_nothing(run_cli_here, tmp_path: Path, monkeypatch):
+    import graphopt.optimizer
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(graphopt.optimizer, "measure_chain", interrupted)
+    proc = run_cli_here(
+        "optimize",
+        GRAPH,
+        "--cluster",
+        CLUSTER,
+        "--calls",
+        "8",
+        "-o",
+        str(tmp_path / "b.json"),
+        check=False,
+    )
+    assert proc.returncode == 130 and proc.stderr.count("\n") == 1
+    assert "nothing written" in proc.stderr and list(tmp_path.iterdir()) == []
+
+
+def _bad(tmp_path: Path) -> list[tuple[list[str], str]]:
+    (tmp_path / "a_dir.json").mkdir()
+    (tmp_path / "a_file").write_text("")
+    out = str(tmp_path / "out.json")
+    ok = ["--cluster", CLUSTER, "-o", out]
+    return [
+        (["no-such-graph", *ok, "--calls", "8"], "unknown graph"),
+        (["suite:tiny", *ok, "--calls", "8"], "GRAPH must name one graph"),
+        ([GRAPH, "--cluster", "v100x3", "-o", out, "--calls", "8"], "unknown cluster preset"),
+        ([GRAPH, *ok], "give exactly one budget: --seconds (wall time) or --calls"),
+        ([GRAPH, *ok, "--calls", "8", "--seconds", "1"], "give exactly one budget"),
+        ([GRAPH, *ok, "--seconds", "0"], "--seconds must be a number of seconds in (0,"),
+        ([GRAPH, *ok, "--seconds", "-2"], "got -2.0"),
+        ([GRAPH, *ok, "--seconds", "nan"], "got nan"),
+        ([GRAPH, *ok, "--seconds", "inf"], "got inf"),
+        ([GRAPH, *ok, "--seconds", "1e9"], "--seconds must be a number of seconds"),
+        ([GRAPH, *ok, "--calls", "0"], "--calls must be in 1.."),
+        ([GRAPH, *ok, "--calls", "2.5"], "invalid int value: '2.5'"),
+        ([GRAPH, *ok, "--calls", "8", "--task", "placement-edit"], "invalid choice"),
+        ([GRAPH, "--cluster", CLUSTER, "--calls", "8"], "required: -o/--output"),
+        ([GRAPH, "--calls", "8", "-o", out], "required: --cluster"),
+        (
+            [GRAPH, "--cluster", CLUSTER, "--calls", "8", "-o", str(tmp_path / "a_dir.json")],
+            "is a directory",
+        ),
+        (
+            [
+                GRAPH,
+                "--cluster",
+                CLUSTER,
+                "--calls",
+                "8",
+                "-o",
+                str(tmp_path / "a_file" / "o.json"),
+            ],
+            "is a file, not a directory",
+        ),
+        ([GRAPH, "--cluster", CLUSTER, "--calls", "8", "-o", str(tmp_path / "o.txt")], "JSON"),
+        ([GRAPH, *ok, "--calls", "8", "--run", str(tmp_path / "no-run")], "--run"),
+        ([GRAPH, *ok, "--calls", "8", "--seed", "-1"], "--seed must be an integer"),
+        ([GRAPH, *ok, "--calls", "8", "--gantt", out], "would overwrite the decision file"),
+    ]
+
+
+def test_bad_input_is_one_line_exit_2_and_writes_nothing(run_cli_here, tmp_path: Path):
+    for args, says in _bad(tmp_path):
+        before = sorted(p.name for p in tmp_path.iterdir())
+        proc = run_cli_here("optimize", *args, check=False)
+        assert proc.returncode == 2, (args, proc.stdout, proc.stderr)
+        assert proc.stderr.count("\n") == 1 and says in proc.stderr, (args, proc.stderr)
+        assert proc.stdout == "" and sorted(p.name for p in tmp_path.iterdir()) == before, args
+
+
+def test_a_run_for_another_task_is_refused(run_cli_here, tmp_path: Path):
+    from tiny_runs import tiny_config
+
+    from graphopt import rundir
+
+    run = tmp_path / "runs" / "joint" / "tiny_1"
+    run.mkdir(parents=True)
+    tiny_config(task="joint").save(run / rundir.CONFIG_FILE)
+    (run / rundir.BEST).write_bytes(b"")  # looked at only once the task is right
+    out = tmp_path / "best.json"
+    proc = run_cli_here(
+        "optimize",
+        GRAPH,
+        "--cluster",
+        CLUSTER,
+        "--calls",
+        "8",
+        "--run",
+        str(run),
+        "-o",
+        str(out),
+        check=False,
+    )
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1
+    assert "the run decides joint" in proc.stderr and "--task is placement" in proc.stderr
+    assert not out.exists()
+
+
+@pytest.mark.expensive
+def test_a_trained_run_can_be_the_start(run_cli_here, tmp_path: Path):
+    import torch
+    from tiny_runs import tiny_config
+
+    from graphopt.train.trainer import train
+
+    torch.set_num_threads(1)
+    run = train(tiny_config(), runs_root=tmp_path / "runs", show_progress=False)
+    out = tmp_path / "best.json"
+    proc = run_cli_here(
+        "optimize", GRAPH, "--cluster", CLUSTER, "--calls", "8", "--run", str(run), "-o", str(out)
+    )
+    assert "decoder-search+annealing from" in proc.stdout and out.exists()
