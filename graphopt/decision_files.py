@@ -20,10 +20,15 @@ than letters, digits and ``.+@_-`` is replaced by one ``_``, and a ``-2``, ``-3`
 where two triples would still share a name. Saving into a directory that already has an index
 keeps its entries; a (graph, cluster, method) saved again replaces its file and its entry.
 
-Every file, the index included, is written whole to a temporary file in the same directory and
-renamed into place (``os.replace``, atomic on POSIX): a reader sees the old file or the new one,
-and an error leaves no partial file behind. Decision files are written by a thread of their own
-while the next one is prepared; the index is written last, once they all are.
+A set of decisions is written whole or not at all (:class:`graphopt.file_set.FileSet`): the
+files and the index are staged in a hidden directory and moved into ``DIR`` together by
+:meth:`DecisionDir.write_index`, the index last, with Ctrl-C and SIGTERM held back; ``DIR`` is
+created only then. A command that fails or is interrupted before leaves ``DIR`` as it was (or
+absent), with no temporary file. Decision files are written by a thread of their own while the
+next one is prepared.
+
+An existing index is read as data, checked entry by entry (:func:`read_index`): a ``file`` that is
+not a plain decision file name (``../x.json``, an absolute path) is refused, never written.
 
 Typical use (``graphopt eval`` saving the rows of its table)::
 
@@ -36,10 +41,10 @@ Typical use (``graphopt eval`` saving the rows of its table)::
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import uuid
-from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -53,6 +58,7 @@ from graphopt.decision_format import (
     record_of,
     to_json,
 )
+from graphopt.file_set import FileSet
 from graphopt.typing import Decision
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -177,67 +183,104 @@ def file_name(graph: str, method: str, cluster: str | None = None) -> str:
     return f"{safe(graph)}--{middle}{safe(method)}.json"
 
 
+_FILE = re.compile(r"[A-Za-z0-9+@_-][A-Za-z0-9.+@_-]*\.json")
+"""What :func:`file_name` gives (a suffix included): the only file names an index may hold."""
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"the number {text} is out of range")
+    return value
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def read_index(path: str | Path) -> list[dict[str, Any]]:
+    """The entries of the decision index ``path``, each checked as data: never a path to follow.
+
+    Every entry is an object whose ``file`` is a file name :func:`file_name` could have given
+    (letters, digits and ``.+@_-``, ending ``.json``, not the index): a name with a ``/``, a
+    ``..`` or an absolute path could make a later save write outside the directory. ``graph``
+    and ``method`` are strings, ``cluster`` a string or null.
+
+    Raises:
+        ValueError: one line naming the file and, for a bad entry, its position and key; the fix
+            is to remove the index (or the entry) or to choose another directory.
+    """
+    path = Path(path)
+    fix = "remove it or choose another directory"
+    try:
+        data = json.loads(
+            path.read_text(encoding="utf-8"), parse_float=_finite, parse_constant=_no_constant
+        )
+    except (OSError, ValueError, RecursionError) as e:
+        reason = (e.strerror or e) if isinstance(e, OSError) else e
+        if isinstance(e, RecursionError):
+            reason = "nested too deeply"
+        raise ValueError(f"{path}: not a readable decision index ({reason}); {fix}") from None
+    if not isinstance(data, dict) or data.get("format") != INDEX_FORMAT:
+        raise ValueError(f"{path}: not a decision index (format {INDEX_FORMAT!r}); {fix}")
+    entries = data.get("decisions", [])
+    if not isinstance(entries, list):
+        raise ValueError(
+            f"{path}: 'decisions' must be a list of entries, got {type(entries).__name__}; {fix}"
+        )
+    for k, entry in enumerate(entries):
+        where = f"{path}: entry {k} of 'decisions'"
+        if not isinstance(entry, dict):
+            raise ValueError(f"{where} must be an object, got {type(entry).__name__}; {fix}")
+        name = entry.get("file")
+        if not isinstance(name, str) or not _FILE.fullmatch(name) or name == INDEX:
+            raise ValueError(
+                f"{where}: 'file' {name!r} is not a decision file name inside the directory "
+                f"(letters, digits and '.+@_-', ending .json; no folder); {fix}"
+            )
+        for key in ("graph", "method"):
+            if not isinstance(entry.get(key), str):
+                raise ValueError(
+                    f"{where}: {key!r} must be a string, got {entry.get(key)!r}; {fix}"
+                )
+        if not isinstance(entry.get("cluster"), (str, type(None))):
+            raise ValueError(
+                f"{where}: 'cluster' must be a string, got {entry['cluster']!r}; {fix}"
+            )
+    return entries
+
+
 class DecisionDir:
     """A directory of saved decisions and its index (module docstring).
 
+    Nothing is created before :meth:`write_index`: the decisions are staged
+    (:class:`graphopt.file_set.FileSet`) and moved into the directory together with the index,
+    so a command that fails or is interrupted before leaves the directory as it was.
+
     Args:
-        path: the directory; created (with its parents) if missing.
+        path: the directory; created (with its parents) by :meth:`write_index` if missing.
         what: how error messages name it (a command line gives its flag).
 
     Raises:
         ValueError: ``path`` is a file, cannot be created, is not writable, or holds an
-            ``index.json`` that is not a decision index.
+            ``index.json`` that is not a decision index or has a bad entry (:func:`read_index`).
     """
 
     def __init__(self, path: str | Path, what: str = "decisions directory") -> None:
-        self.path = Path(path)
-        shown = f"{what} {str(self.path)!r}"
-        if self.path.exists() and not self.path.is_dir():
-            raise ValueError(f"{shown} is a file, not a directory; give a directory")
-        try:
-            self.path.mkdir(parents=True, exist_ok=True)
-        except OSError as e:
-            raise ValueError(f"{shown}: cannot create the directory: {e.strerror or e}") from None
-        probe = self.path / f".probe.{uuid.uuid4().hex[:8]}.tmp"
-        try:  # what can be created here (os.access answers yes to root on read-only mounts)
-            with open(probe, "x"):
-                pass
-            probe.unlink()
-        except OSError as e:
-            raise ValueError(
-                f"{shown}: the directory is not writable ({e.strerror or e}); give another "
-                "directory"
-            ) from None
-        self._entries = {str(e.get("file")): e for e in self._read_index()}
+        self._set = FileSet(path, what)
+        self.path = self._set.path
+        index = self.path / INDEX
+        earlier = read_index(index) if os.path.lexists(index) else []
+        self._entries = {e["file"]: e for e in earlier}
         self._files = {
             (e.get("graph"), e.get("cluster"), e.get("method")): f for f, e in self._entries.items()
         }
         self._texts: dict[str, GraphText] = {}
-        self._writer: ThreadPoolExecutor | None = None
-        self._pending: list[Future[Path]] = []
 
     @property
     def entries(self) -> list[dict[str, Any]]:
         """The index's entries: those read from an earlier run's index, then those saved."""
         return list(self._entries.values())
-
-    def _read_index(self) -> list[dict[str, Any]]:
-        index = self.path / INDEX
-        if not index.exists():
-            return []
-        try:
-            data = json.loads(index.read_text(encoding="utf-8"))
-        except (OSError, ValueError) as e:
-            raise ValueError(
-                f"{index}: not a readable decision index ({e}); remove it or choose another "
-                "directory"
-            ) from None
-        if not isinstance(data, dict) or data.get("format") != INDEX_FORMAT:
-            raise ValueError(
-                f"{index}: not a decision index (format {INDEX_FORMAT!r}); remove it or choose "
-                "another directory"
-            )
-        return [e for e in data.get("decisions", []) if isinstance(e, dict)]
 
     def _name_for(self, graph: str, cluster: str, method: str) -> str:
         """The file of (graph, cluster, method): the one it already has, else a free name (the
@@ -266,14 +309,15 @@ class DecisionDir:
         seed: int | None = None,
     ) -> str:
         """Save ``decision`` (``method``'s on ``graph``, measured as ``measurement``) and add it to
-        the index (written by :meth:`write_index`); returns its file name inside the directory.
+        the index; returns its file name inside the directory. The file is staged: it is in the
+        directory once :meth:`write_index` has moved the set there.
 
         The file is written by a thread of its own: a failure to write it is raised by a later
         :meth:`save`, or at the latest by :meth:`flush` / :meth:`write_index`.
 
         Raises:
             ValueError: the decision does not fit the graph, or an earlier file could not be
-                written.
+                written (the staged set is then given up).
         """
         record = record_of(  # what describes the decision; its arrays are written from `text`
             graph, cluster, Decision(), method=method, measurement=measurement, task=task, seed=seed
@@ -288,7 +332,7 @@ class DecisionDir:
                 data[key] = text.op_map(in_file_order(graph, values, key, method))
         data["kernels"] = text.kernels(decision.fusion)
         name = self._name_for(graph.name, cluster.name, method)
-        self._write(self.path / name, dumps(data))
+        self._set.write(name, dumps(data))
         entry = {
             "graph": graph.name,
             "method": method,
@@ -304,49 +348,31 @@ class DecisionDir:
         self._entries[name] = entry
         return name
 
-    def _write(self, path: Path, text: str) -> None:
-        """Hand ``text`` to the writer thread for ``path``; raise a failure of an earlier write.
-
-        Performance: creating a file costs 0.2 to 0.5 ms of system time here, as much as
-        preparing its text; one thread writes the files (the GIL is released in the system
-        calls) while the caller prepares the next one.
-        """
-        if self._writer is None:
-            self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="decision-files")
-        pending = []
-        for f in self._pending:
-            if f.done():
-                f.result()  # raises its failure
-            else:
-                pending.append(f)
-        pending.append(self._writer.submit(write_text_atomic, path, text))
-        self._pending = pending
-
     def flush(self) -> None:
-        """Wait until every saved decision is written.
+        """Wait until every saved decision is written (staged, not yet in the directory).
 
         Raises:
-            ValueError: a file could not be written (the first such).
+            ValueError: a file could not be written (the first such); the set is given up.
         """
-        pending, self._pending = self._pending, []
-        errors = [f.exception() for f in pending]
-        if self._writer is not None:
-            self._writer.shutdown()
-            self._writer = None
-        failed = next((e for e in errors if e is not None), None)
-        if failed is not None:
-            raise failed
+        self._set.flush()
 
     def write_index(self) -> Path:
-        """Wait for every saved decision (:meth:`flush`), then write ``index.json`` (every
-        entry, those of earlier runs included); returns its path.
+        """Write ``index.json`` (every entry, those of earlier runs included) and move it into
+        the directory with every decision saved (:meth:`graphopt.file_set.FileSet.commit`, the
+        index last); returns its path.
 
         Raises:
-            ValueError: a decision file or the index cannot be written.
+            ValueError: a decision file or the index cannot be written; the directory is left
+                as it was.
         """
-        self.flush()
         data = {"format": INDEX_FORMAT, "version": INDEX_VERSION, "decisions": self.entries}
-        return write_json_atomic(self.path / INDEX, data)
+        self._set.write(INDEX, dumps(data))
+        self._set.commit(last=(INDEX,))
+        return self.path / INDEX
+
+    def discard(self) -> None:
+        """Give up every decision saved since the last :meth:`write_index`: none is written."""
+        self._set.discard()
 
 
 def save_decision(

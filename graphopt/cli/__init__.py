@@ -1,7 +1,8 @@
 """The ``graphopt`` command. Each subcommand lives in its own module and registers itself here.
 
 Bad input (unknown graph, preset, malformed file, a bad value of a flag) is reported as one line
-on stderr with exit status 2, never as a traceback. The options several commands share are defined
+on stderr with exit status 2, never as a traceback. Ctrl-C or SIGTERM ends a command with one line
+and exit status 130, its output complete or as it was. The options several commands share are defined
 once, with their checks, in :mod:`graphopt.cli.options`; errors of the library name its arguments,
 and the command line writes the flags that gave them (:func:`graphopt.cli.options.message`).
 
@@ -35,6 +36,7 @@ from graphopt.cli import (
 )
 from graphopt.cli.options import check, message
 from graphopt.errors import DependencyNotInstalled
+from graphopt.signals import interrupts, received
 
 COMMANDS = (
     graphs,
@@ -110,17 +112,42 @@ def command_of(argv: Sequence[str]) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
-    parser = build_parser(command_of(argv))
-    args = parser.parse_args(argv)
-    try:
-        check(args)  # the shared options, before the command does any work
-        return int(args.func(args) or 0)
-    except (ValueError, DependencyNotInstalled) as e:  # the latter's message: the install hint
-        print(f"graphopt: error: {message(e, args)}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:  # pragma: no cover
-        print("graphopt: interrupted", file=sys.stderr)
-        return 130
+    args = None
+    with interrupts():  # SIGTERM cleans up as Ctrl-C does (graphopt.signals)
+        try:
+            args = build_parser(command_of(argv)).parse_args(argv)
+            check(args)  # the shared options, before the command does any work
+            return int(args.func(args) or 0)
+        except KeyboardInterrupt:
+            return interrupted()
+        except Exception as e:
+            if received() or caused_by_interrupt(e):  # a Ctrl-C surfaced as another error
+                return interrupted()
+            if not isinstance(e, (ValueError, DependencyNotInstalled)):
+                raise
+            # DependencyNotInstalled's message is the install hint
+            print(f"graphopt: error: {message(e, args)}", file=sys.stderr)
+            return 2
+
+
+INTERRUPTED = 130
+"""Exit status after Ctrl-C or SIGTERM (128 + SIGINT, as shells report a Ctrl-C)."""
+
+
+def interrupted() -> int:
+    """One line on stderr; :data:`INTERRUPTED`. Every writing command leaves its output complete
+    or as it was (:mod:`graphopt.file_set`, :mod:`graphopt.rundir`)."""
+    print("graphopt: interrupted", file=sys.stderr)
+    return INTERRUPTED
+
+
+def caused_by_interrupt(error: BaseException) -> bool:
+    """Whether ``error`` was caused by a ``KeyboardInterrupt`` (:func:`graphopt.rundir.is_interrupt`):
+    numba reports one raised during compiled code as a ``SystemError``, Python one raised in a
+    class body's ``__set_name__`` (an import) as a ``RuntimeError``."""
+    from graphopt.rundir import is_interrupt
+
+    return is_interrupt(error)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -211,8 +211,9 @@ def add_save_decisions(p: Any, *, help: str) -> None:
 
 
 def open_save_decisions(args: argparse.Namespace) -> Any:
-    """The :class:`graphopt.decision_files.DecisionDir` of ``--save-decisions`` (made now, so that
-    one that cannot be fails before the slow work), or ``None`` without the flag."""
+    """The :class:`graphopt.decision_files.DecisionDir` of ``--save-decisions`` (checked now, so
+    that one that cannot be written, or holds a bad index, fails before the slow work; created
+    only when its decisions are written), or ``None`` without the flag."""
     if not args.save_decisions:
         return None
     from graphopt.decision_files import DecisionDir

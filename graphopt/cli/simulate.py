@@ -195,6 +195,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
 
     if args.gantt:
         check_output_path(args.gantt, "--gantt")
+    saved = options.open_save_decisions(args)  # checked now; created once all is simulated
     cluster = get_cluster(cluster_spec(args))
     graphs = resolve_graphs(args.graphs)
     check_constraints([(graph, cluster) for graph in graphs], args.graphs)
@@ -213,10 +214,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         results.append(result)
         measured.append((graph, m, decision))
     index = None
-    if args.save_decisions:  # every decision checked and simulated: now the directory is made
-        from graphopt.decision_files import DecisionDir
-
-        saved = DecisionDir(args.save_decisions, "--save-decisions")
+    if saved is not None:  # every decision checked and simulated: now the files are written
         for result, (graph, m, decision) in zip(results, measured, strict=True):
             result["decision_file"] = saved.save(graph, cluster, method_name(args), decision, m)
         index = saved.write_index()

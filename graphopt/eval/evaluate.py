@@ -314,8 +314,9 @@ def graph_cluster_pairs(groups: list[tuple[LoadedRun, list[int]]]) -> list[tuple
 
 
 def decision_dir(save_decisions: str | Path | None) -> Any:
-    """The :class:`graphopt.decision_files.DecisionDir` of ``save_decisions``, made before the
-    (slow) work so that one that cannot be fails now; ``None`` without one."""
+    """The :class:`graphopt.decision_files.DecisionDir` of ``save_decisions``, checked before the
+    (slow) work so that one that cannot be written fails now (it is created only when the
+    decisions are written); ``None`` without one."""
     if save_decisions is None:
         return None
     from graphopt.decision_files import DecisionDir

@@ -1,9 +1,11 @@
-"""A directory of saved decisions: files, index, names, atomic writes, directories refused."""
+"""A directory of saved decisions: files, index, names, atomic writes, directories refused, an
+index's entries checked (never a path to follow), nothing created before the index is written."""
 
 from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 
 import numpy as np
@@ -114,7 +116,7 @@ def test_a_directory_that_is_a_file_or_holds_a_foreign_index_is_refused(tmp_path
     (tmp_path / "F").write_text("")
     with pytest.raises(ValueError, match="decisions directory '.*F' is a file, not a directory"):
         DecisionDir(tmp_path / "F")
-    with pytest.raises(ValueError, match="cannot create the directory"):
+    with pytest.raises(ValueError, match="cannot create the directory: '.*F' is a file"):
         DecisionDir(tmp_path / "F" / "sub")
     (tmp_path / "d").mkdir()
     (tmp_path / "d" / INDEX).write_text('{"something": "else"}')
@@ -165,7 +167,7 @@ def test_the_fast_text_is_that_of_the_record(tmp_path):
         m = simulate(graph, CLUSTER, d)
         saved = DecisionDir(tmp_path / graph.fingerprint[:8])
         name = saved.save(graph, CLUSTER, "m", d, m, task="joint", seed=1)
-        saved.flush()
+        saved.write_index()
         record = record_of(graph, CLUSTER, d, method="m", measurement=m, task="joint", seed=1)
         assert (saved.path / name).read_text() == dumps(to_json(record))
         assert json.loads((saved.path / name).read_text()) == json.loads(
@@ -181,13 +183,87 @@ def test_dumps_breaks_lines_only_between_entries():
 
 
 def test_a_file_that_cannot_be_written_fails_the_index(tmp_path):
-    """Files are written by a thread: a failure is raised by flush / write_index, and no index is
-    written."""
+    """A file that cannot be put in place fails write_index, and nothing is written: no index,
+    no staging directory."""
     g = graph("g")
     d = Decision(placement=np.zeros(3, dtype=np.int64))
+    (tmp_path / "out" / "g--m.json").mkdir(parents=True)  # a directory where the file goes
     saved = DecisionDir(tmp_path / "out")
-    (tmp_path / "out" / "g--m.json").mkdir()  # a directory where the file goes
     saved.save(g, CLUSTER, "m", d)
     with pytest.raises(ValueError, match="cannot write '.*g--m.json'"):
         saved.write_index()
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["g--m.json"]
+
+
+def write_index(folder: Path, decisions: object) -> Path:
+    folder.mkdir(exist_ok=True)
+    index = folder / INDEX
+    index.write_text(
+        json.dumps({"format": "graphopt-decision-index", "version": 1, "decisions": decisions})
+    )
+    return index
+
+
+ENTRY = {"graph": "g", "method": "m", "cluster": CLUSTER.name}
+
+
+@pytest.mark.parametrize(
+    ("decisions", "match"),
+    [
+        (
+            [{**ENTRY, "file": "../victim.json"}],
+            r"entry 0 of 'decisions': 'file' '\.\./victim\.json' is not a decision file name inside the directory",
+        ),
+        (
+            [ENTRY, {**ENTRY, "file": "/tmp/victim.json"}],
+            "entry 1 of 'decisions': 'file' '/tmp/victim.json'",
+        ),
+        ([{**ENTRY, "file": "sub/x.json"}], "'file' 'sub/x.json'"),
+        ([{**ENTRY, "file": INDEX}], "'file' 'index.json'"),
+        ([{**ENTRY, "file": ".hidden.json"}], "'file' '.hidden.json'"),
+        ([{**ENTRY, "file": 5}], "'file' 5"),
+        ([{**ENTRY}], "'file' None"),
+        ([{**ENTRY, "file": "x.json", "graph": ["g"]}], "'graph' must be a string"),
+        ([{**ENTRY, "file": "x.json", "cluster": 3}], "'cluster' must be a string"),
+        (["x.json"], "entry 0 of 'decisions' must be an object, got str"),
+        (5, "'decisions' must be a list of entries, got int"),
+    ],
+)
+def test_an_index_entry_is_data_to_check_never_a_path_to_follow(tmp_path, decisions, match):
+    """An entry naming a file outside the directory is refused when the directory is opened,
+    before anything is saved: no file outside it is ever written."""
+    if isinstance(decisions, list) and decisions and decisions[0] is ENTRY:
+        decisions[0] = {**ENTRY, "file": "g--m.json"}
+    victim = tmp_path / "victim.json"
+    victim.write_text("mine")
+    index = write_index(tmp_path / "out", decisions)
+    with pytest.raises(ValueError) as info:
+        DecisionDir(tmp_path / "out", "--save-decisions")
+    message = str(info.value)
+    assert re.search(match, message), message
+    assert message.startswith(str(index)) and "\n" not in message
+    assert victim.read_text() == "mine"
+
+
+def test_non_finite_numbers_in_an_index_are_refused(tmp_path):
+    index = tmp_path / "out" / INDEX
+    index.parent.mkdir()
+    for number in ("NaN", "Infinity", "1e999"):
+        index.write_text(
+            '{"format": "graphopt-decision-index", "decisions": [{"step_time": ' + number + "}]}"
+        )
+        with pytest.raises(ValueError, match="not a readable decision index"):
+            DecisionDir(index.parent)
+
+
+def test_nothing_is_created_before_the_index_is_written(tmp_path):
+    d = Decision(placement=np.zeros(3, dtype=np.int64))
+    saved = DecisionDir(tmp_path / "a" / "out")
+    saved.save(graph("g"), CLUSTER, "m", d)
+    saved.flush()
+    assert not (tmp_path / "a" / "out").exists()  # staged beside it, in "a"
+    saved.discard()
+    assert list(tmp_path.iterdir()) == []  # "a", made for the staging directory, too
+    saved.save(graph("g"), CLUSTER, "m", d)
+    saved.write_index()
+    assert sorted(p.name for p in (tmp_path / "a" / "out").iterdir()) == ["g--m.json", INDEX]

@@ -10,9 +10,13 @@ import json
 import math
 import os
 import re
+import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
+from conftest import ROOT
 
 from graphopt.cli import main
 from graphopt.decision_files import INDEX
@@ -287,3 +291,77 @@ def test_a_save_directory_that_is_a_file_or_unwritable_fails_before_the_run(run_
     assert proc.returncode == 2 and "not writable" in proc.stderr and proc.stdout == ""
     assert len(proc.stderr.strip().splitlines()) == 1
     assert sorted(p.name for p in locked.iterdir()) == before
+
+
+# ---------------------------------------------------------------- output directories
+
+
+@pytest.mark.parametrize("bad", ["../victim.json", "ABSOLUTE"])
+def test_an_index_entry_outside_the_directory_is_refused_and_nothing_is_written(
+    tmp_path, capsys, bad
+):
+    """An index whose entry names a file outside the directory (#40: it was overwritten, exit
+    0) is refused in one line naming the index and the entry, before any work."""
+    victim = tmp_path / "victim.json"
+    victim.write_text("mine")
+    out = tmp_path / "out"
+    out.mkdir()
+    entry = {"graph": "txl-tiny", "method": "single", "cluster": "v100-nvlink-4"}
+    entry["file"] = str(victim) if bad == "ABSOLUTE" else bad
+    index = out / INDEX
+    index.write_text(json.dumps({"format": "graphopt-decision-index", "decisions": [entry]}))
+    before = index.read_text()
+    code = main(["simulate", "txl-tiny", "--save-decisions", str(out)])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and "\n" not in err, err
+    assert str(index) in err and "entry 0 of 'decisions': 'file'" in err
+    assert victim.read_text() == "mine" and index.read_text() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out", "victim.json"]
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["simulate", "no-such-graph"],
+        ["simulate", "txl-tiny", "--placement", "no-such-placer"],
+        ["baselines", "no-such-graph"],
+        ["baselines", "txl-tiny", "--task", "fusion", "--estimate-budget", "5"],
+    ],
+    ids=["simulate-graph", "simulate-placer", "baselines-graph", "baselines-options"],
+)
+def test_a_refusal_leaves_no_save_directory(run_cli_here, tmp_path, args):
+    out = tmp_path / "a" / "out"
+    proc = run_cli_here(*args, "--save-decisions", str(out), check=False)
+    assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["sigterm", "ctrl-c"])
+def test_a_signal_while_decisions_are_saved_leaves_the_whole_set_or_nothing(tmp_path, signum):
+    """Stopped as it prints its table (the decisions are saved next), ``baselines
+    --save-decisions`` ends with exit 130 and one line, or finishes; the directory holds the
+    complete set (every file of the index, no other) or does not exist; no staging file is left.
+    """
+    out = tmp_path / "out"
+    # started as the installed `graphopt` script starts it (`python -m` can report an interrupt
+    # that came during an import as death by SIGINT, whatever the exit status asked for)
+    launch = "import sys; from graphopt.cli import main; sys.exit(main())"
+    proc = subprocess.Popen(
+        [sys.executable, "-c", launch, "baselines", "txl-tiny", "--save-decisions", str(out)],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "COLUMNS": "200"},
+    )
+    assert proc.stdout is not None
+    proc.stdout.readline()  # the table's first line
+    proc.send_signal(signum)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode in (0, 130), err
+    if proc.returncode == 130:
+        assert err.strip() == "graphopt: interrupted"
+    assert sorted(p.name for p in tmp_path.iterdir()) in ([], ["out"])  # no staging directory
+    if out.exists():
+        files = {e["file"] for e in json.loads((out / INDEX).read_text())["decisions"]}
+        assert sorted(p.name for p in out.iterdir()) == sorted([*files, INDEX])

@@ -1,0 +1,165 @@
+"""A set of files written into a directory whole or not at all (graphopt.file_set): nothing
+before the commit, no staging file left, names that could resolve elsewhere refused, every file
+back as it was when one cannot be put in place, Ctrl-C and SIGTERM handled before or after the
+renames, never between."""
+
+from __future__ import annotations
+
+import gc
+import os
+import signal
+from pathlib import Path
+
+import pytest
+
+from graphopt import file_set
+from graphopt.file_set import FileSet, check_name
+from graphopt.signals import interrupts
+
+
+def listing(root: Path) -> dict[str, str]:
+    """Every file under ``root`` (hidden ones included) and its text."""
+    return {str(p.relative_to(root)): p.read_text() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+@pytest.mark.parametrize(
+    "name", ["../x.json", "/etc/x.json", "a/b.json", "..", ".", "", ".h", "a\\b", "a\0b", 5]
+)
+def test_a_name_that_could_resolve_elsewhere_is_refused(tmp_path, name):
+    with pytest.raises(ValueError, match="is not a plain file name inside the directory"):
+        check_name(name)
+    files = FileSet(tmp_path / "out")
+    with pytest.raises(ValueError, match="plain file name"):
+        files.write(name, "x")  # type: ignore[arg-type]
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_new_directory_appears_whole_at_the_commit(tmp_path):
+    target = tmp_path / "a" / "b" / "out"
+    files = FileSet(target)
+    files.write("one.json", "1")
+    files.write("two.json", "2")
+    files.write("one.json", "1 again")  # the later text wins
+    files.flush()
+    assert not (tmp_path / "a" / "b" / "out").exists()  # staged beside it, not yet in place
+    assert files.commit(last=("two.json",)) == target
+    assert listing(tmp_path) == {"a/b/out/one.json": "1 again", "a/b/out/two.json": "2"}
+    (tmp_path / "plain").mkdir()
+    assert target.stat().st_mode == (tmp_path / "plain").stat().st_mode  # the umask's, not 0700
+
+
+def test_into_an_existing_directory_other_files_are_kept_and_replaced_ones_replaced(tmp_path):
+    (tmp_path / "keep.txt").write_text("mine")
+    (tmp_path / "one.json").write_text("old")
+    files = FileSet(tmp_path)
+    files.write("one.json", "new")
+    files.write("index.json", "i")
+    assert listing(tmp_path)["one.json"] == "old"  # staged: nothing in place yet
+    files.commit(last=("index.json",))
+    assert listing(tmp_path) == {"index.json": "i", "keep.txt": "mine", "one.json": "new"}
+    files.write("two.json", "2")  # a second set
+    files.commit()
+    assert listing(tmp_path)["two.json"] == "2"
+
+
+def test_a_set_given_up_leaves_nothing_not_even_the_parents_made_for_it(tmp_path):
+    files = FileSet(tmp_path / "p" / "q" / "out")
+    files.write("x.json", "x")
+    files.discard()
+    assert list(tmp_path.iterdir()) == []
+    existing = tmp_path / "d"
+    existing.mkdir()
+    files = FileSet(existing)
+    files.write("x.json", "x")
+    del files
+    gc.collect()  # collected without a commit: discarded
+    assert list(existing.iterdir()) == []
+
+
+@pytest.mark.parametrize("fail_at", [1, 2, 3, 4])
+def test_a_rename_that_fails_puts_every_file_back(tmp_path, monkeypatch, fail_at):
+    (tmp_path / "a.json").write_text("old a")
+    (tmp_path / "c.json").write_text("old c")
+    before = listing(tmp_path)
+    files = FileSet(tmp_path)
+    for name in ("a.json", "b.json", "c.json"):
+        files.write(name, "new")
+    calls = []
+    rename = os.rename
+
+    def failing(src, dst):
+        calls.append(dst)
+        if len(calls) == fail_at:
+            raise OSError(28, "No space left on device")
+        rename(src, dst)
+
+    monkeypatch.setattr(file_set.os, "rename", failing)
+    with pytest.raises(ValueError, match="No space left on device; nothing was changed in"):
+        files.commit()
+    monkeypatch.undo()
+    assert listing(tmp_path) == before
+
+
+def test_a_directory_in_a_files_place_fails_before_any_rename(tmp_path):
+    (tmp_path / "x.json").mkdir()
+    (tmp_path / "x.json" / "inside").write_text("mine")
+    files = FileSet(tmp_path)
+    files.write("a.json", "a")
+    files.write("x.json", "x")
+    with pytest.raises(ValueError, match="cannot write '.*x.json': a directory is in its place"):
+        files.commit()
+    assert listing(tmp_path) == {"x.json/inside": "mine"}
+
+
+@pytest.mark.parametrize("fresh", [True, False], ids=["new-directory", "existing-directory"])
+@pytest.mark.parametrize("at", range(4))
+def test_sigterm_before_the_commit_leaves_nothing_new(tmp_path, fresh, at):
+    target = tmp_path / "out"
+    if not fresh:
+        target.mkdir()
+        (target / "a.json").write_text("old")
+    before = listing(tmp_path)
+    with pytest.raises(KeyboardInterrupt), interrupts():
+        files = FileSet(target)
+        for k, name in enumerate(("a.json", "b.json", "index.json")):
+            if k == at:
+                os.kill(os.getpid(), signal.SIGTERM)
+            files.write(name, "new")
+        if at == 3:
+            os.kill(os.getpid(), signal.SIGTERM)
+        files.commit(last=("index.json",))  # pragma: no cover - interrupted before
+    del files
+    gc.collect()
+    assert listing(tmp_path) == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == (["out"] if not fresh else [])
+
+
+@pytest.mark.parametrize("fresh", [True, False], ids=["new-directory", "existing-directory"])
+def test_sigterm_during_the_renames_comes_after_the_whole_set(tmp_path, monkeypatch, fresh):
+    target = tmp_path / "out"
+    if not fresh:
+        target.mkdir()
+        (target / "a.json").write_text("old")
+    files = FileSet(target)
+    for name in ("a.json", "b.json", "index.json"):
+        files.write(name, "new")
+    rename = os.rename
+
+    def signalled(src, dst):
+        os.kill(os.getpid(), signal.SIGTERM)  # held: handled once every file is in place
+        rename(src, dst)
+
+    monkeypatch.setattr(file_set.os, "rename", signalled)
+    with pytest.raises(KeyboardInterrupt), interrupts():
+        files.commit(last=("index.json",))
+    monkeypatch.undo()
+    assert listing(tmp_path) == {f"out/{n}": "new" for n in ("a.json", "b.json", "index.json")}
+
+
+def test_a_directory_that_cannot_be_written_is_refused_without_creating_anything(tmp_path):
+    (tmp_path / "F").write_text("")
+    with pytest.raises(ValueError, match="output directory '.*F' is a file, not a directory"):
+        FileSet(tmp_path / "F")
+    with pytest.raises(ValueError, match="cannot create the directory: '.*F' is a file"):
+        FileSet(tmp_path / "F" / "sub" / "out", "--out")
+    assert listing(tmp_path) == {"F": ""}
