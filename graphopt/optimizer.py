@@ -47,14 +47,13 @@ import numpy as np
 
 from graphopt.baselines.search import simulated_annealing
 from graphopt.baselines.staged import measure_chain
-from graphopt.decoders.decision import DecoderSettings, channels, decode
-from graphopt.decoders.search import decoder_search
+from graphopt.decoders.search import search_placements
 from graphopt.errors import InvalidArgument
 from graphopt.graph import CompGraph
 from graphopt.hardware import Cluster, get_cluster
 from graphopt.sim import Simulator
 from graphopt.tasks import ARRAYS, ONE_SHOT_TASKS, get_task
-from graphopt.typing import Decision, FloatArray, Measurement
+from graphopt.typing import Decision, Measurement
 
 MAX_CALLS = 2**22
 """The largest call budget (about an hour of search on small graphs)."""
@@ -64,8 +63,6 @@ ROUND_CALLS = 64
 """Simulator calls per round of the annealing fallback (between two progress reports)."""
 NUM_PRIORITIES = 8
 """Priority levels the annealing fallback searches (``graphopt baselines``' default)."""
-DECODER = DecoderSettings(model="heft-lc", anchor=True, memory=True)
-"""How the placement search decodes: ``heft-lc`` timing, anchored on the start, memory-aware."""
 
 
 def method_of(task: str) -> str:
@@ -310,7 +307,6 @@ def optimize_graph(
                 graph,
                 cluster,
                 incumbent.decision,
-                anchor_name,
                 part_calls,
                 part_seconds,
                 (lo, hi),
@@ -421,7 +417,6 @@ def _decoder_search(
     graph: CompGraph,
     cluster: Cluster,
     anchor: Decision,
-    anchor_name: str,
     calls: int | None,
     seconds: float | None,
     shares: tuple[float, float],
@@ -430,28 +425,21 @@ def _decoder_search(
     report: Report,
     clock: Callable[[], float],
 ) -> int:
-    """The decoder search from zero outputs anchored on ``anchor`` (its arrays the placement
-    does not decide stay ``anchor``'s), over the temperatures of ``shares``; returns its calls."""
-    names = channels("placement", cluster.num_devices)
-    affinity = [c for c, name in enumerate(names) if name.startswith("affinity:")]
-
-    def evaluate(outputs: FloatArray) -> tuple[Decision, Measurement]:
-        placed = decode("placement", graph, cluster, outputs, anchor, anchor_name, DECODER)
-        decision = Decision(placed.placement, anchor.priority, anchor.fusion)
-        return decision, sim.evaluate(graph, cluster, decision)
-
-    found = decoder_search(
-        evaluate,
-        np.zeros((len(names), graph.num_ops)),
+    """The decoder search from zero outputs anchored on ``anchor``
+    (:func:`graphopt.decoders.search.search_placements`), over the temperatures of ``shares``;
+    returns its calls."""
+    found = search_placements(
+        graph,
+        cluster,
+        anchor,
         calls,
         seed=seed,
-        gate_channel=names.index("gate"),
-        affinity=affinity,
+        seconds=seconds,
         t_start=_temperature(shares[0]),
         t_end=_temperature(shares[1]),
-        seconds=seconds,
         on_step=report,
         clock=clock,
+        cost_model=sim,
     )
     return found.calls
 

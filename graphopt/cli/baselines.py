@@ -39,7 +39,11 @@ def register(sub: Any) -> None:
         "or the one its metadata names (key cluster), all in one table",
     )
     p.add_argument("--task", default="placement", choices=ONE_SHOT_TASKS)
-    options.add_budget(p, help="simulator evaluations for random search and annealing (0: skip)")
+    options.add_budget(
+        p,
+        help="simulator evaluations for random search, annealing and, for placement, the search "
+        "through the placement decoder from zero outputs (decoder-search@K) (0: skip)",
+    )
     options.add_budget(
         p,
         flag="--estimate-budget",

@@ -20,6 +20,10 @@ A move is accepted if the decoded decision is faster, or with the Metropolis pro
 ``t_end`` over the budget; the best decision seen is returned. Each step is one decode and one
 cost-model call; the network is not called again.
 
+:func:`search_placements` is the search of placements from zero outputs anchored on a decision
+(the best heuristic's): the ``decoder-search@K`` row of ``graphopt baselines`` and the decoder
+part of ``graphopt optimize`` (:mod:`graphopt.optimizer`). It needs no network.
+
 Budgets: ``budget`` cost-model calls, or ``seconds`` of wall time (``graphopt optimize``), or
 both (whichever runs out first). Under a time budget the temperature falls with the share of the
 seconds spent instead of the calls made, so the schedule ends as the time does; the moves and
@@ -36,7 +40,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from graphopt.typing import Decision, FloatArray, Measurement
+from graphopt.decoders.decision import DecoderSettings, channels, decode
+from graphopt.graph import CompGraph
+from graphopt.hardware import Cluster
+from graphopt.sim import Simulator
+from graphopt.typing import CostModel, Decision, FloatArray, Measurement
 
 WINDOW = 0.2
 """Longest window of a window move, as a share of the ops."""
@@ -186,3 +194,60 @@ def _move(
     if len(released):
         cand[gate, released[int(rng.integers(0, len(released)))]] = -1.0
     return cand
+
+
+PLACEMENT_DECODER = DecoderSettings(model="heft-lc", anchor=True, memory=True)
+"""How :func:`search_placements` decodes: ``heft-lc`` timing, anchored, memory-aware (the
+decoder runs' settings)."""
+
+
+def search_placements(
+    graph: CompGraph,
+    cluster: Cluster,
+    anchor: Decision,
+    budget: int | None = None,
+    *,
+    seed: int = 0,
+    seconds: float | None = None,
+    t_start: float = 0.003,
+    t_end: float = 1e-5,
+    on_step: Callable[[int, Decision, Measurement], None] | None = None,
+    clock: Callable[[], float] = time.perf_counter,
+    cost_model: CostModel | None = None,
+) -> DecoderSearchResult:
+    """:func:`decoder_search` of the placement decoder from zero outputs: every op stays on
+    ``anchor``'s device until a move releases it; ``anchor``'s priorities and fusion are kept in
+    every decision (defaults where it has none). The first call measures ``anchor``'s placement
+    as the decoder rebuilds it (the anchor itself, projected onto placement constraints).
+
+    Args:
+        graph, cluster: what is placed.
+        anchor: the decision to start from (the best heuristic's, for the baselines).
+        budget, seed, seconds, t_start, t_end, on_step, clock: as :func:`decoder_search`.
+        cost_model: prices each decision (default: a new :class:`~graphopt.sim.Simulator`).
+
+    Raises:
+        ValueError: as :func:`decoder_search`; an anchor that does not fit the graph or cluster.
+    """
+    model: CostModel = cost_model if cost_model is not None else Simulator()
+    full = anchor.filled(graph.num_ops)
+    names = channels("placement", cluster.num_devices)
+
+    def evaluate(outputs: FloatArray) -> tuple[Decision, Measurement]:
+        placed = decode("placement", graph, cluster, outputs, full, "", PLACEMENT_DECODER)
+        decision = Decision(placed.placement, full.priority, full.fusion)
+        return decision, model.evaluate(graph, cluster, decision)
+
+    return decoder_search(
+        evaluate,
+        np.zeros((len(names), graph.num_ops)),
+        budget,
+        seed=seed,
+        gate_channel=names.index("gate"),
+        affinity=[c for c, name in enumerate(names) if name.startswith("affinity:")],
+        t_start=t_start,
+        t_end=t_end,
+        seconds=seconds,
+        on_step=on_step,
+        clock=clock,
+    )

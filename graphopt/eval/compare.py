@@ -5,7 +5,10 @@ task's best-heuristic chain (:mod:`graphopt.baselines.staged`): every placer for
 best placement with every scheduler (``best+NAME``) for scheduling; those and every fuser of the
 best schedule (``best+NAME``) for fusion; all three stages for joint.
 
-Search (random search, simulated annealing) runs at ``budget`` simulator evaluations for the task.
+Search (random search, simulated annealing) runs at ``budget`` simulator evaluations for the task;
+for placement also ``decoder-search@K``, the search through the placement decoder from zero
+outputs anchored on the best heuristic (:func:`graphopt.decoders.search.search_placements`: the
+search of ``graphopt optimize``, which needs no network).
 For placement, ``estimate_budget > 0`` adds ``estimate-search@K``: hill climbing from the best
 heuristic on the analytic estimate (:mod:`graphopt.baselines.estimate_search`, ``K`` estimates, no
 simulation) whose result is simulated once and kept only if faster than its start: the baseline
@@ -33,6 +36,7 @@ from graphopt.baselines.estimate_search import estimate_search
 from graphopt.baselines.exact import solve_exact
 from graphopt.baselines.search import check_budget, random_search, simulated_annealing
 from graphopt.baselines.staged import measure_chain
+from graphopt.decoders.search import search_placements
 from graphopt.graph import CompGraph
 from graphopt.hardware import Cluster
 from graphopt.sim import Simulator, lower_bounds
@@ -191,6 +195,8 @@ def compare_on_graph(
                     res.decision,
                 )
             )
+    if budget > 0 and task == "placement":
+        out.results.append(decoder_search_row(graph, cluster, best, budget, seed, sim))
     if estimate_budget > 0 and task == "placement":
         out.results.append(
             estimate_search_row(graph, cluster, best, known, estimate_budget, seed, sim)
@@ -227,6 +233,27 @@ def compare_on_graph(
             )
         )
     return out
+
+
+def decoder_search_row(
+    graph: CompGraph, cluster: Cluster, start: Decision, budget: int, seed: int, sim: Simulator
+) -> MethodResult:
+    """``decoder-search@budget``: the search through the placement decoder from zero outputs,
+    anchored on ``start`` (:func:`graphopt.decoders.search.search_placements`), ``budget``
+    simulator calls, its start's included."""
+    began = time.perf_counter()
+    found = search_placements(graph, cluster, start, budget, seed=seed, cost_model=sim)
+    m = found.measurement
+    return MethodResult(
+        f"decoder-search@{budget}",
+        "search",
+        m.step_time,
+        m.valid,
+        m.reason,
+        time.perf_counter() - began,
+        found.calls,
+        found.decision,
+    )
 
 
 def estimate_search_row(

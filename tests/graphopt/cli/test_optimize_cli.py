@@ -51,9 +51,9 @@ def test_other_tasks_anneal_and_replay(run_cli_here, tmp_path: Path, task: str):
 
 
 def test_ctrl_c_writes_the_best_so_far_and_exits_130(run_cli_here, tmp_path: Path, monkeypatch):
-    import graphopt.optimizer
+    import graphopt.decoders.search
 
-    decode = graphopt.optimizer.decode
+    decode = graphopt.decoders.search.decode
     calls = []
 
     def interrupted_decode(*args, **kwargs):
@@ -62,7 +62,7 @@ def test_ctrl_c_writes_the_best_so_far_and_exits_130(run_cli_here, tmp_path: Pat
             raise KeyboardInterrupt
         return decode(*args, **kwargs)
 
-    monkeypatch.setattr(graphopt.optimizer, "decode", interrupted_decode)
+    monkeypatch.setattr(graphopt.decoders.search, "decode", interrupted_decode)
     out = tmp_path / "best.json"
     proc = run_cli_here(
         "optimize", GRAPH, "--cluster", CLUSTER, "--calls", "100000", "-o", str(out), check=False
@@ -71,7 +71,7 @@ def test_ctrl_c_writes_the_best_so_far_and_exits_130(run_cli_here, tmp_path: Pat
     assert proc.stderr.count("\n") == 1 and "interrupted after 11 calls" in proc.stderr
     assert "wrote the best decision so far" in proc.stderr and str(out) in proc.stderr
     saved = json.loads(out.read_text())
-    monkeypatch.setattr(graphopt.optimizer, "decode", decode)
+    monkeypatch.setattr(graphopt.decoders.search, "decode", decode)
     replay = run_cli_here("simulate", GRAPH, "--decision", str(out), "--json")
     assert _step_time(replay.stdout) == saved["step_time"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["best.json"]

@@ -100,3 +100,19 @@ def test_a_time_budget_ends_the_search_and_reports_every_call():
         decoder_search(evaluate, start)
     with pytest.raises(ValueError, match="seconds must be a positive finite number"):
         decoder_search(evaluate, start, seconds=float("nan"))
+
+
+def test_the_placement_search_starts_from_its_anchor_and_keeps_its_other_arrays():
+    from graphopt.decoders.search import search_placements
+    from graphopt.typing import Decision
+
+    graph = resolve_graphs("wavenet-tiny")[0]
+    ref = reference_decision(graph, CLUSTER, "placement", SIM)
+    one = search_placements(graph, CLUSTER, ref.decision, 1, cost_model=SIM)
+    assert one.calls == 1 and np.array_equal(one.decision.placement, ref.decision.placement)
+    assert one.measurement.step_time == ref.measurement.step_time
+    priority = np.arange(graph.num_ops) % 3
+    anchor = Decision(placement=ref.decision.placement, priority=priority)
+    found = search_placements(graph, CLUSTER, anchor, 32, seed=2)
+    assert found.calls == 32 and np.array_equal(found.decision.priority, priority)
+    assert SIM.evaluate(graph, CLUSTER, found.decision).step_time == found.measurement.step_time

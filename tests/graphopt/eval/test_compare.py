@@ -105,3 +105,14 @@ def testestimate_search_row_prefers_a_valid_result_to_an_invalid_start():
     fast = MethodResult("start", "heuristic", 1e-9, True, "", 0.0, 1)  # unbeatable valid start
     row = estimate_search_row(graph, cluster, start, fast, 64, 0, Simulator())
     assert row.valid and row.step_time == 1e-9
+
+
+def test_the_decoder_search_is_a_placement_row_of_its_own():
+    graph, cluster = get_graph("wavenet-tiny"), get_cluster("v100-nvlink-4")
+    c = compare_on_graph(graph, cluster, "placement", budget=24, exact_max_ops=0)
+    row = next(r for r in c.results if r.method == "decoder-search@24")
+    assert row.kind == "search" and row.evaluations == 24 and row.decision is not None
+    assert row.step_time == simulate(graph, cluster, row.decision).step_time
+    assert c.best_heuristic is not None and row.step_time <= c.best_heuristic.step_time
+    joint = compare_on_graph(graph, cluster, "joint", budget=8, exact_max_ops=0)
+    assert not any(r.method.startswith("decoder-search") for r in joint.results)
