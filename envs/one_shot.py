@@ -7,7 +7,6 @@ with the cost model and ends the episode.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -18,7 +17,7 @@ from gymnasium import spaces
 from envs.base import GraphEnv, GraphSpec, check_action_values, padding_sizes
 from envs.reference import Reference
 from envs.rewards import reward, speedup
-from graphopt import encoding
+from graphopt import encoding, strict_json
 from graphopt.decoders.decision import LIMIT, DecoderSettings, channels
 from graphopt.decoders.decision import decode as decode_outputs
 from graphopt.graph import CompGraph
@@ -413,5 +412,5 @@ class GraphOptEnv(GraphEnv):
             raise ValueError("no finished episode to save yet: call reset() and step() first")
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(self.last_episode.to_dict()))
+        path.write_text(strict_json.dumps(self.last_episode.to_dict()))
         return path

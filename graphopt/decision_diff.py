@@ -9,6 +9,7 @@ the simulator reads it.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,6 +33,7 @@ class DecisionDiff:
         step_time_b: ``b``'s step time.
         devices_a: device names of ``a``'s cluster.
         devices_b: device names of ``b``'s cluster.
+        step_time_note: why the step-time delta is missing (``""`` when it is not).
     """
 
     num_ops: int
@@ -43,6 +45,7 @@ class DecisionDiff:
     step_time_b: float | None = None
     devices_a: tuple[str, ...] = ()
     devices_b: tuple[str, ...] = ()
+    step_time_note: str = ""
 
     @property
     def step_time_delta(self) -> float | None:
@@ -57,7 +60,8 @@ class DecisionDiff:
         return not (self.moved or self.reprioritised or self.split or self.merged)
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready form: every field, the devices by name, and ``step_time_delta``."""
+        """JSON-ready form: every field, the devices by name, and ``step_time_delta``; where that
+        is missing (``null``), ``step_time_note`` says why."""
 
         def named(devices: tuple[str, ...], d: int) -> str:
             return devices[d] if d < len(devices) else str(d)
@@ -74,6 +78,7 @@ class DecisionDiff:
             "step_time_a": self.step_time_a,
             "step_time_b": self.step_time_b,
             "step_time_delta": self.step_time_delta,
+            **({"step_time_note": self.step_time_note} if self.step_time_note else {}),
         }
 
 
@@ -99,8 +104,9 @@ def diff_records(
     """The differences from ``a`` to ``b`` (see :class:`DecisionDiff`).
 
     Args:
-        step_times: the two step times to report (re-simulated by the caller); default: those
-            the records saved, when both are for the same cluster (else none).
+        step_times: the two step times to report (re-simulated by the caller; ``None`` for an
+            invalid decision); default: those the records saved, when both are for the same
+            cluster (else none). A step time that is not a finite number is reported as unknown.
 
     Raises:
         ValueError: the records are for different graphs (one line naming both).
@@ -126,17 +132,28 @@ def diff_records(
     set_a, set_b = set(kernels_a.values()), set(kernels_b.values())
     split = [_pieces(k, kernels_b) for k in a.kernels if frozenset(k) not in set_b]
     merged = [_pieces(k, kernels_a) for k in b.kernels if frozenset(k) not in set_a]
+    note = ""
     if step_times is None:
         same_cluster = a.cluster_fingerprint == b.cluster_fingerprint
         step_times = (a.step_time, b.step_time) if same_cluster else (None, None)
+        if not same_cluster:
+            note = "the decisions are for different clusters; simulate both on one to compare"
+    known = tuple(t if t is not None and math.isfinite(t) else None for t in step_times)
+    unknown = [tag for tag, t in zip("AB", known, strict=True) if t is None]
+    if unknown and not note:
+        note = (
+            f"the step time of {' and '.join(unknown)} is unknown (not saved, or an invalid "
+            "decision)"
+        )
     return DecisionDiff(
         num_ops=len(names),
         moved=changes(a.placement, b.placement),
         reprioritised=changes(a.priority, b.priority),
         split=split,
         merged=merged,
-        step_time_a=step_times[0],
-        step_time_b=step_times[1],
+        step_time_a=known[0],
+        step_time_b=known[1],
         devices_a=a.devices,
         devices_b=b.devices,
+        step_time_note=note,
     )

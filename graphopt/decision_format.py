@@ -368,6 +368,11 @@ def parse_record(path: str | Path, data: Any) -> DecisionRecord:
             )
     seed = _typed(path, data, "seed", (int, type(None)))
     step = _typed(path, data, "step_time", (int, float, type(None)))
+    if step is not None and not (math.isfinite(step) and step >= 0):
+        raise ValueError(
+            f"{path}: step_time must be a finite number of seconds >= 0 or null (an invalid "
+            f"decision), got {step!r}"
+        )
     return DecisionRecord(
         graph=data["graph"],
         graph_fingerprint=data["graph_fingerprint"],

@@ -123,6 +123,7 @@ from typing import Any
 import numpy as np
 import yaml
 
+from graphopt import strict_json
 from graphopt.typing import FloatArray, IntArray
 
 # Kernel launch overhead from the host: a few microseconds per CUDA kernel (an estimate, not a
@@ -673,7 +674,7 @@ class Cluster:
         if path.suffix.lower() in (".yaml", ".yml"):
             path.write_text(yaml.safe_dump(self.to_dict(), sort_keys=False))
         else:
-            path.write_text(json.dumps(self.to_dict(), indent=2) + "\n")
+            path.write_text(strict_json.dumps(self.to_dict(), indent=2) + "\n")
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> Cluster:

@@ -46,6 +46,7 @@ from typing import Any
 
 import numpy as np
 
+from graphopt import strict_json
 from graphopt.graph import CompGraph
 from graphopt.hardware import Device
 from graphopt.op_classes import SOURCE
@@ -224,7 +225,7 @@ class OpModel:
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(json.dumps(self.to_json_dict()), encoding="utf-8")
+        tmp.write_text(strict_json.dumps(self.to_json_dict()), encoding="utf-8")
         tmp.replace(path)
         return path
 

@@ -44,6 +44,7 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
+from graphopt import strict_json
 from graphopt.errors import RunLocked
 
 try:
@@ -213,7 +214,7 @@ def write_state(run: Path, *, drop: Iterable[str] = (), **fields: Any) -> dict[s
     for key in drop:
         state.pop(key, None)
     state.update(fields)
-    atomic_write_text(run / STATE_FILE, json.dumps(state, indent=2))
+    atomic_write_text(run / STATE_FILE, strict_json.dumps(state, indent=2))
     return state
 
 

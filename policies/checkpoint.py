@@ -41,7 +41,7 @@ import torch
 import yaml
 from gymnasium import spaces
 
-from graphopt import encoding, rundir
+from graphopt import encoding, rundir, strict_json
 
 WEIGHTS_FORMAT = "graphopt-ppo-weights"
 INFO_FORMAT = "graphopt-ppo-model"
@@ -392,7 +392,7 @@ def write_model_info(run: Path, model: Any, task: str) -> None:
         "observation_space": space_to_json(model.observation_space),
         "action_space": space_to_json(model.action_space),
     }
-    rundir.atomic_write_text(run / rundir.MODEL_INFO, json.dumps(info, indent=1) + "\n")
+    rundir.atomic_write_text(run / rundir.MODEL_INFO, strict_json.dumps(info, indent=1) + "\n")
 
 
 def read_model_info(

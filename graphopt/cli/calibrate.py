@@ -12,10 +12,10 @@ line on stderr, exit status 2.
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 from typing import Any
 
+from graphopt import strict_json
 from graphopt.cli import options
 from graphopt.cli.profile import CLUSTER_SUFFIXES, check_output
 
@@ -116,7 +116,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
             }
             for kind, fit in fits.items()
         }
-        print(json.dumps(rows, indent=2))
+        print(strict_json.dumps(rows, indent=2))
         return 0
     for kind, fit in fits.items():
         print(

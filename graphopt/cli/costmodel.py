@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from graphopt import strict_json
 from graphopt.cli import options
 
 NAME = "costmodel"
@@ -290,6 +291,6 @@ def cmd_eval(args: argparse.Namespace) -> int:
     if args.json:
         path = Path(args.json)
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(result, indent=2))
+        path.write_text(strict_json.dumps(result, indent=2))
         print(f"wrote {path}")
     return 0

@@ -13,11 +13,11 @@ The heavy imports (LightGBM) happen inside the commands, so ``graphopt --help`` 
 from __future__ import annotations
 
 import argparse
-import json
 import math
 from pathlib import Path
 from typing import Any
 
+from graphopt import strict_json
 from graphopt.cli import options
 
 
@@ -110,20 +110,23 @@ def evaluate(graphs: list[Any], cluster: Any, model: Any) -> list[dict[str, Any]
             predicted = model.predict(graph, device)
             both = priced & np.isfinite(times)
             measured_sum = float(times[both].sum())
-            rows.append(
-                {
-                    "graph": graph.name,
-                    "kind": device.kind,
-                    "ops": int(np.isfinite(times).sum()),
-                    "priced": int(priced.sum()),
-                    "median_op_error": float(np.median(np.abs(errors[priced])))
-                    if priced.any()
-                    else math.nan,
-                    "sum_error": float(predicted[both].sum() / measured_sum - 1)
-                    if measured_sum > 0
-                    else math.nan,
-                }
-            )
+            row = {
+                "graph": graph.name,
+                "kind": device.kind,
+                "ops": int(np.isfinite(times).sum()),
+                "priced": int(priced.sum()),
+                "median_op_error": float(np.median(np.abs(errors[priced])))
+                if priced.any()
+                else math.nan,
+                "sum_error": float(predicted[both].sum() / measured_sum - 1)
+                if measured_sum > 0
+                else math.nan,
+            }
+            if not priced.any():  # --json writes the missing figures as null, this says why
+                row["note"] = "the model prices none of the measured ops (no op type it knows)"
+            elif measured_sum <= 0:
+                row["note"] = "the priced ops' measured times sum to 0: no error of the sum"
+            rows.append(row)
     return rows
 
 
@@ -140,7 +143,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
             f"({', '.join(args.cluster.kinds)}); give the cluster the graphs were profiled on"
         )
     if args.json:
-        print(json.dumps(rows, indent=2))
+        print(strict_json.dumps(rows, indent=2))
         return 0
     # Columns as wide as their longest entry (zoo graph names run to 130 characters).
     name = max(len("graph"), *(len(r["graph"]) for r in rows)) + 2

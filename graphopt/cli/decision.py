@@ -10,6 +10,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from graphopt.decision_diff import DecisionDiff
     from graphopt.typing import DecisionRecord
 
+from graphopt import strict_json
 from graphopt.cli import options
 
 NAME = "decision"
@@ -156,7 +157,7 @@ def print_diff(
             print(more)
     delta = diff.step_time_delta
     if delta is None:
-        print("step time: not compared (different clusters or unknown; give --graph to simulate)")
+        print(f"step time: not compared ({diff.step_time_note}; give --graph to simulate)")
     else:
         ta, tb = diff.step_time_a or 0.0, diff.step_time_b or 0.0
         rel = f" ({delta / ta:+.2%})" if ta > 0 else ""
@@ -169,9 +170,7 @@ def cmd_diff(args: argparse.Namespace) -> int:
     a, b, steps = _records(args)
     diff = diff_records(a, b, step_times=steps)
     if args.json:
-        import json
-
-        print(json.dumps(diff.to_dict(), indent=2))
+        print(strict_json.dumps(diff.to_dict(), indent=2))
         return 0
     print_diff(diff, a, b, (args.a, args.b), args.limit)
     return 0
@@ -181,7 +180,6 @@ def cmd_diff(args: argparse.Namespace) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    import json
 
     from graphopt.decision_format import is_versioned, read_json, read_record
     from graphopt.importers.torch_apply import export_torch
@@ -202,7 +200,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     except ValueError as e:
         raise ValueError(f"--devices: {e}") from None
     if not args.out:
-        print(json.dumps(exported, indent=1))
+        print(strict_json.dumps(exported, indent=1))
         return 0
     from graphopt.decision_files import write_json_atomic
 

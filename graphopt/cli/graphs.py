@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from graphopt import strict_json
 
 if TYPE_CHECKING:  # pragma: no cover
     from graphopt.graph import CompGraph
@@ -87,7 +88,9 @@ def cmd_list(args: argparse.Namespace) -> int:
     imported = _importable()
     if args.json:
         suites = {k: list(v) for k, v in SUITES.items()}
-        print(json.dumps({"graphs": graphs, "imported": imported, "suites": suites}, indent=2))
+        print(
+            strict_json.dumps({"graphs": graphs, "imported": imported, "suites": suites}, indent=2)
+        )
         return 0
     console = make_console()
     table = Table(title="built-in graphs")
@@ -152,7 +155,7 @@ def cmd_show(args: argparse.Namespace) -> int:
 
     reports = [graph_report(g, args.top) for g in resolve_graphs(args.graphs)]
     if args.json:
-        print(json.dumps(reports, indent=2))
+        print(strict_json.dumps(reports, indent=2))
         return 0
     console = make_console()
     for r in reports:

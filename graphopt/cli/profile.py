@@ -12,12 +12,12 @@ cannot be written, a model that fails to run) is one line on stderr, exit status
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import os
 from pathlib import Path
 from typing import Any
 
+from graphopt import strict_json
 from graphopt.cli import options
 
 NAME = "profile"
@@ -186,7 +186,7 @@ def cmd_profile(args: argparse.Namespace) -> int:
 
     if args.json:
         print(
-            json.dumps(
+            strict_json.dumps(
                 {
                     "graph_file": str(out),
                     "cluster_file": str(cluster_out),
@@ -194,7 +194,6 @@ def cmd_profile(args: argparse.Namespace) -> int:
                     "device": cluster.to_dict()["devices"][0],
                 },
                 indent=2,
-                allow_nan=False,
             )
         )
         return 0

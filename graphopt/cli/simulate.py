@@ -232,7 +232,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
                 raise ValueError(f"cannot write Gantt chart {str(out)!r}: {e.strerror or e}") from e
             result["gantt"] = str(written)
     if args.json:
-        from graphopt.eval.strict_json import dumps
+        from graphopt.strict_json import dumps
 
         print(dumps(results, indent=2))
         return 0

@@ -28,6 +28,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from graphopt import strict_json
 from graphopt.baselines.fusion import FUSERS
 from graphopt.baselines.placement import PLACERS
 from graphopt.baselines.scheduling import SCHEDULERS
@@ -349,7 +350,7 @@ def generate(
         "task": task,
         "graphs": [g.name for g in graphs],
     }
-    (out / "meta.json").write_text(json.dumps(meta, indent=2))
+    (out / "meta.json").write_text(strict_json.dumps(meta, indent=2))
 
     def write(i: int, graph: CompGraph, measured: Measured) -> Path:
         return save_samples(out / f"{i:04d}-{_safe(graph.name)}.npz", graph, cluster, *measured)

@@ -33,7 +33,6 @@ truncated checkpoint.
 from __future__ import annotations
 
 import csv
-import json
 import math
 import time
 from collections.abc import Callable
@@ -44,7 +43,7 @@ import numpy as np
 import torch
 import yaml
 
-from graphopt import rundir
+from graphopt import rundir, strict_json
 from graphopt.costmodel import fit as cm_fit
 from graphopt.costmodel.data import DecisionConfigs, GraphSamples, load_dataset, split_samples
 from graphopt.costmodel.losses import get_loss
@@ -69,7 +68,7 @@ def new_run(runs_root: str | Path, name: str) -> Path:
 
 
 def write_json(path: Path, data: Any) -> None:
-    rundir.atomic_write_text(path, json.dumps(data, indent=2))
+    rundir.atomic_write_text(path, strict_json.dumps(data, indent=2))
 
 
 class EpochLog:

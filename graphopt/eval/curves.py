@@ -243,7 +243,7 @@ def write_curves(points: Sequence[CurvePoint], out: Path, title: str) -> list[Pa
     ``curves.png`` (geometric-mean speed-up against calls and against seconds) in ``out``."""
     import csv
 
-    from graphopt.eval import strict_json
+    from graphopt import strict_json
 
     out.mkdir(parents=True, exist_ok=True)
     csv_path, json_path = out / "curves.csv", out / "curves.json"

@@ -9,7 +9,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from graphopt.eval import strict_json
+from graphopt import strict_json
 from graphopt.eval.compare import GraphComparison, geomean_speedups
 from graphopt.eval.console import make_console
 

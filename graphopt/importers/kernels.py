@@ -47,6 +47,7 @@ from unittest import mock
 
 import torch
 
+from graphopt import strict_json
 from graphopt.importers import inductor as inductor_groups_
 from graphopt.importers import profile as profiler
 from graphopt.importers import torch as torch_importer
@@ -90,7 +91,7 @@ class KernelProfile:
     def save(self, path: str | Path) -> Path:
         """Write the profile as JSON (data only)."""
         path = Path(path)
-        path.write_text(json.dumps({"version": KERNELS_VERSION, **dataclasses.asdict(self)}))
+        path.write_text(strict_json.dumps({"version": KERNELS_VERSION, **dataclasses.asdict(self)}))
         return path
 
     @classmethod

@@ -119,7 +119,8 @@ class RunCallback(BaseCallback):
         self.plain = plain
         self.metrics = rundir.MetricsLog(run)
         state = rundir.read_state(run)
-        self.best = float(state.get("best_val_speedup", -math.inf))
+        best = state.get("best_val_speedup")  # null: none yet (state.json is strict JSON)
+        self.best = float(best) if best is not None else -math.inf
         self.last_val = state.get("last_val_speedup")
         wall = state.get("wall_seconds")  # earlier sessions of a resumed run
         self._wall_before = float(wall) if wall is not None else self.metrics.last_wall_seconds()

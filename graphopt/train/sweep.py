@@ -37,7 +37,7 @@ from typing import Any
 
 import yaml
 
-from graphopt import rundir
+from graphopt import rundir, strict_json
 from graphopt.distributed import check_workers, import_ray, uses_ray
 from graphopt.errors import DependencyNotInstalled, InvalidArgument, SweepInterrupted
 from graphopt.train.config import FIELDS, TrainConfig, check_types
@@ -384,7 +384,7 @@ def sweep(
         for i, t in enumerate(trials):
             t["name"] = f"{sweep_dir.name}-t{i}"
         (sweep_dir / SWEEP_FILE).write_text(
-            json.dumps({"base": base, "runs_root": str(root), "trials": trials}, indent=1)
+            strict_json.dumps({"base": base, "runs_root": str(root), "trials": trials}, indent=1)
         )
     if on_start is not None:
         on_start(sweep_dir, len(trials))
@@ -404,7 +404,7 @@ def sweep(
         t["val_speedup"] = _val_speedup(result["run"]) if result["status"] == "finished" else None
     rundir.atomic_write_text(  # a second signal meanwhile leaves the old file or the new one
         sweep_dir / SWEEP_FILE,
-        json.dumps({"base": base, "runs_root": str(root), "trials": trials}, indent=1),
+        strict_json.dumps({"base": base, "runs_root": str(root), "trials": trials}, indent=1),
     )
     rows = _write_summary(sweep_dir, trials)
     if stop.requested and any(t.get("status") != "finished" for t in trials):

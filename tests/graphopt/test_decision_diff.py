@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
@@ -53,7 +55,22 @@ def test_step_times_of_other_clusters_are_not_compared():
     four = get_cluster("v100-nvlink-4")
     diff = diff_records(record(g), record(g, cluster=four))
     assert diff.step_time_delta is None
-    assert diff_records(record(g), record(g), step_times=(1.0, 0.5)).step_time_delta == -0.5
+    assert diff.to_dict()["step_time_note"].startswith("the decisions are for different clusters")
+    same = diff_records(record(g), record(g), step_times=(1.0, 0.5))
+    assert same.step_time_delta == -0.5 and "step_time_note" not in same.to_dict()
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), None])
+def test_a_step_time_that_is_not_a_number_is_null_with_its_reason(bad):
+    """Never NaN or Infinity in the JSON form (#40: ``decision diff --json`` printed NaN)."""
+    g = chain()
+    diff = diff_records(record(g), record(g), step_times=(1.0, bad))
+    data = diff.to_dict()
+    assert data["step_time_b"] is None and data["step_time_delta"] is None
+    assert data["step_time_note"] == (
+        "the step time of B is unknown (not saved, or an invalid decision)"
+    )
+    json.dumps(data, allow_nan=False)
 
 
 def test_decisions_of_different_graphs_are_refused():

@@ -153,6 +153,9 @@ def _bit(data):
         (_set("devices", []), "devices must be a non-empty list"),
         (_set("seed", "0"), 'seed must be int or null, got "0"'),
         (_set("kernels", [["a", "q"]]), 'kernels\\[0\\] names "q", which is not an op'),
+        (_set("step_time", float("nan")), "step_time must be a finite number of seconds >= 0"),
+        (_set("step_time", float("inf")), "step_time must be a finite number .* got inf"),
+        (_set("step_time", -1.0), "step_time must be a finite number .* got -1.0"),
     ],
 )
 def test_bad_files_are_one_line_naming_the_file(tmp_path, edit, match):

@@ -102,3 +102,24 @@ def test_bad_input_is_one_line_exit_2(tmp_path, run_cli_here):
                    str(stale), check=False)  # fmt: skip
     assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1
     assert "op-feature version 0" in proc.stderr and "op-feature version 1" in proc.stderr
+
+
+def test_eval_json_is_strict_json_a_missing_figure_null_with_its_reason(tmp_path, run_cli_here):
+    """A model that prices none of a graph's ops: its errors are null, with a note (#40: the JSON
+    held NaN)."""
+    from graphopt.op_model import OpModel
+
+    cluster = tmp_path / "c.yaml"
+    cluster.write_text(yaml.safe_dump(CLUSTER))
+    graph = chain("a", "a", 16).save(tmp_path / "a.json")
+    model = OpModel(kinds=(KIND,), types=("conv",), classes=("contraction",), booster_text="-")
+    model.save(tmp_path / "m.json")
+    text = run_cli_here("costmodel", "ops", "eval", str(graph), "--cluster", str(cluster),
+                        "--model", str(tmp_path / "m.json"), "--json").stdout  # fmt: skip
+
+    def refuse(name: str):
+        raise AssertionError(f"{name} in the JSON")
+
+    (row,) = json.loads(text, parse_constant=refuse)
+    assert row["priced"] == 0 and row["median_op_error"] is None and row["sum_error"] is None
+    assert row["note"].startswith("the model prices none of the measured ops")
