@@ -468,6 +468,11 @@ class Cluster:
             raise ValueError(
                 f"{where}: unknown op_times {self.op_times!r}; choose one of: {', '.join(OP_TIMES)}"
             )
+        if self.op_model is not None and not isinstance(self.op_model, str):
+            raise ValueError(
+                f"{where}: op_model must be the path of an op model file (a string), got "
+                f"{self.op_model!r}"
+            )
         if self.op_times == "learned" and not self.op_model:
             raise ValueError(
                 f"{where}: op_times: learned needs op_model: FILE, a model trained by "

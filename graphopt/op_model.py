@@ -29,8 +29,9 @@ measured keeps its roofline's scaling). Prediction: ``exp(prediction) * (rooflin
 File (``graphopt-op-model``, JSON): ``version``, ``op_feature_version``, ``kinds`` (the device
 kinds trained on), ``types`` and ``classes`` (the categorical codes), ``features`` (their names,
 checked on load), ``ranges`` (per op type: the smallest and largest ``log_roofline`` measured
-and the number of model families it was measured in), ``booster`` (LightGBM's own text model, parsed by LightGBM: no code runs on
-load) and ``metadata`` (what it was trained on and its scores). A file of another
+and the number of model families it was measured in), ``booster`` (LightGBM's own text model,
+checked field by field by :mod:`graphopt.booster_text` and given to LightGBM in a canonical form:
+no code runs on load, a damaged model is one line naming the file) and ``metadata`` (what it was trained on and its scores). A file of another
 ``op_feature_version`` is refused naming both versions. Train one with
 ``graphopt costmodel ops train`` (:mod:`graphopt.costmodel.op_fit`).
 """
@@ -47,6 +48,7 @@ from typing import Any
 import numpy as np
 
 from graphopt import strict_json
+from graphopt.booster_text import read_booster
 from graphopt.graph import CompGraph
 from graphopt.hardware import Device
 from graphopt.op_classes import SOURCE
@@ -149,6 +151,34 @@ def op_features(
     return x
 
 
+MAX_LOG_RATIO = 690.0
+"""The largest prediction, in log seconds over the roofline, a model's trees can add up to (the
+sum over trees of their largest leaf): ``exp`` of more overflows a float64. A trained model stays
+far below; a larger bound means a damaged file."""
+
+
+def check_booster(text: str, source: str) -> str:
+    """LightGBM's text model ``text`` checked field by field for :data:`FEATURES`
+    (:func:`graphopt.booster_text.read_booster`), its trees' largest leaves adding up to at most
+    :data:`MAX_LOG_RATIO`; returns the canonical text LightGBM is given.
+
+    Raises:
+        ValueError: one line starting with ``source`` and naming the key ``booster``.
+    """
+    again = f"train the model again with {TRAIN_COMMAND}"
+    try:
+        booster = read_booster(text, FEATURES)
+    except ValueError as e:
+        raise ValueError(f"{source}: 'booster': {e}; {again}") from None
+    if booster.largest_sum > MAX_LOG_RATIO:
+        raise ValueError(
+            f"{source}: 'booster': its trees' largest leaves add up to {booster.largest_sum:.4g} "
+            f"log seconds over the roofline (at most {MAX_LOG_RATIO:g}: exp of more is not a "
+            f"number); {again}"
+        )
+    return booster.text
+
+
 @dataclass(frozen=True)
 class OpModel:
     """A trained per-op runtime model (module docstring).
@@ -167,6 +197,8 @@ class OpModel:
     ranges: Mapping[str, tuple[float, float, int]] = field(default_factory=dict)
     """Per op type: smallest and largest ``log_roofline`` measured, and its model families."""
     metadata: Mapping[str, Any] = field(default_factory=dict)
+    source: str = field(default="op model", compare=False)
+    """How errors name the model (its file, when loaded)."""
 
     @property
     def type_codes(self) -> dict[str, int]:
@@ -182,7 +214,14 @@ class OpModel:
         if cached is None or cached[0] is not self:
             import lightgbm
 
-            cached = (self, lightgbm.Booster(model_str=self.booster_text))
+            text = check_booster(self.booster_text, self.source)  # LightGBM trusts its input
+            try:
+                cached = (self, lightgbm.Booster(model_str=text))
+            except lightgbm.basic.LightGBMError as e:
+                raise ValueError(
+                    f"{self.source}: 'booster' is not a model LightGBM can read ({e}); train the "
+                    f"model again with {TRAIN_COMMAND}"
+                ) from None
             _BOOSTERS[id(self)] = cached
         return cached[1]
 
@@ -204,7 +243,17 @@ class OpModel:
             return out
         ratio = self.booster().predict(x[known])
         base = roofline_seconds(graph, device)[known] + device.launch_overhead
-        out[known] = np.exp(ratio) * base
+        with np.errstate(over="ignore", invalid="ignore"):  # checked below, in one line
+            seconds = np.exp(ratio) * base
+        bad = ~np.isfinite(seconds)
+        if bad.any():
+            op = graph.op_names[int(np.flatnonzero(known)[np.argmax(bad)])]
+            raise ValueError(
+                f"{self.source}: predicts a time that is not a finite number for op {op!r} on "
+                f"{device.kind} (log ratio {ratio[np.argmax(bad)]:.4g}); train the model again "
+                f"with {TRAIN_COMMAND}"
+            )
+        out[known] = seconds
         return out
 
     def to_json_dict(self) -> dict[str, Any]:
@@ -235,7 +284,8 @@ class OpModel:
 
         Raises:
             ValueError: not an op model file, another format or op-feature version (both named),
-                or a missing or malformed key.
+                or a missing or malformed key (one line naming the file and the key; the booster
+                checked by :func:`check_booster`).
         """
         if not isinstance(data, Mapping) or data.get("format") != FORMAT_NAME:
             raise ValueError(
@@ -249,28 +299,55 @@ class OpModel:
                 f"{got!r}; this graphopt reads file version {FORMAT_VERSION}, op-feature version "
                 f"{OP_FEATURE_VERSION}: train it again with {TRAIN_COMMAND}"
             )
-        try:
-            if list(data["features"]) != list(FEATURES):
-                raise ValueError(f"{source}: its feature names differ from this graphopt's")
-            names = {key: tuple(str(v) for v in data[key]) for key in ("kinds", "types", "classes")}
-            booster = data["booster"]
-            if not isinstance(booster, str) or not booster:
-                raise ValueError(f"{source}: 'booster' must be LightGBM's text model")
-            ranges = {
-                str(t): (float(r[0]), float(r[1]), int(r[2])) for t, r in data["ranges"].items()
-            }
-            return cls(
-                kinds=names["kinds"],
-                types=names["types"],
-                classes=names["classes"],
-                booster_text=booster,
-                ranges=ranges,
-                metadata=dict(data.get("metadata") or {}),
+        missing = [
+            k
+            for k in ("features", "kinds", "types", "classes", "ranges", "booster")
+            if k not in data
+        ]
+        if missing:
+            raise ValueError(f"{source}: op model file is missing the key {missing[0]!r}")
+        if data["features"] != list(FEATURES):
+            raise ValueError(f"{source}: its feature names differ from this graphopt's")
+        names = {}
+        for key in ("kinds", "types", "classes"):
+            value = data[key]
+            if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+                raise ValueError(f"{source}: {key!r} must be a list of names, got {value!r:.60}")
+            names[key] = tuple(value)
+        booster = data["booster"]
+        if not isinstance(booster, str) or not booster:
+            raise ValueError(f"{source}: 'booster' must be LightGBM's text model")
+        check_booster(booster, source)
+        ranges = data["ranges"]
+        if not isinstance(ranges, Mapping):
+            raise ValueError(f"{source}: 'ranges' must map op types to [low, high, families]")
+        for t, r in ranges.items():
+            good = (
+                isinstance(r, list)
+                and len(r) == 3
+                and all(isinstance(v, (int, float)) and math.isfinite(v) for v in r[:2])
+                and isinstance(r[2], int)
+                and not isinstance(r[2], bool)
             )
-        except KeyError as e:
-            raise ValueError(f"{source}: op model file is missing the key {e.args[0]!r}") from e
-        except (TypeError, AttributeError, IndexError) as e:
-            raise ValueError(f"{source}: malformed op model file: {e}") from e
+            if not good:
+                raise ValueError(
+                    f"{source}: 'ranges' of op type {t!r} must be [low, high, families] (two "
+                    f"finite numbers and an integer), got {r!r:.60}"
+                )
+        metadata = data.get("metadata") or {}
+        if not isinstance(metadata, Mapping):
+            raise ValueError(
+                f"{source}: 'metadata' must be an object, got {type(metadata).__name__}"
+            )
+        return cls(
+            kinds=names["kinds"],
+            types=names["types"],
+            classes=names["classes"],
+            booster_text=booster,
+            ranges={str(t): (float(r[0]), float(r[1]), int(r[2])) for t, r in ranges.items()},
+            metadata=dict(metadata),
+            source=source,
+        )
 
     @classmethod
     def load(cls, path: str | Path) -> OpModel:
@@ -290,8 +367,9 @@ class OpModel:
             return cached
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
-        except (json.JSONDecodeError, UnicodeDecodeError, OSError) as e:
-            raise ValueError(f"{path}: cannot read op model file: {e}") from e
+        except (json.JSONDecodeError, UnicodeDecodeError, OSError, RecursionError) as e:
+            reason = "nested too deeply" if isinstance(e, RecursionError) else e
+            raise ValueError(f"{path}: cannot read op model file: {reason}") from None
         model = cls.from_json_dict(data, str(path))
         _MODELS[key] = model
         return model

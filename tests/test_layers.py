@@ -50,6 +50,7 @@ LAYERS: dict[str, int] = {
     "graphopt.strict_json": 1,
     "graphopt.sim": 2,
     "graphopt.op_model": 2,
+    "graphopt.booster_text": 2,
     "graphopt.workloads": 2,
     "graphopt.importers": 2,
     "graphopt.decision_io": 2,

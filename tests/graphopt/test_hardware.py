@@ -404,6 +404,7 @@ BAD_INPUTS = [
     ("devices.0.efficiency", {"": {"compute": 0.5}}, "efficiency keys must be non-empty strings"),
     ("devices.0.efficiency", [0.5], "efficiency must be a mapping of op type or class"),
     ("devices.0.efficiency", {"mm": 0.5}, r"efficiency\['mm'\] must be a mapping"),
+    ("op_model", 5, "op_model must be the path of an op model file \\(a string\\), got 5"),
 ]
 
 

@@ -112,6 +112,81 @@ def test_file_round_trip_and_version_refused(tmp_path, graphs, model):
         OpModel.load(tmp_path / "missing.json")
 
 
+def _leaves(text: str, value: str) -> str:
+    """``text`` with the first leaf of its first tree set to ``value``."""
+    head, _, rest = text.partition("leaf_value=")
+    return head + "leaf_value=" + value + " " + rest.split(" ", 1)[1]
+
+
+def _huge(text: str) -> str:
+    """``text`` with every leaf 50: 50 log seconds per tree, more than any float holds."""
+    return "\n".join(
+        "leaf_value=" + " ".join(["50"] * len(line.split()))
+        if line.startswith("leaf_value=")
+        else line
+        for line in text.split("\n")
+    )
+
+
+@pytest.mark.parametrize(
+    ("edit", "match"),
+    [
+        (lambda d: d.update(booster="hello"), "'booster': not LightGBM's text model"),
+        (
+            lambda d: d.update(booster=d["booster"].replace("num_class=1\n", "")),
+            "'booster': LightGBM's header has no num_class",
+        ),
+        (lambda d: d.update(booster=d["booster"].split("end of trees")[0]), "is cut short"),
+        (
+            lambda d: d.update(booster=_leaves(d["booster"], "nan")),
+            "tree 0: leaf_value holds a value that is not a finite number",
+        ),
+        (
+            lambda d: d.update(booster=_huge(d["booster"])),
+            "largest leaves add up to 7500 .*at most 690",
+        ),
+        (lambda d: d.update(metadata="trained"), "'metadata' must be an object, got str"),
+        (lambda d: d.update(ranges={"mm": [0, "x", 2]}), "'ranges' of op type 'mm' must be"),
+        (lambda d: d.update(ranges={"mm": [0, math.nan, 2]}), "'ranges' of op type 'mm' must be"),
+        (lambda d: d.update(types="mm"), "'types' must be a list of names"),
+        (lambda d: d.pop("booster"), "missing the key 'booster'"),
+    ],
+    ids=[
+        "not-lightgbm",
+        "no-header-key",
+        "cut",
+        "nan-leaf",
+        "huge-leaves",
+        "metadata",
+        "ranges",
+        "nan-range",
+        "types",
+        "missing",
+    ],
+)
+def test_a_damaged_model_file_is_one_line_naming_file_and_key(tmp_path, model, edit, match):
+    """Checked when the file is read: before LightGBM sees it (#40: a ``[LightGBM] [Fatal]`` line
+    and a LightGBMError; NaN leaves that silently priced every op by the roofline; an overflow
+    warning from numpy; "dictionary update sequence element #0" for a string metadata)."""
+    data = model.to_json_dict()
+    edit(data)
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps(data))
+    with pytest.raises(ValueError, match=match) as info:
+        OpModel.load(path)
+    assert str(info.value).startswith(str(path)) and "\n" not in str(info.value)
+
+
+def test_the_canonical_booster_predicts_as_the_trained_one(graphs, model):
+    """LightGBM is given the checked, canonical text (:mod:`graphopt.booster_text`): the
+    predictions are those of the text LightGBM wrote, bit for bit."""
+    import lightgbm
+
+    raw = lightgbm.Booster(model_str=model.booster_text)
+    x = op_features(graphs[2], DEVICE, model.type_codes, model.class_codes)
+    np.testing.assert_array_equal(model.booster().predict(x), raw.predict(x))
+
+
 def cluster_of(**options) -> Cluster:
     return Cluster("one", (DEVICE,), np.zeros((1, 1)), np.zeros((1, 1)), **options)
 

@@ -107,13 +107,16 @@ def test_bad_input_is_one_line_exit_2(tmp_path, run_cli_here):
 def test_eval_json_is_strict_json_a_missing_figure_null_with_its_reason(tmp_path, run_cli_here):
     """A model that prices none of a graph's ops: its errors are null, with a note (#40: the JSON
     held NaN)."""
-    from graphopt.op_model import OpModel
+    from dataclasses import replace
+
+    from graphopt.costmodel.op_fit import fit_op_model
+    from graphopt.hardware import Cluster
 
     cluster = tmp_path / "c.yaml"
     cluster.write_text(yaml.safe_dump(CLUSTER))
     graph = chain("a", "a", 16).save(tmp_path / "a.json")
-    model = OpModel(kinds=(KIND,), types=("conv",), classes=("contraction",), booster_text="-")
-    model.save(tmp_path / "m.json")
+    trained = fit_op_model([chain("b", "b", 24)], Cluster.from_dict(CLUSTER).devices, rounds=2)
+    replace(trained, types=("conv",)).save(tmp_path / "m.json")  # no type of the graph's
     text = run_cli_here("costmodel", "ops", "eval", str(graph), "--cluster", str(cluster),
                         "--model", str(tmp_path / "m.json"), "--json").stdout  # fmt: skip
 
