@@ -366,6 +366,12 @@ def parse_record(path: str | Path, data: Any) -> DecisionRecord:
                 f"{path}: kernels[{k}] names {json.dumps(stray[0])}, which is not an op of the "
                 "decision"
             )
+    if kernels and maps["fusion"] is None:
+        raise ValueError(
+            f"{path}: kernels lists {len(kernels)} fused kernel(s), but fusion is null (no op "
+            "fused); the kernels disagree with the fusion bits (kernels are derived from fusion: "
+            "fix or drop them)"
+        )
     seed = _typed(path, data, "seed", (int, type(None)))
     step = _typed(path, data, "step_time", (int, float, type(None)))
     if step is not None and not (math.isfinite(step) and step >= 0):

@@ -102,11 +102,13 @@ def parse_dtypes(value: Any, where: str) -> tuple[str, ...] | None:
     """
     if value is None:
         return None
-    if type(value) is tuple and all(name in DTYPE_BYTES for name in value):
+    if type(value) is tuple and all(isinstance(n, str) and n in DTYPE_BYTES for n in value):
         return value  # the fast path
     if isinstance(value, (str, bytes)) or not isinstance(value, Sequence):
         raise ValueError(f"{where}: dtypes must be a list of dtype names, got {value!r}")
     for name in value:
+        if not isinstance(name, str):
+            raise ValueError(f"{where}: dtypes must be a list of dtype names, got {name!r} in it")
         if name not in DTYPE_BYTES:
             raise ValueError(
                 f"{where}: unknown dtype {name!r}; choose one of: {', '.join(DTYPE_BYTES)}"

@@ -30,7 +30,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import pickle
 import re
 from collections.abc import Mapping
 from pathlib import Path
@@ -42,6 +41,7 @@ import yaml
 from gymnasium import spaces
 
 from graphopt import encoding, rundir, strict_json
+from graphopt.weights import load_pt
 
 WEIGHTS_FORMAT = "graphopt-ppo-weights"
 INFO_FORMAT = "graphopt-ppo-model"
@@ -124,13 +124,7 @@ def read_weights(path: Path) -> dict[str, Any]:
             f"not reading {path}: torch {torch.__version__} can be made to run code from a file "
             "even with weights_only (CVE-2025-32434); install torch>=2.6"
         )
-    try:
-        data = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as e:  # noqa: BLE001 - torch raises many kinds on a bad or hostile file
-        raise ValueError(
-            f"{path} is not a plain weights file ({_refusal(e)}); torch.load with weights_only "
-            "refused it, nothing in it was run: graphopt loads only the .pt weights it writes"
-        ) from None
+    data = load_pt(path, "graphopt loads only the .pt weights it writes")
     problem = _weights_problem(data)
     if problem:
         raise ValueError(
@@ -143,17 +137,6 @@ def read_weights(path: Path) -> dict[str, Any]:
 def _torch_version() -> tuple[int, int]:
     found = re.match(r"(\d+)\.(\d+)", torch.__version__)
     return (int(found.group(1)), int(found.group(2))) if found else (0, 0)
-
-
-def _refusal(error: Exception) -> str:
-    """What ``torch.load(weights_only=True)``'s ``error`` says about the file, in a few words
-    (torch's own message suggests loading without ``weights_only``, advice not to pass on)."""
-    found = re.search(r"Unsupported (global: GLOBAL [\w.]+|operand \d+)", str(error))
-    if found:
-        return f"it holds a pickled object: {found.group(0)}"
-    if isinstance(error, pickle.UnpicklingError):
-        return "it holds a pickled object"
-    return "not a file written by torch.save"
 
 
 def _weights_problem(data: Any) -> str | None:

@@ -4,7 +4,8 @@ The order, lowest first (``docs/architecture.md`` draws it):
 
 1. ``graphopt.graph``, ``graphopt.op_classes``, ``graphopt.hardware``, ``graphopt.typing``, ``graphopt.tasks``,
    ``graphopt.configs``, ``graphopt.errors``, ``graphopt.constraints``, ``graphopt.modes``,
-   ``graphopt.signals``, ``graphopt.file_set``, ``graphopt.strict_json``
+   ``graphopt.signals``, ``graphopt.file_set``, ``graphopt.strict_json``,
+   ``graphopt.weights``
 2. ``graphopt.sim`` (engine, simulator, bounds, estimate), ``graphopt.workloads``,
    ``graphopt.importers``, ``graphopt.decision_io`` (with ``decision_format``, ``decision_files``,
    ``decision_diff``), ``graphopt.distributed``
@@ -48,6 +49,7 @@ LAYERS: dict[str, int] = {
     "graphopt.signals": 1,
     "graphopt.file_set": 1,
     "graphopt.strict_json": 1,
+    "graphopt.weights": 1,
     "graphopt.sim": 2,
     "graphopt.op_model": 2,
     "graphopt.booster_text": 2,

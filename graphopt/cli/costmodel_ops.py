@@ -20,6 +20,10 @@ from typing import Any
 from graphopt import strict_json
 from graphopt.cli import options
 
+MAX_ROUNDS = 10_000
+""":data:`graphopt.costmodel.op_fit.MAX_ROUNDS`, which this module does not import at start-up
+(tests/graphopt/cli/test_costmodel_ops_cli.py checks that they agree)."""
+
 
 def register(csub: Any) -> None:
     """Add ``ops`` and its actions under ``graphopt costmodel``."""
@@ -43,7 +47,13 @@ def register(csub: Any) -> None:
         tr, required=True, help="cluster file or preset holding the measured device kind(s)"
     )
     tr.add_argument("-o", "--output", required=True, help="model file to write (.json)")
-    tr.add_argument("--rounds", type=int, default=None, help="boosting rounds (default 300)")
+    tr.add_argument(
+        "--rounds",
+        type=options.integer(1, MAX_ROUNDS),
+        default=None,
+        help=f"boosting rounds, 1..{MAX_ROUNDS} (default 300)",
+    )
+    options.name_flags(tr, rounds="--rounds")
     tr.set_defaults(func=cmd_train)
 
     ev = osub.add_parser(
@@ -64,8 +74,6 @@ def cmd_train(args: argparse.Namespace) -> int:
 
     out = Path(args.output)
     check_output(out, "op model file", (".json",))
-    if args.rounds is not None and args.rounds < 1:
-        raise ValueError(f"--rounds must be a positive integer, got {args.rounds}")
 
     from graphopt import rundir
     from graphopt.costmodel.op_fit import ROUNDS, fit_op_model

@@ -45,7 +45,12 @@ def register(sub: Any) -> None:
         help="with --graph: the cluster to simulate on (default: the one A was saved for when it "
         "is a preset, else the default cluster)",
     )
-    d.add_argument("--limit", type=int, default=20, help="rows shown per section")
+    d.add_argument(
+        "--limit",
+        type=options.integer(0, 1_000_000),
+        default=20,
+        help="rows shown per section, 0..1000000",
+    )
     d.add_argument("--json", action="store_true", help="print JSON instead of text")
     d.set_defaults(func=cmd_diff)
 

@@ -18,6 +18,9 @@ option                    check (run by :func:`check` after parsing, before the 
 ``--mode``                how a policy runs (:func:`graphopt.modes.parse_mode`)
 ========================  ==========================================================================
 
+A numeric option of one command takes its range as its argparse ``type`` (:func:`integer`,
+:func:`number`), written in its help too.
+
 Library functions name their arguments in their errors (:class:`graphopt.errors.InvalidArgument`);
 each option records which flag gives which argument, and :func:`message` writes the flag in its
 place, so a bad flag is one line that names it (exit 2, :func:`graphopt.cli.main`). A command
@@ -29,6 +32,7 @@ Standard library only at module level: the checks import the library when they r
 from __future__ import annotations
 
 import argparse
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -85,6 +89,41 @@ def _wrapped(flag: str, value: object, fn: Callable[[], Any]) -> Any:
     except (ValueError, OSError) as e:
         text = str(e) if isinstance(e, ValueError) else f"{e.strerror or e}"
         raise ValueError(f"{flag} {value}: {text}") from e
+
+
+def integer(low: int, high: int) -> Callable[[str], int]:
+    """An argparse ``type``: an integer in ``low..high`` (give the range in the option's help).
+    argparse refuses anything else in one line naming the flag (exit 2), before any work."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"must be an integer in {low}..{high}, got {text!r}"
+            ) from None
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"must be an integer in {low}..{high}, got {value}")
+        return value
+
+    parse.__name__ = "integer"
+    return parse
+
+
+def number(low: float, high: float) -> Callable[[str], float]:
+    """An argparse ``type``: a finite number in ``low..high`` (as :func:`integer`)."""
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            value = math.nan
+        if not low <= value <= high:  # NaN too
+            raise argparse.ArgumentTypeError(f"must be a number in {low:g}..{high:g}, got {text!r}")
+        return value
+
+    parse.__name__ = "number"
+    return parse
 
 
 # ---------------------------------------------------------------------- the options

@@ -37,6 +37,7 @@ from graphopt.costmodel.losses import get_loss
 from graphopt.costmodel.metrics import grouped_report
 from graphopt.costmodel.model import CostNet, NetLayout
 from graphopt.rundir import uninterrupted
+from graphopt.weights import load_pt
 
 CHECKPOINT_FORMAT = "graphopt-costmodel v1"
 
@@ -302,10 +303,7 @@ def load_checkpoint(
     path = Path(path)
     if not path.is_file():
         raise ValueError(f"{path}: no such checkpoint file")
-    try:
-        data = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as e:  # noqa: BLE001 - torch raises many kinds on a bad file
-        raise ValueError(f"{path}: not a readable cost-model checkpoint ({e})") from e
+    data = load_pt(path, "give a model.pt of graphopt costmodel train")
     if not isinstance(data, dict) or data.get("format") != CHECKPOINT_FORMAT:
         raise ValueError(
             f"{path}: not a cost-model checkpoint (expected format {CHECKPOINT_FORMAT!r})"

@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from graphopt.errors import InvalidArgument
 from graphopt.graph import CompGraph
 from graphopt.hardware import Device
 from graphopt.op_classes import SOURCE
@@ -45,6 +46,9 @@ PARAMS: dict[str, Any] = {
 
 ROUNDS = 300
 """Boosting rounds."""
+MAX_ROUNDS = 10_000
+"""The most boosting rounds: each adds a tree to the model (and its file); a model stops improving
+long before (``graphopt costmodel ops train --rounds`` names this range)."""
 
 
 @dataclass(frozen=True)
@@ -123,10 +127,12 @@ def fit_op_model(
 
     Raises:
         ValueError: no device has measured ops in the graphs, fewer than 20 measured ops, or
-            ``rounds`` below 1.
+            ``rounds`` outside 1..:data:`MAX_ROUNDS` (:class:`~graphopt.errors.InvalidArgument`).
     """
-    if rounds < 1:
-        raise ValueError(f"rounds must be >= 1, got {rounds}")
+    if isinstance(rounds, bool) or not isinstance(rounds, int) or not 1 <= rounds <= MAX_ROUNDS:
+        raise InvalidArgument(
+            "{rounds} must be an integer in 1..{high}, got {got!r}", high=MAX_ROUNDS, got=rounds
+        )
     chosen = measured_devices(graphs, devices)
     # Only op types with measured ops get a code: any other type falls back to the roofline.
     types = sorted(

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import statistics
 import time
 from collections.abc import Iterator
@@ -103,9 +104,15 @@ class KernelProfile:
         """
         path = Path(path)
         try:
-            raw = json.loads(path.read_text())
-        except (OSError, json.JSONDecodeError) as e:
-            raise ValueError(f"{path}: not a kernel profile: {e}") from e
+            raw = json.loads(path.read_text(encoding="utf-8"))
+        except UnicodeDecodeError:
+            raise ValueError(
+                f"{path}: not a kernel profile: not UTF-8 text (a binary or pickled file?); "
+                "graphopt reads the JSON bench/bench_kernels.py writes"
+            ) from None
+        except (OSError, ValueError, RecursionError) as e:
+            reason = "nested too deeply" if isinstance(e, RecursionError) else e
+            raise ValueError(f"{path}: not a kernel profile: {reason}") from None
         if not isinstance(raw, dict) or raw.get("version") != KERNELS_VERSION:
             got = raw.get("version") if isinstance(raw, dict) else None
             raise ValueError(
@@ -116,7 +123,65 @@ class KernelProfile:
         missing = fields - set(raw)
         if missing:
             raise ValueError(f"{path}: kernel profile without {sorted(missing)}")
+        _check_fields(path, raw)
         return cls(**{k: raw[k] for k in fields})
+
+
+def _seconds(value: Any) -> bool:
+    """A measured time: a finite number >= 0 (not a bool)."""
+    return (
+        isinstance(value, (int, float))
+        and not isinstance(value, bool)
+        and math.isfinite(value)
+        and value >= 0
+    )
+
+
+def _check_fields(path: Path, raw: dict[str, Any]) -> None:
+    """The schema of a kernel profile file: every field of :class:`KernelProfile` of its type,
+    the per-group lists one entry per group.
+
+    Raises:
+        ValueError: one line naming the file and the key.
+    """
+
+    def strings(value: Any) -> bool:
+        return isinstance(value, list) and all(isinstance(v, str) for v in value)
+
+    checks: dict[str, tuple[Any, str]] = {
+        "name": (lambda v: isinstance(v, str), "a string"),
+        "kind": (lambda v: isinstance(v, str), "a string"),
+        "groups": (
+            lambda v: isinstance(v, list) and all(strings(g) for g in v),
+            "a list of lists of op names",
+        ),
+        "seconds": (
+            lambda v: isinstance(v, list) and all(_seconds(t) for t in v),
+            "a list of seconds (finite numbers >= 0)",
+        ),
+        "extern": (
+            lambda v: isinstance(v, list) and all(isinstance(b, bool) for b in v),
+            "a list of true/false",
+        ),
+        "kernel_names": (strings, "a list of names"),
+        "step_seconds": (_seconds, "seconds (a finite number >= 0)"),
+        "eager_seconds": (_seconds, "seconds (a finite number >= 0)"),
+        "unmatched_ops": (strings, "a list of op names"),
+        "settings": (lambda v: isinstance(v, dict), "an object"),
+    }
+    for key, (ok, what) in checks.items():
+        if not ok(raw[key]):
+            shown = json.dumps(raw[key], default=str)
+            raise ValueError(
+                f"{path}: kernel profile key {key!r} must be {what}, got "
+                f"{shown[:60]}{'...' if len(shown) > 60 else ''}"
+            )
+    for key in ("seconds", "extern", "kernel_names"):
+        if len(raw[key]) != len(raw["groups"]):
+            raise ValueError(
+                f"{path}: kernel profile key {key!r} has {len(raw[key])} entries for "
+                f"{len(raw['groups'])} groups; one per group"
+            )
 
 
 class _Launched:

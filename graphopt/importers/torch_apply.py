@@ -26,6 +26,7 @@ loop built from that joint graph, and :func:`apply_placement` refuses the names 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -38,6 +39,11 @@ TORCH_FORMAT = "graphopt-torch-decision"
 """The ``format`` of an exported decision (:func:`export_torch`)."""
 TRANSFER = "graphopt_transfer"
 """The ``meta`` key set on every transfer node :func:`apply_placement` inserts."""
+
+
+TORCH_DEVICE_TYPES = ("cpu", "cuda", "mps", "xpu", "xla", "hpu", "mtia", "meta", "privateuseone")
+"""The device types a torch device string may name (``TYPE`` or ``TYPE:N``)."""
+_TORCH_DEVICE = re.compile(rf"({'|'.join(TORCH_DEVICE_TYPES)})(:\d+)?")
 
 
 def default_devices(count: int) -> list[str]:
@@ -57,13 +63,20 @@ def export_torch(record: DecisionRecord, devices: Sequence[str] | None = None) -
             :func:`default_devices`).
 
     Raises:
-        ValueError: ``devices`` does not give one torch device per cluster device.
+        ValueError: ``devices`` does not give one torch device per cluster device, or names
+            something that is not a torch device (:data:`TORCH_DEVICE_TYPES`).
     """
     devices = list(default_devices(len(record.devices)) if devices is None else devices)
     if len(devices) != len(record.devices) or not all(devices):
         raise ValueError(
             f"give one torch device per device of cluster {record.cluster!r} "
             f"({', '.join(record.devices)}): {len(record.devices)} in all, got {devices}"
+        )
+    unknown = [d for d in devices if not _TORCH_DEVICE.fullmatch(d)]
+    if unknown:
+        raise ValueError(
+            f"{unknown[0]!r} is not a torch device: give TYPE or TYPE:N with TYPE one of "
+            f"{', '.join(TORCH_DEVICE_TYPES)} (e.g. cuda:0)"
         )
     placement = None
     if record.placement is not None:

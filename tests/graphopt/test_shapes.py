@@ -3,6 +3,8 @@ older versions."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from graphopt.graph import CompGraph, Op
@@ -51,6 +53,7 @@ def test_parse_and_bytes():
         ([[8, 32]], ["float32"], 1000.0, "hold 1,024 bytes but output_bytes is 1,000"),
         ([[8, 32]], ["float32", "int64"], 1024.0, "1 output shape(s) but 2 dtype(s)"),
         ([[8, 2.5]], ["float32"], 80.0, "dims are ints"),
+        ([[8, 32]], [["float32"]], 1024.0, "dtypes must be a list of dtype names, got ['float32']"),
     ],
 )
 def test_bad_tensors_name_the_op(shapes, dtypes, output_bytes, message):
@@ -61,6 +64,17 @@ def test_bad_tensors_name_the_op(shapes, dtypes, output_bytes, message):
         )  # fmt: skip
     assert message in str(info.value)
     assert "\n" not in str(info.value)
+
+
+def test_a_nested_dtype_in_a_graph_file_names_the_file_and_op(tmp_path):
+    """#40: a v3 graph file whose dtype is a nested list said "unhashable type: 'list'"."""
+    data = shaped_graph().to_json_dict()
+    data["ops"]["dtypes"] = [[["float32"]] if d else d for d in data["ops"]["dtypes"]]
+    path = tmp_path / "g.json"
+    path.write_text(json.dumps(data))
+    with pytest.raises(ValueError, match="dtypes must be a list of dtype names") as info:
+        CompGraph.load(path)
+    assert "\n" not in str(info.value) and "op '" in str(info.value)
 
 
 def test_file_round_trip_version_3(tmp_path):

@@ -126,3 +126,27 @@ def test_eval_json_is_strict_json_a_missing_figure_null_with_its_reason(tmp_path
     (row,) = json.loads(text, parse_constant=refuse)
     assert row["priced"] == 0 and row["median_op_error"] is None and row["sum_error"] is None
     assert row["note"].startswith("the model prices none of the measured ops")
+
+
+def test_rounds_are_bounded_before_any_work(tmp_path, run_cli_here):
+    """#40: ``--rounds 1000000000000`` was a traceback, ``--rounds 2000000000`` grew to 24 GB."""
+    from graphopt.cli import costmodel_ops
+    from graphopt.costmodel.op_fit import MAX_ROUNDS, fit_op_model
+    from graphopt.errors import InvalidArgument
+
+    assert costmodel_ops.MAX_ROUNDS == MAX_ROUNDS
+    for rounds in ("0", "2000000000", "1000000000000", "many"):
+        proc = run_cli_here("costmodel", "ops", "train", "missing.json", "--cluster",
+                            "v100-nvlink-2", "-o", str(tmp_path / "m.json"), "--rounds", rounds,
+                            check=False)  # fmt: skip
+        assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1
+        assert f"--rounds: must be an integer in 1..{MAX_ROUNDS}" in proc.stderr
+    assert list(tmp_path.iterdir()) == []
+    help_text = run_cli_here("costmodel", "ops", "train", "--help", check=False).stdout
+    assert f"1..{MAX_ROUNDS}" in help_text
+    try:
+        fit_op_model([chain("a", "a", 16)], [], rounds=MAX_ROUNDS + 1)
+    except InvalidArgument as e:
+        assert e.named({"rounds": "--rounds"}).startswith("--rounds must be an integer in 1..")
+    else:  # pragma: no cover
+        raise AssertionError("rounds above MAX_ROUNDS were taken")

@@ -365,3 +365,35 @@ def test_a_signal_while_decisions_are_saved_leaves_the_whole_set_or_nothing(tmp_
     if out.exists():
         files = {e["file"] for e in json.loads((out / INDEX).read_text())["decisions"]}
         assert sorted(p.name for p in out.iterdir()) == sorted([*files, INDEX])
+
+
+# ---------------------------------------------------------------- diff and export, bad input
+
+
+def test_diff_limit_and_export_devices_are_checked(saved_file, tmp_path, capsys):
+    """#40: ``decision diff --limit -1`` was taken, ``decision export --devices banana,kiwi``
+    wrote a file."""
+    with pytest.raises(SystemExit) as info:
+        main(["decision", "diff", str(saved_file), str(saved_file), "--limit", "-1"])
+    err = capsys.readouterr().err.strip()
+    assert info.value.code == 2 and "--limit: must be an integer in 0..1000000, got -1" in err
+    out = tmp_path / "t.json"
+    code = main(["decision", "export", str(saved_file), "--devices", "banana,kiwi,cpu,cpu:1",
+                 "--out", str(out)])  # fmt: skip
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and "\n" not in err and "'banana' is not a torch device" in err
+    assert not out.exists()
+
+
+def test_export_refuses_kernels_that_null_fusion_bits_do_not_make(saved_file, capsys):
+    """#40: export wrote the fused kernels of a file whose fusion bits are null (simulate
+    refuses it); now both refuse it, naming the file."""
+    bad = rewrite(saved_file, lambda d: d.update(fusion=None))
+    assert json.loads(bad.read_text())["kernels"]
+    for args in (
+        ["decision", "export", str(bad)],
+        ["simulate", "gnmt-tiny", "--decision", str(bad)],
+    ):
+        assert main(args) == 2
+        err = capsys.readouterr().err.strip()
+        assert str(bad) in err and "but fusion is null" in err and "\n" not in err

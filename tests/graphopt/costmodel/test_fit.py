@@ -75,7 +75,7 @@ def test_checkpoint_round_trip_and_layout_check(
     with pytest.raises(ValueError, match="the model was trained on"):
         load_checkpoint(path, expect=other)
     (tmp_path / "bad.pt").write_bytes(b"garbage")
-    with pytest.raises(ValueError, match="not a readable cost-model checkpoint"):
+    with pytest.raises(ValueError, match="bad.pt is not a plain weights file .* costmodel train"):
         load_checkpoint(tmp_path / "bad.pt")
     with pytest.raises(ValueError, match="no such checkpoint"):
         load_checkpoint(tmp_path / "none.pt")

@@ -44,6 +44,38 @@ def test_bad_files_are_refused(tmp_path: Path) -> None:
         KernelProfile.load(path)
 
 
+@pytest.mark.parametrize(
+    ("key", "value", "match"),
+    [
+        (
+            "seconds",
+            ["fast", 1e-5],
+            "'seconds' must be a list of seconds .* got \\[\"fast\", 1e-05\\]",
+        ),
+        ("seconds", [1e-4, -1.0], "'seconds' must be a list of seconds"),
+        ("step_seconds", "fast", "'step_seconds' must be seconds"),
+        ("groups", [["a"], "bc"], "'groups' must be a list of lists of op names"),
+        ("extern", [1, 0], "'extern' must be a list of true/false"),
+        ("settings", [], "'settings' must be an object"),
+        ("kernel_names", ["k"], "'kernel_names' has 1 entries for 2 groups"),
+    ],
+)
+def test_a_field_of_the_wrong_type_names_file_and_key(tmp_path: Path, key, value, match) -> None:
+    """#40: ``"seconds": "fast"`` was accepted."""
+    path = sample().save(tmp_path / "k.json")
+    path.write_text(json.dumps({**json.loads(path.read_text()), key: value}))
+    with pytest.raises(ValueError, match=match) as info:
+        KernelProfile.load(path)
+    assert str(info.value).startswith(str(path)) and "\n" not in str(info.value)
+
+
+def test_a_binary_or_pickled_profile_is_one_line(tmp_path: Path) -> None:
+    path = tmp_path / "k.pkl"
+    path.write_bytes(b"\x80\x04\x95\x10\x00\x00\x00\x00\x00\x00\x00}\x94.")  # a pickle
+    with pytest.raises(ValueError, match="not UTF-8 text \\(a binary or pickled file\\?\\)"):
+        KernelProfile.load(path)
+
+
 def test_bad_arguments() -> None:
     with pytest.raises(ValueError, match="iterations >= 1"):
         profile_kernels("torch:resnet", iterations=0)
