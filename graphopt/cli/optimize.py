@@ -30,10 +30,11 @@ def register(sub: Any) -> None:
         NAME,
         help=HELP,
         description="Start from the best heuristic (every heuristic of the task is run and "
-        "measured) and search until the budget is spent: for placement, the search through the "
-        "placement decoder (windows of ops released from the start and re-placed by a list "
-        "scheduler); for scheduling, fusion and joint, simulated annealing of the task's arrays "
-        "(no decoder search exists for them yet). Writes the best decision found to -o as a "
+        "measured) and search until the budget is spent: for placement, two rounds of the "
+        "search through the placement decoder (windows of ops released from the best so far and "
+        "re-placed by a list scheduler), each followed by annealing of the placement; for "
+        "scheduling, fusion and joint, simulated annealing of the task's arrays (no decoder "
+        "search exists for them yet). Writes the best decision found to -o as a "
         "decision file (docs/decisions.md: replay it with graphopt simulate GRAPH --decision "
         "FILE) and prints the step time, the speed-up over every heuristic, the peak memory of "
         "each device and what moved. Ctrl-C (or SIGTERM) writes the best decision found so far "
@@ -61,7 +62,8 @@ def register(sub: Any) -> None:
         default="placement",
         choices=TASKS,
         help="what to decide; placement searches through the decoder, the others anneal "
-        "(joint: annealing over placement, priorities and fusion together)",
+        "(joint: annealing of placement, priorities and fusion together, not yet a joint "
+        "decoder search)",
     )
     p.add_argument(
         "--run",
