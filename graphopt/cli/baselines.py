@@ -52,9 +52,17 @@ def register(sub: Any) -> None:
         "simulation but one final check (0: skip)",
     )
     options.add_seed(p, help="seed of the searches")
-    p.add_argument("--num-priorities", type=int, default=8)
     p.add_argument(
-        "--exact-time-limit", type=float, default=10.0, help="seconds for CP-SAT per small graph"
+        "--num-priorities",
+        type=options.integer(1, 1_000_000),
+        default=8,
+        help="priority levels of the scheduling searches, 1..1000000",
+    )
+    p.add_argument(
+        "--exact-time-limit",
+        type=options.number(0.001, 86_400),
+        default=10.0,
+        help="seconds for CP-SAT per small graph, 0.001..86400",
     )
     p.add_argument(
         "--json",

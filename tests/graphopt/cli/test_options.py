@@ -178,3 +178,42 @@ def test_cluster_each_is_taken_by_baselines_and_eval_only(capsys: pytest.Capture
         assert args.cluster == EACH  # left for the command: every graph's own
     assert cli.main(["simulate", "txl-tiny", "--cluster", EACH]) == 2
     assert "--cluster each: unknown cluster preset 'each'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (
+            ["baselines", "txl-tiny", "--num-priorities", "0"],
+            "must be an integer in 1..1000000, got 0",
+        ),
+        (
+            ["baselines", "txl-tiny", "--exact-time-limit", "nan"],
+            "must be a number in 0.001..86400, got 'nan'",
+        ),
+        (
+            ["decision", "diff", "a.json", "b.json", "--limit", "x"],
+            "must be an integer in 0..1000000, got 'x'",
+        ),
+    ],
+)
+def test_numeric_options_are_refused_outside_their_range_before_any_work(args, message, capsys):
+    """A numeric option of one command takes its range as its type (options.integer, number):
+    one line naming the flag, exit 2; the range is in its help."""
+    with pytest.raises(SystemExit) as info:
+        cli.main(args)
+    err = capsys.readouterr().err.strip()
+    flag = next(a for a in args if a.startswith("--"))
+    assert info.value.code == 2 and "\n" not in err and f"argument {flag}: {message}" in err
+    parser = leaf_parsers(cli.build_parser())[
+        f"graphopt {' '.join(args[: 2 if args[0] == 'decision' else 1])}"
+    ]
+    help_text = parser.format_help().replace("\n", " ")
+    assert message.split(" in ")[1].split(",")[0] in help_text
+
+
+def test_integer_and_number_types():
+    assert options.integer(1, 3)("2") == 2 and options.number(0, 1)("0.5") == 0.5
+    for parse, text in ((options.integer(1, 3), "4"), (options.number(0, 1), "inf")):
+        with pytest.raises(argparse.ArgumentTypeError):
+            parse(text)
