@@ -27,7 +27,10 @@ def test_a_subprocess_run_writes_a_decision_that_replays(run_cli, tmp_path: Path
     out = tmp_path / "deep" / "best.json"  # missing folders are created
     proc = run_cli("optimize", GRAPH, "--cluster", CLUSTER, "--calls", "8", "-o", str(out))
     saved = json.loads(out.read_text())
-    assert saved["format"] == "graphopt-decision" and saved["method"] == "decoder-search+annealing@calls=8"
+    assert (
+        saved["format"] == "graphopt-decision"
+        and saved["method"] == "decoder-search+annealing@calls=8"
+    )
     assert saved["graph"] == GRAPH and saved["cluster"] == CLUSTER and saved["task"] == "placement"
     assert "8 simulator calls" in proc.stdout and "over the best heuristic" in proc.stdout
     assert "ops moved from" in proc.stdout and "peak memory" in proc.stdout
