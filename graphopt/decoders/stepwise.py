@@ -484,6 +484,18 @@ def head_logits(v, feat, mask, pre, w_feat, b1, w2, b2, anchor_weight, logits):
         logits[p] = s
 
 
+@njit(cache=True, inline="always")
+def _argmax(mask, logits):
+    """The allowed device of highest logit (ties: the lower device)."""
+    p = -1
+    best = -np.inf
+    for q in range(mask.shape[0]):
+        if mask[q] and (p < 0 or logits[q] > best):
+            best = logits[q]
+            p = q
+    return p
+
+
 @njit(cache=True)
 def run_episode(
     g, mode, pre, w_feat, b1, w2, b2, anchor_weight, uniforms, given, feats, masks, ops, actions
@@ -513,11 +525,7 @@ def run_episode(
         else:
             head_logits(v, feat, mask, pre, w_feat, b1, w2, b2, anchor_weight, logits)
             if mode == MODE_GREEDY:
-                best = -np.inf
-                for q in range(num_dev):
-                    if mask[q] and (p < 0 or logits[q] > best):
-                        best = logits[q]
-                        p = q
+                p = _argmax(mask, logits)
             else:
                 top = -np.inf
                 for q in range(num_dev):
@@ -539,6 +547,79 @@ def run_episode(
         actions[k] = p
         commit(v, p, g, st)
     return st[0].copy(), st[17][0]
+
+
+@njit(cache=True)
+def copy_state(st):
+    """An independent copy of a schedule state (:func:`new_state`)."""
+    return (
+        st[0].copy(),
+        st[1].copy(),
+        st[2].copy(),
+        st[3].copy(),
+        st[4].copy(),
+        st[5].copy(),
+        st[6].copy(),
+        st[7].copy(),
+        st[8].copy(),
+        st[9].copy(),
+        st[10].copy(),
+        st[11].copy(),
+        st[12].copy(),
+        st[13].copy(),
+        st[14].copy(),
+        st[15].copy(),
+        st[16].copy(),
+        st[17].copy(),
+        st[18].copy(),
+        st[19].copy(),
+        st[20].copy(),
+    )
+
+
+@njit(cache=True)
+def finish_greedy(g, st, pre, w_feat, b1, w2, b2, anchor_weight):
+    """Place every op still unplaced in ``st`` by the head's argmax; returns the makespan."""
+    n, num_dev = g[0].shape
+    feat = np.zeros((num_dev, NUM_FEATURES), dtype=np.float32)
+    mask = np.zeros(num_dev, dtype=np.bool_)
+    logits = np.empty(num_dev)
+    while st[16][0] > 0:
+        v = next_op(st)
+        candidates(v, g, st, feat, mask)
+        head_logits(v, feat, mask, pre, w_feat, b1, w2, b2, anchor_weight, logits)
+        commit(v, _argmax(mask, logits), g, st)
+    return st[17][0]
+
+
+@njit(cache=True)
+def branch_makespans(g, pre, w_feat, b1, w2, b2, anchor_weight, actions, steps, out, placements):
+    """One-step lookahead (the rollout algorithm's Q-values): replay ``actions`` ``(N,)`` step
+    by step and, at each step ``steps[j]`` (increasing), place that step's op on every allowed
+    device ``d`` in turn and finish the episode greedily with the head: ``out[j, d]`` is that
+    episode's makespan (``inf`` where ``d`` is not allowed) and ``placements[j, d]`` its
+    placement (-1 where not allowed)."""
+    n, num_dev = g[0].shape
+    st = new_state(g)
+    feat = np.zeros((num_dev, NUM_FEATURES), dtype=np.float32)
+    mask = np.zeros(num_dev, dtype=np.bool_)
+    j = 0
+    for k in range(n):
+        v = next_op(st)
+        candidates(v, g, st, feat, mask)
+        if j < steps.shape[0] and steps[j] == k:
+            for d in range(num_dev):
+                if not mask[d]:
+                    out[j, d] = np.inf
+                    placements[j, d, :] = -1
+                    continue
+                branch = copy_state(st)
+                commit(v, d, g, branch)
+                out[j, d] = finish_greedy(g, branch, pre, w_feat, b1, w2, b2, anchor_weight)
+                placements[j, d, :] = branch[0]
+            j += 1
+        commit(v, actions[k], g, st)
+    return st[17][0]
 
 
 # ---------------------------------------------------------------------------- Python side
@@ -647,3 +728,43 @@ def decode(
         actions,
     )
     return Episode(ops, actions, feats, masks, placement, float(makespan))
+
+
+def lookahead(
+    sg: StepGraph, head: HeadParams, actions: IntArray, steps: IntArray
+) -> tuple[FloatArray, IntArray]:
+    """The rollout algorithm's values at chosen steps of an episode (:func:`branch_makespans`).
+
+    Args:
+        sg: the graph, cluster and anchor.
+        head: the head that finishes each branch greedily.
+        actions: the episode's device per step ``(N,)`` (an :class:`Episode`'s ``actions``).
+        steps: the steps to branch at, increasing, each in ``[0, N)``.
+
+    Returns:
+        ``(makespans, placements)``: ``(len(steps), D)``, the decoder's makespan of placing step
+        ``steps[j]``'s op on device ``d`` and finishing greedily (``inf`` where ``d`` is not
+        allowed), and ``(len(steps), D, N)`` those placements (-1 where not allowed).
+    """
+    n = sg.num_ops
+    steps_arr = np.ascontiguousarray(steps, dtype=np.int64).reshape(-1)
+    if len(steps_arr) and (
+        steps_arr.min() < 0 or steps_arr.max() >= n or (np.diff(steps_arr) <= 0).any()
+    ):
+        raise ValueError(f"steps must be increasing indices in [0, {n})")
+    out = np.zeros((len(steps_arr), sg.num_devices), dtype=np.float64)
+    placements = np.zeros((len(steps_arr), sg.num_devices, n), dtype=np.int64)
+    branch_makespans(
+        sg.arrays,
+        np.ascontiguousarray(head.pre, dtype=np.float64),
+        np.ascontiguousarray(head.w_feat, dtype=np.float64),
+        np.ascontiguousarray(head.b1, dtype=np.float64),
+        np.ascontiguousarray(head.w2, dtype=np.float64),
+        float(head.b2),
+        float(head.anchor_weight),
+        np.ascontiguousarray(actions, dtype=np.int64),
+        steps_arr,
+        out,
+        placements,
+    )
+    return out, placements

@@ -28,7 +28,6 @@ Checkpoints are data: ``torch.save`` of tensors and plain values, read with
 
 from __future__ import annotations
 
-import json
 import math
 import time
 from collections.abc import Callable, Sequence
@@ -41,17 +40,19 @@ import torch
 import torch.nn.functional as F
 
 from envs.rewards import INVALID
-from graphopt.decoders.stepwise import Episode, StepGraph, decode, step_graph
+from graphopt.decoders.stepwise import Episode, StepGraph, decode, lookahead, step_graph
 from graphopt.encoding import encode
 from graphopt.graph import CompGraph
 from graphopt.hardware import Cluster
 from graphopt.rundir import write_atomic
 from graphopt.sim import PreparedGraph
+from graphopt.strict_json import dumps
 from policies.step_policy import StepPolicy
 
 CHECKPOINT_KIND = "graphopt-step-policy"
 CHECKPOINT_VERSION = 1
 INVALID_LOG_REWARD = -math.log(INVALID)
+ALGORITHMS = ("ppo", "lookahead")
 """The return of an invalid placement: as if its step took ``INVALID`` (16) times the reference's."""
 
 
@@ -81,6 +82,17 @@ class StepTrainConfig:
     """Weight of the imitation loss (the target's devices) beside PPO's (0: PPO alone)."""
     self_imitation: bool = False
     """Replace an item's imitation target by a faster sampled placement (self-imitation)."""
+    algorithm: str = "ppo"
+    """What follows imitation: ``"ppo"`` or ``"lookahead"`` (approximate policy iteration with
+    the rollout algorithm's labels, :func:`lookahead_batch`)."""
+    lookahead_steps: int = 32
+    """States labelled per graph and update by ``"lookahead"``."""
+    lookahead_margin: float = 1e-3
+    """Smallest relative gain of a device over the policy's own choice that makes it the label."""
+    lookahead_weight: float = 5.0
+    """Weight of a label that differs from the policy's own choice (1: the others)."""
+    lookahead_buffer: int = 8
+    """Updates whose labelled states each ``"lookahead"`` update trains on (DAgger's aggregate)."""
     max_grad_norm: float = 1.0
     """Gradient clipping."""
     adv_floor: float = 1e-3
@@ -103,6 +115,8 @@ class StepTrainConfig:
             "minibatches",
             "eval_every",
             "threads",
+            "lookahead_steps",
+            "lookahead_buffer",
         ):
             value = getattr(self, name)
             if not isinstance(value, int) or value < 1:
@@ -111,11 +125,21 @@ class StepTrainConfig:
             value = getattr(self, name)
             if not isinstance(value, int) or value < 0:
                 raise ValueError(f"{name} must be an integer >= 0, got {value!r}")
-        for name in ("learning_rate", "clip_range", "max_grad_norm", "adv_floor"):
+        for name in (
+            "learning_rate",
+            "clip_range",
+            "max_grad_norm",
+            "adv_floor",
+            "lookahead_weight",
+        ):
             value = getattr(self, name)
             if not isinstance(value, (int, float)) or not (0 < value < math.inf):
                 raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
-        for name in ("ent_coef", "imitation_coef"):
+        if self.algorithm not in ALGORITHMS:
+            raise ValueError(
+                f"algorithm must be one of {', '.join(ALGORITHMS)}, got {self.algorithm!r}"
+            )
+        for name in ("ent_coef", "imitation_coef", "lookahead_margin"):
             value = getattr(self, name)
             if not isinstance(value, (int, float)) or not 0 <= value < math.inf:
                 raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
@@ -192,6 +216,10 @@ class Batch:
     decisions: int
     pre: torch.Tensor
     """The op embeddings' projection the episodes were decoded with ``(N, H)`` (no gradient)."""
+    calls: int = 0
+    """Placements the simulator priced for this batch."""
+    own: torch.Tensor | None = None
+    """For labelled states (:func:`lookahead_batch`): the policy's own device at each step."""
 
 
 def rollout(
@@ -245,6 +273,7 @@ def _batch(
         valid=np.asarray(valid, dtype=bool),
         decisions=int(len(ops)),
         pre=pre.detach(),
+        calls=len(step_times),
     )
 
 
@@ -389,6 +418,87 @@ def ppo_update(
     return minibatch_steps(policy, optimizer, batches, loss_fn, config)
 
 
+def lookahead_batch(
+    policy: StepPolicy,
+    item: Item,
+    pre: torch.Tensor,
+    steps: int,
+    margin: float,
+    rng: np.random.Generator,
+) -> Batch:
+    """States of the policy's greedy episode labelled by the rollout algorithm (Bertsekas):
+    at ``steps`` random steps with a choice, each allowed device is tried and the episode
+    finished greedily by the policy; the simulator prices every branch at once, and a step's
+    label is the fastest branch's device if it beats the policy's own choice by more than
+    ``margin`` (relative), else the policy's own device. Imitating these labels is a step of
+    approximate policy iteration: the rollout policy is never slower than the policy it
+    finishes with. The greedy episode itself is the batch's single priced episode, and a
+    branch faster than the item's target becomes its target (as :func:`improve_target`)."""
+    head = policy.head_params(pre)
+    episode = decode(item.sg, "greedy", head)
+    n = item.sg.num_ops
+    choice = np.flatnonzero(episode.masks.sum(axis=1) >= 2)
+    chosen = np.sort(rng.choice(choice, size=min(steps, len(choice)), replace=False))
+    _, branches = lookahead(item.sg, head, episode.actions, chosen)
+    flat = branches.reshape(-1, n)
+    allowed = flat[:, 0] >= 0
+    priced = item.prepared.evaluate_batch(
+        np.concatenate([episode.placement[None, :], flat[allowed]])
+    )
+    times = np.where(priced.valid, priced.step_time, np.inf)
+    flat_times = np.full(len(flat), np.inf)
+    flat_times[allowed] = times[1:]
+    branch_times = flat_times.reshape(branches.shape[:2])
+    own = episode.actions[chosen]
+    own_time = branch_times[np.arange(len(chosen)), own]
+    best = branch_times.argmin(axis=1)
+    gain = (own_time - branch_times[np.arange(len(chosen)), best]) / own_time
+    labels = np.where(gain > margin, best, own)
+    fastest = float(branch_times.min()) if len(chosen) else np.inf
+    if np.isfinite(fastest):
+        r = math.log(item.reference_time / fastest)
+        if r > item.target_return + 1e-9:
+            j, d = np.unravel_index(int(branch_times.argmin()), branch_times.shape)
+            item.target = branches[j, d].copy()
+            item.target_return = r
+    return Batch(
+        item=item,
+        ops=torch.from_numpy(episode.ops[chosen]),
+        actions=torch.from_numpy(labels.astype(np.int64)),
+        feats=torch.from_numpy(episode.feats[chosen]),
+        masks=torch.from_numpy(episode.masks[chosen]),
+        episode=torch.zeros(len(chosen), dtype=torch.int64),
+        step_times=times[:1],
+        valid=np.asarray(priced.valid[:1], dtype=bool),
+        decisions=int(n + len(flat[allowed]) * n // 2),
+        pre=pre.detach(),
+        calls=len(times),
+        own=torch.from_numpy(own.astype(np.int64)),
+    )
+
+
+def lookahead_update(
+    policy: StepPolicy,
+    optimizer: torch.optim.Optimizer,
+    batches: Sequence[Batch],
+    config: StepTrainConfig,
+) -> dict[str, float]:
+    """Cross-entropy of the rollout algorithm's labels (:func:`lookahead_batch`) on the
+    labelled states, a label other than the policy's own choice weighted
+    ``config.lookahead_weight``."""
+
+    def loss_fn(i: int, b: Batch, pre: torch.Tensor) -> tuple[torch.Tensor, dict[str, float]]:
+        logits = policy.logits(pre[b.ops], b.feats, b.masks)
+        ce = F.cross_entropy(logits, b.actions, reduction="none")
+        if b.own is not None:
+            ce = ce * torch.where(b.actions != b.own, config.lookahead_weight, 1.0)
+        loss = ce.sum()
+        return loss, {"lookahead/loss": float(loss.detach())}
+
+    figures = minibatch_steps(policy, optimizer, batches, loss_fn, config)
+    return figures
+
+
 # ---------------------------------------------------------------------------- evaluation
 def greedy_speedups(policy: StepPolicy, items: Sequence[Item]) -> np.ndarray:
     """``t_ref / t`` of each item's greedy decode (0 for an invalid placement)."""
@@ -417,7 +527,7 @@ def save_checkpoint(path: Path, policy: StepPolicy, extra: dict[str, Any]) -> No
         "version": CHECKPOINT_VERSION,
         "policy_config": dict(policy.config),
         "state_dict": policy.state_dict(),
-        "extra": json.dumps(extra),
+        "extra": dumps(extra),
     }
     write_atomic(path, lambda tmp: torch.save(data, tmp))
 
@@ -480,16 +590,16 @@ def train(
     policy = policy or StepPolicy(**config.policy)
     optimizer = torch.optim.Adam(policy.parameters(), lr=config.learning_rate)
     rows: list[dict[str, float]] = []
-    decisions = 0
+    decisions = calls = 0
     best = -math.inf
     start = time.perf_counter()
     progress = (out_dir / "progress.jsonl").open("a") if out_dir is not None else None
 
     def record(row: dict[str, float]) -> None:
-        row.update(decisions=decisions, seconds=time.perf_counter() - start)
+        row.update(decisions=decisions, calls=calls, seconds=time.perf_counter() - start)
         rows.append(row)
         if progress is not None:
-            progress.write(json.dumps(row) + "\n")
+            progress.write(dumps(row) + "\n")
             progress.flush()
         if log is not None:
             log(row)
@@ -505,6 +615,7 @@ def train(
             save_checkpoint(out_dir / "best.pt", policy, {"update": update, "val/speedup": score})
         best = max(best, score)
 
+    buffer: list[list[Batch]] = []
     try:
         total = config.imitation_updates + config.updates
         validate(0)
@@ -514,20 +625,48 @@ def train(
             )
             with torch.no_grad():
                 pres = policy.embed_many([items[i].observation for i in picks])
-            batches = [
-                rollout_with(
-                    policy,
-                    items[i],
-                    pre,
-                    config.samples_per_graph,
-                    rng,
-                    improve=config.self_imitation,
-                )
-                for i, pre in zip(picks, pres, strict=True)
-            ]
+            if update > config.imitation_updates and config.algorithm == "lookahead":
+                batches = [
+                    lookahead_batch(
+                        policy,
+                        items[i],
+                        pre,
+                        config.lookahead_steps,
+                        config.lookahead_margin,
+                        rng,
+                    )
+                    for i, pre in zip(picks, pres, strict=True)
+                ]
+            else:
+                batches = [
+                    rollout_with(
+                        policy,
+                        items[i],
+                        pre,
+                        config.samples_per_graph,
+                        rng,
+                        improve=config.self_imitation,
+                    )
+                    for i, pre in zip(picks, pres, strict=True)
+                ]
             decisions += sum(b.decisions for b in batches)
+            calls += sum(b.calls for b in batches)
             if update <= config.imitation_updates:
                 stats = imitation_update(policy, optimizer, batches, config)
+            elif config.algorithm == "lookahead":
+                buffer = (buffer + [batches])[-config.lookahead_buffer :]
+                stats = lookahead_update(
+                    policy, optimizer, [b for bs in buffer for b in bs], config
+                )
+                stats["lookahead/changed"] = float(
+                    np.mean(
+                        [
+                            float(torch.ne(b.actions, b.own).float().mean())
+                            for b in batches
+                            if b.own is not None
+                        ]
+                    )
+                )
             else:
                 stats = ppo_update(policy, optimizer, batches, config)
             r = np.concatenate([returns(b) for b in batches])

@@ -15,6 +15,7 @@ from graphopt.decoders.stepwise import (
     SCHEDULE_FEATURES,
     HeadParams,
     decode,
+    lookahead,
     step_graph,
 )
 from graphopt.graph import CompGraph
@@ -250,3 +251,61 @@ def test_bad_inputs() -> None:
         step_graph(graph, cluster, np.full(graph.num_ops, 9))
     with pytest.raises(ValueError, match="head has pre"):
         decode(sg, "greedy", HeadParams.zeros(graph.num_ops + 1))
+
+
+def head_argmax(head: HeadParams, op: int, feat: np.ndarray, mask: np.ndarray) -> int:
+    """The head's greedy device, written out in numpy (ties: the lower device)."""
+    hidden = np.maximum(head.pre[op] + feat.astype(np.float64) @ head.w_feat + head.b1, 0.0)
+    logits = hidden @ head.w2 + head.b2 + head.anchor_weight * feat[:, ANCHOR_FEATURE]
+    logits = np.where(mask, logits, -np.inf)
+    return int(np.argmax(logits))
+
+
+def test_lookahead_branches_are_forced_then_greedy_episodes() -> None:
+    """Each branch places the step's op on its device, keeps every earlier step, then follows the
+    head's argmax; its makespan is the replayed placement's; the branch of the episode's own
+    device is the episode."""
+    graph, cluster = get_graph("random-sp-100-s0"), get_cluster("v100-nvlink-4")
+    rng = np.random.default_rng(3)
+    sg = step_graph(graph, cluster, PLACERS["metis"](graph, cluster))
+    head = random_head(graph.num_ops, rng)
+    episode = decode(sg, "greedy", head)
+    steps = np.array([0, 7, 40, graph.num_ops - 1])
+    makespans, branches = lookahead(sg, head, episode.actions, steps)
+    assert makespans.shape == (4, cluster.num_devices)
+    for j, k in enumerate(steps):
+        own = episode.actions[k]
+        assert makespans[j, own] == pytest.approx(episode.makespan)
+        assert (branches[j, own] == episode.placement).all()
+        for d in range(cluster.num_devices):
+            branch = branches[j, d]
+            replay = decode(sg, "given", given=branch)
+            assert replay.makespan == pytest.approx(makespans[j, d])
+            assert (replay.ops == episode.ops).all()  # the order does not depend on devices
+            assert (branch[episode.ops[:k]] == episode.placement[episode.ops[:k]]).all()
+            assert branch[episode.ops[k]] == d
+            for later in range(k + 1, graph.num_ops):
+                op = replay.ops[later]
+                expected = head_argmax(head, op, replay.feats[later], replay.masks[later])
+                assert replay.actions[later] == expected
+
+
+def test_lookahead_marks_barred_devices_and_checks_steps() -> None:
+    graph, cluster = get_graph("txl-tiny"), get_cluster("v100-nvlink-4")
+    data = cluster.to_dict()
+    for device in data["devices"]:
+        device["memory"] = float(graph.param_bytes.sum()) / 3
+    sg = step_graph(graph, Cluster.from_dict(data))
+    head = HeadParams.zeros(graph.num_ops)
+    episode = decode(sg, "greedy", head)
+    barred = np.flatnonzero(~episode.masks.all(axis=1))
+    assert len(barred)
+    makespans, branches = lookahead(sg, head, episode.actions, barred[:3])
+    for j, k in enumerate(barred[:3]):
+        off = ~episode.masks[k]
+        assert np.isinf(makespans[j, off]).all() and (branches[j, off] == -1).all()
+        assert np.isfinite(makespans[j, ~off]).all()
+    with pytest.raises(ValueError, match="increasing"):
+        lookahead(sg, head, episode.actions, np.array([5, 2]))
+    with pytest.raises(ValueError, match="increasing"):
+        lookahead(sg, head, episode.actions, np.array([graph.num_ops]))

@@ -18,6 +18,7 @@ from graphopt.train.stepwise import (
     greedy_speedups,
     improve_target,
     load_checkpoint,
+    lookahead_batch,
     make_item,
     returns,
     rollout,
@@ -150,6 +151,8 @@ def test_checkpoint_errors(tmp_path) -> None:
         ("updates", -1, "updates must be an integer >= 0"),
         ("learning_rate", float("nan"), "learning_rate must be a finite number > 0"),
         ("ent_coef", -0.1, "ent_coef must be a finite number >= 0"),
+        ("algorithm", "reinforce", "algorithm must be one of ppo, lookahead"),
+        ("lookahead_steps", 0, "lookahead_steps must be an integer >= 1"),
     ],
 )
 def test_config_ranges(field, value, match) -> None:
@@ -170,3 +173,45 @@ def test_ablation_without_schedule_features_reads_only_the_anchor(items) -> None
     noisy = batch.feats.clone()
     noisy[..., :-1] += torch.randn_like(noisy[..., :-1])  # every feature but the anchor
     assert torch.allclose(base, policy.logits(pre[batch.ops], noisy, batch.masks))
+
+
+def test_lookahead_labels_are_the_fastest_branch_or_the_policy_own(items) -> None:
+    """A label differs from the policy's own device only where the simulator prices that branch
+    faster by more than the margin; the fastest branch becomes the item's target."""
+    item = make_item(get_graph("random-sp-100-s0"), get_cluster("v100-nvlink-4"))
+    policy = StepPolicy(**SMALL)
+    with torch.no_grad():
+        pre = policy.embed(item.observation)
+    rng = np.random.default_rng(0)
+    kept = lookahead_batch(policy, item, pre, 40, 10.0, rng)  # no branch is 10x faster
+    assert kept.own is not None and torch.equal(kept.actions, kept.own)
+    assert len(kept.ops) == 40 and kept.calls > 40
+    item.target_return = -math.inf
+    batch = lookahead_batch(policy, item, pre, 1000, 0.0, np.random.default_rng(0))
+    head = policy.head_params(pre)
+    episode = decode(item.sg, "greedy", head)
+    assert len(batch.ops) == int((episode.masks.sum(axis=1) >= 2).sum())
+    assert batch.step_times[0] == pytest.approx(
+        item.prepared.evaluate_batch(episode.placement[None, :]).step_time[0]
+    )
+    changed = batch.actions != batch.own
+    assert changed.any()  # some one-op change helps a random head
+    assert np.isfinite(item.target_return)  # the fastest branch is the new target
+    fastest = item.prepared.evaluate_batch(item.target[None, :]).step_time[0]
+    assert fastest <= batch.step_times[0]
+
+
+def test_lookahead_training_runs_and_counts_calls(items) -> None:
+    config = StepTrainConfig(
+        updates=2,
+        imitation_updates=1,
+        samples_per_graph=2,
+        algorithm="lookahead",
+        lookahead_steps=8,
+        eval_every=10,
+        policy=SMALL,
+    )
+    _, rows = train(items, [], config)
+    assert any("lookahead/changed" in r for r in rows)
+    calls = [r["calls"] for r in rows]
+    assert calls[0] == 2 * len(items) and calls[-1] > calls[1] > calls[0]
