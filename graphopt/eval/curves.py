@@ -17,6 +17,10 @@ so a prefix of a long run is not the short run):
   (:mod:`graphopt.baselines.search`); at ``K = 0`` their start;
 - ``estimate-search`` (placement): ``K`` analytic estimates from the best heuristic, then one
   simulator call (:mod:`graphopt.baselines.estimate_search`; kept only if faster than the start);
+- ``decoder-search`` (placement): ``K`` calls of the search through the placement decoder from
+  zero outputs anchored on the best heuristic
+  (:func:`graphopt.decoders.search.search_placements`, the search of ``graphopt optimize``); at
+  ``K = 0`` its start;
 - with a policy (``graphopt eval``): ``greedy`` (one call, the same at every budget) and, per
   ``K >= 1``, ``sample:K``, ``finetune:K`` (``K <= finetune_max``: fine-tuning is the slow one)
   and, for placement, ``plan:K`` (:mod:`policies.rollout`).
@@ -42,6 +46,7 @@ from typing import Any
 
 from graphopt.baselines.search import random_search, simulated_annealing
 from graphopt.baselines.staged import measure_chain
+from graphopt.decoders.search import search_placements
 from graphopt.eval.budgets import CALLS, MAX_CALLS, SECONDS, parse_budgets  # noqa: F401
 from graphopt.eval.compare import MethodResult, estimate_search_row, geomean_speedup
 from graphopt.graph import CompGraph
@@ -166,6 +171,19 @@ def graph_curves(
             return _Run(row.step_time, row.valid, row.evaluations, row.wall_seconds, row.decision)
 
         budgeted["estimate-search"] = estimated
+
+        def decoder_searched(k: int) -> _Run:
+            if k == 0:
+                return at_start
+
+            def go() -> Measured:
+                found = search_placements(graph, cluster, start, k, seed=seed, cost_model=sim)
+                m = found.measurement
+                return m.step_time, m.valid, found.calls, found.decision
+
+            return _timed(go)
+
+        budgeted["decoder-search"] = decoder_searched
     fixed: dict[str, _Run] = {FIXED_METHODS[0]: heuristic}
     if policy is not None:
         fixed[FIXED_METHODS[1]] = _timed(lambda: measured(*policy(index, "greedy")))

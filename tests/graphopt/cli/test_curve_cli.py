@@ -74,6 +74,20 @@ def test_baselines_curve_writes_every_method_at_every_budget(run_cli, tmp_path) 
         assert replay == float(r["step_time"]) == entry["step_time"], name
 
 
+def test_baselines_curve_draws_the_decoder_search_for_placement(run_cli, tmp_path) -> None:
+    out, saved = tmp_path / "curves", tmp_path / "saved"
+    run_cli(
+        "baselines", "gnmt-tiny", "--curve", str(out), "--curve-calls", "0,16",
+        "--curve-seconds", "0.05", "--save-decisions", str(saved),
+    )  # fmt: skip
+    rows = list(csv.DictReader((out / "curves.csv").open()))
+    got = {(r["axis"], float(r["budget"])) for r in rows if r["method"] == "decoder-search"}
+    assert got == {("calls", 0.0), ("calls", 16.0), ("seconds", 0.05)}
+    index = json.loads((saved / "index.json").read_text())["decisions"]
+    names = {e["method"] for e in index}
+    assert {"decoder-search@calls=16", "decoder-search@seconds=0.05"} <= names
+
+
 def test_baselines_curve_refuses_a_bad_budget(run_cli, tmp_path) -> None:
     out = tmp_path / "curves"
     proc = run_cli(

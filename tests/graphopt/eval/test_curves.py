@@ -33,7 +33,13 @@ def test_search_curves_start_at_the_heuristic_and_never_fall_below_it() -> None:
     cluster = get_cluster("v100-nvlink-2")
     points = graph_curves(graph, cluster, "placement", calls=(0, 16, 64), seconds=(0.2,))
     methods = {p.method for p in points}
-    assert methods == {"best heuristic", "random-search", "annealing", "estimate-search"}
+    assert methods == {
+        "best heuristic",
+        "random-search",
+        "annealing",
+        "estimate-search",
+        "decoder-search",
+    }
     by = {(p.method, p.axis, p.budget): p for p in points}
     for method in methods:
         assert by[(method, "calls", 0)].speedup == pytest.approx(1.0)  # the start itself
@@ -46,6 +52,26 @@ def test_search_curves_start_at_the_heuristic_and_never_fall_below_it() -> None:
     assert by[("random-search", "calls", 16)].calls == 16
     assert by[("estimate-search", "calls", 16)].calls == 1  # estimates are no simulator calls
     assert by[("annealing", "seconds", 0.2)].calls >= 1
+    assert by[("decoder-search", "calls", 64)].calls == 64
+    assert by[("decoder-search", "seconds", 0.2)].calls >= 1
+
+
+def test_the_decoder_search_curve_is_search_placements_at_each_budget() -> None:
+    from graphopt.baselines.staged import best_heuristic
+    from graphopt.decoders.search import search_placements
+    from graphopt.sim import Simulator
+
+    graph = resolve_graphs("gnmt-tiny")[0]
+    cluster = get_cluster("v100-nvlink-4")
+    points = graph_curves(graph, cluster, "placement", calls=(0, 16, 64), seconds=(), seed=2)
+    found = {p.budget: p for p in points if p.method == "decoder-search"}
+    assert sorted(found) == [0, 16, 64] and found[0].calls == 0
+    start, _, _ = best_heuristic(graph, cluster, "placement", Simulator())
+    for k in (16, 64):
+        same = search_placements(graph, cluster, start, k, seed=2)
+        assert found[k].step_time == same.measurement.step_time and found[k].calls == same.calls
+    scheduling = graph_curves(graph, cluster, "scheduling", calls=(0, 4), seconds=())
+    assert "decoder-search" not in {p.method for p in scheduling}  # a placement search
 
 
 def test_policy_modes_are_asked_for_with_their_budgets() -> None:
