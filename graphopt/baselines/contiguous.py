@@ -5,13 +5,14 @@ The shared machinery of the placers that cut a graph into contiguous pieces: the
 (:mod:`~graphopt.baselines.tarnawski`) and PipeDream's planner
 (:mod:`~graphopt.baselines.pipedream_planner`).
 
-**Groups.** Ops are grouped by colocation group, else by layer, else alone (so a layer's forward
-op, its gradient ops and its weight update stay together), and the groups are ordered by their
-first op (:func:`op_groups`). A *stage* is a run of consecutive groups. On an inference graph a
-prefix of this order is closed under predecessors, so the stages are contiguous in the sense of
-Tarnawski et al. (no path leaves a stage and comes back); on a training graph the backward ops
-ride with their forward ops' groups, so a split of the forward chain carries the backward pass
-along, as PipeDream's stages do.
+**Groups.** The chain's groups are the blocks of :func:`~graphopt.baselines.blocks.block_dag`
+(colour classes contracted, mutually reachable classes fused, topological order). A *stage* is a
+run of consecutive groups: every prefix of the order is an ideal of the block DAG, so such a
+stage is contiguous in the sense of Tarnawski et al. (no path leaves it and comes back); on a
+training graph the backward ops ride with their forward ops' blocks, so a split of the forward
+pass carries the backward pass along, as PipeDream's stages do. The block DAG's own edges
+(``dag_src``, ``dag_dst``) let Tarnawski et al.'s dynamic program split over all its ideals
+(:mod:`~graphopt.baselines.ideals`), not only the prefixes of one order.
 
 **The chain** (:class:`Chain`, :func:`build_chain`), on the simulator's own op times:
 
@@ -38,6 +39,7 @@ import numpy as np
 from numba import njit
 
 from graphopt.baselines._costs import op_times
+from graphopt.baselines.blocks import block_dag
 from graphopt.graph import CompGraph
 from graphopt.hardware import Cluster
 from graphopt.typing import FloatArray, IntArray
@@ -49,18 +51,6 @@ MAX_STAGES = 64
 """Most stages (devices) a split or a fill considers."""
 ALPHAS = tuple(2.0**-k for k in range(17)) + (0.0,)
 """Activation fractions tried, largest first: 1, 1/2, ..., 2**-16, then parameters alone."""
-
-
-def op_groups(graph: CompGraph) -> tuple[IntArray, int]:
-    """``(group, G)``: each op's group (colocation group, else layer, else the op alone), numbered
-    ``0..G-1`` in the order of their first op."""
-    keys = [
-        c or lay or name
-        for c, lay, name in zip(graph.colocation, graph.layer, graph.op_names, strict=True)
-    ]
-    index: dict[str, int] = {}
-    group = np.array([index.setdefault(k, len(index)) for k in keys], dtype=np.int64)
-    return group, len(index)
 
 
 @dataclass(frozen=True)
@@ -75,6 +65,8 @@ class Chain:
         edge_src: ``(M,)`` source group of each group edge.
         edge_dst: ``(M,)`` destination group of each group edge (``!= edge_src``).
         edge_bytes: ``(M,)`` bytes of each group edge.
+        dag_src: ``(E,)`` source group of each edge of the block DAG (unique pairs).
+        dag_dst: ``(E,)`` destination group of each edge of the block DAG, ``> dag_src``.
     """
 
     group: IntArray
@@ -84,6 +76,8 @@ class Chain:
     edge_src: IntArray
     edge_dst: IntArray
     edge_bytes: FloatArray
+    dag_src: IntArray
+    dag_dst: IntArray
 
     @property
     def num_groups(self) -> int:
@@ -92,7 +86,9 @@ class Chain:
 
 def build_chain(graph: CompGraph, cluster: Cluster, max_groups: int = MAX_GROUPS) -> Chain:
     """The chain of ``graph`` on ``cluster`` (module docstring)."""
-    group, count = op_groups(graph)
+    dag = block_dag(graph)
+    group, count = dag.block, dag.num_blocks
+    dag_src, dag_dst = dag.edge_src, dag.edge_dst
     times = op_times(graph, cluster)
     if count > max_groups:  # merge runs of groups into blocks of about equal mean work
         weight = np.bincount(group, weights=times.mean(axis=1), minlength=count).astype(float)
@@ -101,8 +97,14 @@ def build_chain(graph: CompGraph, cluster: Cluster, max_groups: int = MAX_GROUPS
         middle = np.cumsum(weight) - weight / 2
         block = np.minimum((middle / weight.sum() * max_groups).astype(np.int64), max_groups - 1)
         _, block = np.unique(block, return_inverse=True)
-        group = block.reshape(-1)[group].astype(np.int64)
+        block = block.reshape(-1).astype(np.int64)
+        group = block[group]
         count = int(group.max()) + 1
+        # A run of consecutive blocks of a topological order is convex: the merged DAG stays
+        # acyclic and in topological order.
+        merged = np.unique(np.stack((block[dag_src], block[dag_dst])), axis=1)
+        merged = merged[:, merged[0] != merged[1]]
+        dag_src, dag_dst = merged[0], merged[1]
     num_dev = cluster.num_devices
     work = np.zeros((count, num_dev))
     np.add.at(work, group, times)
@@ -127,6 +129,8 @@ def build_chain(graph: CompGraph, cluster: Cluster, max_groups: int = MAX_GROUPS
         edge_src=(unique // count).astype(np.int64),
         edge_dst=(unique % count).astype(np.int64),
         edge_bytes=summed.astype(np.float64),
+        dag_src=np.asarray(dag_src, dtype=np.int64),
+        dag_dst=np.asarray(dag_dst, dtype=np.int64),
     )
 
 

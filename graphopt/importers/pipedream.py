@@ -65,7 +65,8 @@ the forward's (reads the output gradient, the stashed input and output, the weig
 input and weight gradients). Edges: every forward edge ``u -> v`` gives ``backward(v) ->
 backward(u)`` with the same bytes, and every node ``forward(i) -> backward(i)`` carries its stashed
 output (``output_bytes``); for the last forward nodes that edge is the loss gradient. Forward and
-backward op of a node share the colocation group ``f"{model}/node{id}"``.
+backward op of a node share the colocation group ``f"{model}/node{id}"``. The forward ops come
+first in graph order, ``metadata["forward_ops"]`` of them (as the torch importer records it).
 """
 
 from __future__ import annotations
@@ -579,6 +580,8 @@ def profile_to_graph(
         ]
         edges += [(f.name, b.name, f.output_bytes) for f, b in zip(forward, backward, strict=True)]
     metadata = {"source": "pipedream", "model": name, "kind": kind, "training": training}
+    if training:  # the forward ops come first (graph order keeps a topological input order)
+        metadata["forward_ops"] = len(forward)
     return CompGraph.build(name, ops, edges, metadata=metadata)
 
 

@@ -69,7 +69,7 @@ def line_cluster(*speeds: float, memory: float = 1e9) -> Cluster:
 def training_graph() -> CompGraph:
     # fwd0 -> fwd1 -> bwd1 -> bwd0, layer l's forward and backward share a colocation group; fwd0
     # also feeds bwd0 (the stashed activation), and p0 (no group) feeds fwd1 twice over edges of
-    # different sizes.
+    # different sizes. The first three ops are the forward pass.
     ops = [
         Op("fwd0", "X", flops=1e12, param_bytes=4, output_bytes=10, colocation="l0"),
         Op("p0", "X", flops=2e12),
@@ -85,7 +85,7 @@ def training_graph() -> CompGraph:
         ("fwd1", "bwd1", 1.0),
         ("bwd1", "bwd0", 6.0),
     ]
-    return CompGraph.build("train", ops, edges)
+    return CompGraph.build("train", ops, edges, metadata={"training": True, "forward_ops": 3})
 
 
 def chain_of(nbytes: float) -> CompGraph:

@@ -9,28 +9,24 @@ from graphopt.baselines.contiguous import (
     build_chain,
     device_order,
     min_max_split,
-    op_groups,
     placement_of,
     stages_to_groups,
 )
 from graphopt.graph import CompGraph, Op
 
 
-def test_groups_and_chain_of_a_training_graph():
-    g = training_graph()
-    group, count = op_groups(g)
-    assert count == 3
-    assert dict(zip(g.op_names, group.tolist(), strict=True)) == {
-        "fwd0": 0,
-        "p0": 1,
-        "fwd1": 2,
-        "bwd1": 2,
-        "bwd0": 0,
-    }
+def test_chain_of_a_training_graph():
+    g = training_graph()  # blocks l0 = {fwd0, bwd0}, p0, l1 = {fwd1, bwd1}
     chain = build_chain(g, line_cluster(1e12, 2e12))
     assert chain.work.tolist() == [[3.0, 1.5], [2.0, 1.0], [3.0, 1.5]]
     assert chain.params.tolist() == [5.0, 0.0, 0.0]
     assert chain.outputs.tolist() == [10.0, 0.0, 0.0]
+    assert chain.group.tolist() == [0, 1, 2, 2, 0]
+    # The block DAG orders l0 and p0 before l1; the gradient edge l1 -> l0 is not in it.
+    assert sorted(zip(chain.dag_src.tolist(), chain.dag_dst.tolist(), strict=True)) == [
+        (0, 2),
+        (1, 2),
+    ]
     # l0 -> l1: fwd0 sends once to l1, its largest edge there (5); p0 -> l1: 2; l1 -> l0: 6.
     edges = sorted(
         zip(
@@ -48,6 +44,10 @@ def test_chain_merges_groups_beyond_the_limit():
     chain = build_chain(CompGraph.build("g", ops, edges), line_cluster(1e12), max_groups=4)
     assert chain.num_groups <= 4
     assert np.all(np.diff(chain.group) >= 0)  # runs of consecutive ops
+    assert np.all(chain.dag_src < chain.dag_dst)
+    assert sorted(zip(chain.dag_src.tolist(), chain.dag_dst.tolist(), strict=True)) == [
+        (k, k + 1) for k in range(chain.num_groups - 1)
+    ]
     assert chain.work.sum() == pytest.approx(19.0)  # 1 + 2 + 3 + 1 + ... + 1 s
 
 

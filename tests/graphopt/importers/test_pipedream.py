@@ -280,7 +280,9 @@ def test_tiny_training_graph_exactly():
         "model": "tiny",
         "kind": "TitanX",
         "training": True,
+        "forward_ops": 3,
     }
+    assert not any(name.endswith("/backward") for name in g.op_names[:3])
     ops = {name: i for i, name in enumerate(g.op_names)}
     assert set(ops) == {f"tiny/node{k}{s}" for k in (1, 2, 3) for s in ("", "/backward")}
 
