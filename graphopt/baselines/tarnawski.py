@@ -1,31 +1,27 @@
 """The placement algorithms of Tarnawski, Phanishayee, Devanur, Mahajan and Nina Paravecino,
 "Efficient Algorithms for Device Placement of DNN Graph Operators" (NeurIPS 2020), on graphopt's
-chain of op groups (:mod:`~graphopt.baselines.contiguous`).
+chain of blocks (:mod:`~graphopt.baselines.blocks`, :mod:`~graphopt.baselines.contiguous`).
 
-- :func:`latency_greedy` is the latency baseline of their Appendix F grown into a family. The
-  paper's greedy walks the (colocation-contracted) graph in topological order and fills the
-  accelerators one after the other, each with as many blocks as its memory takes; a block too
-  large for an empty accelerator, and everything once the accelerators are used up, goes to the
-  CPU. Here that is the member ``k = 1``; member ``k`` also moves on to the next accelerator once
-  the current one holds its share of the work, the shares split over the ``k`` fastest
-  accelerators in proportion to their speed (so ``k = A``, every accelerator, is a
-  compute-balanced fill). Accelerators are the devices of a kind other than ``CPU``, fastest
-  first; the CPU is the first device of kind ``CPU`` (its host under ``route: via-host``); a
-  cluster of CPUs only, or of accelerators only, fills all its devices and has no CPU to spill
-  to (a block that fits nowhere then stays on the current device). The family's members are
-  simulated (default priorities, no fusion) and the fastest kept, ties to the smaller ``k``.
-- :func:`max_load_dp` is their throughput algorithm, the dynamic program over contiguous splits
-  that minimises the *max-load*: the largest, over devices, of the device's compute plus the
-  transfers into and out of it. As in their latency experiments (Appendix F), the split it finds
-  for throughput is then scored for latency (by the simulator, where the best-heuristic chain
-  ranks it). Their program runs over every ideal (downward-closed set) of the graph; this one
-  runs over the prefixes of the chain order (the ideals of one topological order), which keeps it
-  ``O(K G^2)`` on graphs of thousands of ops. Stages go to the devices fastest first, the number
-  of stages is the one with the least max-load (ties to fewer), and a transfer between groups
-  costs the cluster's mean link time, ``mean latency + bytes * mean(1 / bandwidth)`` (their model
-  prices each transfer the same whichever devices it joins).
+- :func:`latency_greedy` is their latency baseline (Appendix F) as the paper states it: walk the
+  blocks (colour classes contracted, strongly connected components fused) in topological order
+  and fill the accelerators one after the other, each with as many consecutive blocks as its
+  memory takes; a block too large for an empty accelerator, and everything once the accelerators
+  are used up, goes to the CPU. Accelerators are the devices of a kind other than ``CPU``,
+  fastest first; the CPU is the first device of kind ``CPU`` (its host under ``route:
+  via-host``); a cluster of CPUs only, or of accelerators only, fills all its devices and has no
+  CPU to spill to (a block that fits nowhere then stays on the last device). One member, no
+  simulation: each accelerator holds a run of consecutive blocks, a contiguous set.
+- :func:`max_load_dp` is their throughput algorithm: the dynamic program over the ideals of the
+  block DAG (:mod:`~graphopt.baselines.ideals`) that minimises the *max-load*, the largest, over
+  devices, of the device's compute plus the transfers into and out of it. Devices are taken
+  fastest first and may stay idle; a transfer between blocks costs the cluster's mean link time,
+  ``mean latency + bytes * mean(1 / bandwidth)`` (their model prices each transfer the same
+  whichever devices it joins). As in their latency experiments (Appendix F), the split it finds
+  for throughput is then scored for latency by the simulator, where the best-heuristic chain
+  ranks it. A graph whose block DAG has more than
+  :data:`~graphopt.baselines.ideals.MAX_IDEALS` ideals is refused (``ValueError``).
 
-Memory: both charge a device ``params + alpha * outputs`` of its groups
+Memory: both charge a device ``params + alpha * outputs`` of its blocks
 (:mod:`~graphopt.baselines.contiguous`) within its capacity, ``alpha`` the largest fraction for
 which the graph fits the devices' total memory (the dynamic program lowers it further while no
 split fits, down to parameters alone; if even they do not fit it raises ``ValueError``).
@@ -37,18 +33,18 @@ import numpy as np
 
 from graphopt.baselines._costs import link_arrays, mean_link_figures
 from graphopt.baselines.contiguous import (
+    ALPHAS,
     MAX_STAGES,
     Chain,
     activation_fraction,
     build_chain,
     device_order,
     placement_of,
-    relaxed_split,
 )
+from graphopt.baselines.ideals import ideal_split, ideals_of
 from graphopt.graph import CompGraph
 from graphopt.hardware import HOST_KIND, Cluster
-from graphopt.sim import PreparedGraph
-from graphopt.typing import Decision, FloatArray, IntArray
+from graphopt.typing import FloatArray, IntArray
 
 
 def _accelerators(cluster: Cluster) -> tuple[IntArray, int]:
@@ -63,48 +59,36 @@ def _accelerators(cluster: Cluster) -> tuple[IntArray, int]:
 
 
 def fill(
-    chain: Chain, charge: FloatArray, order: IntArray, capacity: FloatArray, k: int, cpu: int
+    chain: Chain, charge: FloatArray, order: IntArray, capacity: FloatArray, cpu: int
 ) -> IntArray:
-    """The device of each group under member ``k`` of the fill family (module docstring).
+    """The device of each block under the paper's greedy (module docstring).
 
     Args:
-        chain: the chain.
-        charge: ``(G,)`` bytes each group charges its device.
+        chain: the chain of blocks, in topological order.
+        charge: ``(B,)`` bytes each block charges its device.
         order: the accelerators, in fill order.
         capacity: ``(A,)`` bytes of each accelerator in ``order``.
-        k: how many accelerators share the work (``1``: the paper's memory-only fill).
         cpu: the device that takes what fits no accelerator, -1 for none.
     """
-    g, num_acc = chain.num_groups, len(order)
-    chosen = order[:k]
-    total = chain.work[:, chosen].sum(axis=0)
-    speed = np.where(total > 0, 1.0 / np.where(total > 0, total, 1.0), 1.0)
-    bound = np.cumsum(speed / speed.sum())
-    work = chain.work[:, chosen].mean(axis=1)
-    if float(work.sum()) <= 0.0:
-        work = np.ones(g)
-    middle = (np.cumsum(work) - work / 2) / work.sum()
+    num_acc = len(order)
     used = np.zeros(num_acc)
-    out = np.empty(g, dtype=np.int64)
+    out = np.empty(chain.num_groups, dtype=np.int64)
     j = 0
-    for group in range(g):
-        while j < k - 1 and middle[group] >= bound[j]:  # its share of the work is reached
-            j += 1
-        while j < num_acc and used[j] > 0 and used[j] + charge[group] > capacity[j]:
+    for block in range(chain.num_groups):
+        while j < num_acc and used[j] > 0 and used[j] + charge[block] > capacity[j]:
             j += 1  # full: the next accelerator
-        if j < num_acc and used[j] + charge[group] <= capacity[j]:
-            out[group], used[j] = order[j], used[j] + charge[group]
-        elif cpu >= 0:  # too large for any accelerator here, or none left
-            out[group] = cpu
+        if j < num_acc and used[j] + charge[block] <= capacity[j]:
+            out[block], used[j] = order[j], used[j] + charge[block]
+        elif cpu >= 0:  # too large for an empty accelerator, or none left
+            out[block] = cpu
         else:
             last = min(j, num_acc - 1)
-            out[group], used[last] = order[last], used[last] + charge[group]
+            out[block], used[last] = order[last], used[last] + charge[block]
     return out
 
 
 def latency_greedy(graph: CompGraph, cluster: Cluster) -> IntArray:
-    """The contiguous-fill family of Tarnawski et al.'s latency greedy (module docstring): the
-    fastest member by the simulator."""
+    """Tarnawski et al.'s latency greedy (module docstring)."""
     if graph.num_ops == 0:
         return np.zeros(0, dtype=np.int64)
     chain = build_chain(graph, cluster)
@@ -113,21 +97,7 @@ def latency_greedy(graph: CompGraph, cluster: Cluster) -> IntArray:
     capacity = np.asarray(cluster.memory, dtype=np.float64)[order]
     alpha = activation_fraction(chain, float(capacity.sum()))
     charge = chain.params + alpha * chain.outputs
-    prepared = PreparedGraph(graph, cluster)
-    best: tuple[tuple[bool, float], IntArray] | None = None
-    seen: set[bytes] = set()
-    for k in range(1, len(order) + 1):
-        group_device = fill(chain, charge, order, capacity, k, cpu)
-        if group_device.tobytes() in seen:
-            continue
-        seen.add(group_device.tobytes())
-        placement = placement_of(chain, group_device)
-        m = prepared.evaluate(Decision(placement=placement))
-        key = (not m.valid, m.step_time)
-        if best is None or key < best[0]:
-            best = (key, placement)
-    assert best is not None
-    return best[1]
+    return placement_of(chain, fill(chain, charge, order, capacity, cpu))
 
 
 def interval_transfers(chain: Chain, edge_cost: FloatArray) -> FloatArray:
@@ -149,18 +119,36 @@ def interval_transfers(chain: Chain, edge_cost: FloatArray) -> FloatArray:
 
 
 def max_load_dp(graph: CompGraph, cluster: Cluster) -> IntArray:
-    """Tarnawski et al.'s max-load dynamic program over contiguous splits (module docstring).
+    """Tarnawski et al.'s max-load dynamic program over the ideals of the block DAG (module
+    docstring).
 
     Raises:
-        ValueError: the parameters alone fit no split of the chain onto the devices.
+        ValueError: the block DAG has more ideals than the bound, or the parameters alone fit no
+            split onto the devices.
     """
     if graph.num_ops == 0:
         return np.zeros(0, dtype=np.int64)
     chain = build_chain(graph, cluster)
+    try:
+        ideals = ideals_of(chain.num_groups, chain.dag_src, chain.dag_dst)
+    except ValueError as e:
+        raise ValueError(f"max-load DP on {graph.name}: {e}") from e
     order = device_order(chain)[:MAX_STAGES]
     latency, bandwidth = link_arrays(cluster)
     lat_mean, inv_bw_mean = mean_link_figures(latency, bandwidth)
     edge_cost = lat_mean + chain.edge_bytes * inv_bw_mean
-    interval = interval_transfers(chain, edge_cost)
-    work = np.ascontiguousarray(chain.work[:, order].T)
-    return relaxed_split(graph, cluster, chain, order, work, who="max-load DP", interval=interval)
+    work = chain.work[:, order]
+    capacity = np.asarray(cluster.memory, dtype=np.float64)[order]
+    start = ALPHAS.index(activation_fraction(chain, float(capacity.sum())))
+    for alpha in ALPHAS[start:]:
+        charge = chain.params + alpha * chain.outputs
+        objective, stage = ideal_split(
+            ideals, work, charge, capacity, chain.edge_src, chain.edge_dst, edge_cost
+        )
+        if np.isfinite(objective):
+            return placement_of(chain, order[stage])
+    raise ValueError(
+        f"max-load DP: the parameters of {graph.name} ({chain.params.sum():.3g} bytes) fit no "
+        f"contiguous split onto the {len(order)} devices of {cluster.name}; "
+        "use a cluster with more memory"
+    )

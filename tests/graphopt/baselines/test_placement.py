@@ -66,13 +66,20 @@ def test_contiguous_split_keeps_colocation_groups_together():
 @pytest.mark.parametrize("name", sorted(PLACERS))
 def test_every_placer_is_deterministic_and_valid(name):
     placer = PLACERS[name]
+    placed = 0
     for g, cluster in tiny_cases():
-        placement = placer(g, cluster)
+        try:
+            placement = placer(g, cluster)
+        except ValueError as e:  # the DP's documented refusal of a graph with too many ideals
+            assert name == "tarnawski-dp" and "ideals" in str(e), e
+            continue
+        placed += 1
         assert placement.dtype == np.int64 and placement.shape == (g.num_ops,)
         assert placement.min() >= 0 and placement.max() < cluster.num_devices
         assert np.array_equal(placement, placer(g, cluster))
         m = PreparedGraph(g, cluster).evaluate(Decision(placement=placement))
         assert np.isfinite(m.step_time) and m.step_time > 0
+    assert placed >= 4
 
 
 @pytest.mark.expensive

@@ -34,35 +34,53 @@ def line(params: list[float], edges: bool = True) -> CompGraph:
     return CompGraph.build("line", ops, links)
 
 
-def fill_of(graph: CompGraph, memory: float, k: int) -> list[int]:
+def fill_of(graph: CompGraph, memory: float) -> list[int]:
     c = cpu_and_two_accelerators(memory)
     chain = build_chain(graph, c)
     order, cpu = _accelerators(c)
     assert (order.tolist(), cpu) == ([1, 2], 0)
     capacity = np.full(2, memory)
-    return fill(chain, chain.params, order, capacity, k, cpu).tolist()
+    return fill(chain, chain.params, order, capacity, cpu).tolist()
 
 
 def test_memory_fill_is_the_papers_greedy():
     # Ops of 4 bytes, accelerators of 10: two ops fit each, the fifth spills to the CPU.
-    assert fill_of(line([4, 4, 4, 4, 4]), 10.0, k=1) == [1, 1, 2, 2, 0]
+    assert fill_of(line([4, 4, 4, 4, 4]), 10.0) == [1, 1, 2, 2, 0]
     # A block too large for an empty accelerator goes to the CPU without using one up.
-    assert fill_of(line([4, 4, 12, 4, 4]), 10.0, k=1) == [1, 1, 0, 2, 2]
+    assert fill_of(line([4, 4, 12, 4, 4]), 10.0) == [1, 1, 0, 2, 2]
 
 
-def test_shared_fill_moves_on_at_each_share():
-    # Equal ops on two equal accelerators: work midpoints 0.1, 0.3 | 0.5, 0.7, 0.9.
-    assert fill_of(line([0] * 5), 1e9, k=2) == [1, 1, 2, 2, 2]
-    assert fill_of(line([0] * 5), 1e9, k=1) == [1, 1, 1, 1, 1]
-
-
-def test_latency_greedy_keeps_the_faster_member():
+def test_latency_greedy_is_the_papers_member_alone():
     c = cpu_and_two_accelerators(1e9)
-    # A chain gains nothing from a second device (transfers only add): all on the first
-    # accelerator, never on the slow CPU.
+    # Everything fits the first accelerator: the paper's greedy puts it all there, never on the
+    # slow CPU, and does not spread independent ops (which the simulator would prefer).
     assert latency_greedy(line([0] * 5), c).tolist() == [1] * 5
-    # Independent ops run in parallel: the two-accelerator member wins.
-    assert latency_greedy(line([0] * 4, edges=False), c).tolist() == [1, 1, 2, 2]
+    assert latency_greedy(line([0] * 4, edges=False), c).tolist() == [1] * 4
+    # Blocks of 4 bytes on accelerators of 10: two per accelerator, the rest on the CPU.
+    assert latency_greedy(line([4] * 5), cpu_and_two_accelerators(10.0)).tolist() == [
+        1,
+        1,
+        2,
+        2,
+        0,
+    ]
+
+
+def test_latency_greedy_fills_blocks_in_topological_order():
+    # w and y share a colour class, tying an early weight to a late consumer: {w, x, y} is one
+    # block of 12 bytes, z another of 4. On accelerators of 12 bytes: the block on the first,
+    # z on the second; never x apart from w and y.
+    ops = [
+        Op("w", "X", flops=1e12, param_bytes=4, colocation="A"),
+        Op("x", "X", flops=1e12, param_bytes=4),
+        Op("y", "X", flops=1e12, param_bytes=4, colocation="A"),
+        Op("z", "X", flops=1e12, param_bytes=4),
+    ]
+    edges = [("w", "x", 1.0), ("x", "y", 1.0), ("y", "z", 1.0)]
+    g = CompGraph.build("tied", ops, edges)
+    assert latency_greedy(g, cpu_and_two_accelerators(12.0)).tolist() == [1, 1, 1, 2]
+    # On accelerators of 10 bytes the block fits none: it goes to the CPU, z to an accelerator.
+    assert latency_greedy(g, cpu_and_two_accelerators(10.0)).tolist() == [0, 0, 0, 1]
 
 
 def test_interval_transfers_by_hand():
@@ -99,3 +117,11 @@ def test_max_load_dp_relaxes_activations_and_refuses_parameters_that_do_not_fit(
     heavy = line([20.0] * 2)
     with pytest.raises(ValueError, match="parameters of line"):
         max_load_dp(heavy, line_cluster(1e12, 1e12, memory=12.0))
+
+
+def test_max_load_dp_refuses_a_graph_beyond_the_bound_of_ideals():
+    # 17 independent ops: 2**17 ideals, over the bound of 60,000.
+    g = line([0.0] * 17, edges=False)
+    with pytest.raises(ValueError, match=r"max-load DP on line: .* more than 60,000 ideals") as e:
+        max_load_dp(g, line_cluster(1e12, 1e12))
+    assert "\n" not in str(e.value)
