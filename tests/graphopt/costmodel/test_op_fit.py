@@ -37,7 +37,7 @@ def test_refusals():
         measured_devices([graph(5, "a")], [other])
     with pytest.raises(ValueError, match="only 5 measured op"):
         fit_op_model([graph(5, "a")], [DEVICE])
-    with pytest.raises(ValueError, match="rounds must be >= 1"):
+    with pytest.raises(ValueError, match="rounds must be an integer in 1..10000"):
         fit_op_model([graph(30, "a")], [DEVICE], rounds=0)
 
 

@@ -215,3 +215,15 @@ def test_lookahead_training_runs_and_counts_calls(items) -> None:
     assert any("lookahead/changed" in r for r in rows)
     calls = [r["calls"] for r in rows]
     assert calls[0] == 2 * len(items) and calls[-1] > calls[1] > calls[0]
+
+
+def test_shipped_step_configs_load() -> None:
+    from pathlib import Path
+
+    import graphopt
+    from graphopt.train.step_run import load_step_config
+
+    shipped = sorted((Path(graphopt.__file__).parent / "configs").glob("stepwise*.yaml"))
+    assert len(shipped) >= 3
+    algorithms = {load_step_config(path).train.algorithm for path in shipped}
+    assert algorithms == {"ppo", "lookahead"}
