@@ -19,6 +19,7 @@ updates: 1
 graphs_per_update: 2
 samples_per_graph: 2
 eval_every: 1
+threads: 1
 policy: {hidden: 16, head_hidden: 8, sage_layers: 1, attn_layers: 1, segment_len: 32, mem_len: 32}
 """
 

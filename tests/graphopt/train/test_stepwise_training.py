@@ -49,6 +49,7 @@ def test_imitation_makes_greedy_the_heuristic_exactly(items) -> None:
         learning_rate=2e-2,
         eval_every=100,
         policy=dict(SMALL, anchor_weight=0.0),
+        threads=1,
     )
     torch.manual_seed(0)
     untrained = StepPolicy(**config.policy)
@@ -110,6 +111,7 @@ def test_ppo_moves_the_policy_and_logs(items, tmp_path) -> None:
         imitation_coef=0.5,
         self_imitation=True,
         policy=SMALL,
+        threads=1,
     )
     torch.manual_seed(0)
     start = StepPolicy(**SMALL)
@@ -210,6 +212,7 @@ def test_lookahead_training_runs_and_counts_calls(items) -> None:
         lookahead_steps=8,
         eval_every=10,
         policy=SMALL,
+        threads=1,
     )
     _, rows = train(items, [], config)
     assert any("lookahead/changed" in r for r in rows)
