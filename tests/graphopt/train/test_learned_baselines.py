@@ -62,8 +62,11 @@ def test_reinforce_is_one_gradient_step_on_the_whole_rollout():
 @pytest.mark.parametrize(
     "keys",
     [
-        pytest.param(dict(task="placement", policy="hdp", groups=3), id="hdp"),
-        # each environment process imports torch again (seconds); CI runs this one too
+        # each environment process imports torch again (seconds): CI runs these; every run
+        # keeps the subproc backend's own test (train/test_vec_env.py)
+        pytest.param(
+            dict(task="placement", policy="hdp", groups=3), id="hdp", marks=pytest.mark.expensive
+        ),
         pytest.param(
             dict(task="placement-edit", policy="placeto"), id="placeto", marks=pytest.mark.expensive
         ),
