@@ -16,15 +16,18 @@ prefixes of one topological order.
 
 **Bound.** The ideals are enumerated breadth first from ``∅`` (each grows by one block whose
 predecessors it holds). Their number can grow exponentially with the DAG's width; as in the
-authors' code the enumeration stops at :data:`MAX_IDEALS` with a one-line ``ValueError``.
+authors' code the enumeration stops at :data:`MAX_IDEALS` with a one-line ``ValueError``, and
+the program at :data:`MAX_PAIRS` pairs ``J ⊆ I`` walked (the authors' code keeps every pair in
+memory, which bounds it alike).
 
 **Speed.** The pairs ``J ⊆ I`` are walked from each ``I`` down its immediate sub-ideals (one
 block off), so the cut of ``I \\ J`` comes from running sums instead of a pass over the edges::
 
     cut(I \\ J) = cut(I) + cut(J) - 2 w(J, V \\ I),     w(J - b, V \\ I) = w(J, V \\ I) - w(b, V \\ I)
 
-and the walk stops below a ``J`` whose ``I \\ J`` already exceeds every device's memory (a smaller
-``J`` only charges more). The walk and the program run compiled (numba); the tests keep a plain
+and the walk stops below a ``J`` whose ``I \\ J`` already exceeds every device's memory, or whose
+work alone on every device reaches the best load found for ``I`` there (a smaller ``J`` only
+charges more and works more; transfers are never negative). The walk and the program run compiled (numba); the tests keep a plain
 exhaustive twin.
 """
 
@@ -39,6 +42,9 @@ from graphopt.typing import FloatArray, IntArray
 
 MAX_IDEALS = 60_000
 """Most ideals enumerated: the limit of Tarnawski et al.'s own code (``IDEALS_LIMIT``)."""
+MAX_PAIRS = 20_000_000
+"""Most pairs ``J ⊆ I`` the program walks (a few seconds); the authors' code holds them all in
+memory, which bounds it in the same way."""
 
 
 class Ideals:
@@ -162,9 +168,12 @@ def _member(words, i, block):
 
 
 @njit(cache=True)
-def _ideal_dp(words, link_ptr, link_sub, link_block, work, charge, capacity, adj_ptr, adj, adj_w):
-    """``(dp, arg)`` of the module docstring: ``arg[k, i]`` is the sub-ideal ``J`` whose
-    difference device ``k`` holds, ``-1`` when it stays idle."""
+def _ideal_dp(
+    words, link_ptr, link_sub, link_block, work, charge, capacity, adj_ptr, adj, adj_w, max_pairs
+):
+    """``(dp, arg, pairs)`` of the module docstring: ``arg[k, i]`` is the sub-ideal ``J`` whose
+    difference device ``k`` holds, ``-1`` when it stays idle; ``pairs`` the pairs walked, the
+    walk given up (``pairs > max_pairs``) past the bound."""
     n = link_ptr.shape[0] - 1
     num_dev = capacity.shape[0]
     top_capacity = capacity.max()
@@ -191,9 +200,13 @@ def _ideal_dp(words, link_ptr, link_sub, link_block, work, charge, capacity, adj
     stack_out = np.empty(n)  # w(J, V \ I) of each stacked J
     best = np.empty(num_dev)
     best_j = np.empty(num_dev, dtype=np.int64)
+    pairs = 0
     for i in range(1, n):
         best[:] = np.inf
         best_j[:] = -1
+        if charge_i[i] <= capacity[0]:
+            best[0] = work_i[i, 0] + cut_i[i]
+            best_j[0] = 0
         top = 0
         stack[0] = i
         stack_out[0] = cut_i[i]
@@ -202,19 +215,29 @@ def _ideal_dp(words, link_ptr, link_sub, link_block, work, charge, capacity, adj
             j = stack[top]
             out_j = stack_out[top]
             top -= 1
+            pairs += 1
+            if pairs > max_pairs:
+                return dp, arg, pairs
             mem = charge_i[i] - charge_i[j]
             if mem > top_capacity:
                 continue  # every smaller J charges more
+            hopeless = True  # no smaller J can beat best on any device: its work only grows
             if j != i:
                 comm = cut_i[i] + cut_i[j] - 2.0 * out_j
-                for k in range(num_dev):
+                for k in range(1, num_dev):  # device 0 holds all of I (set above)
                     if mem > capacity[k]:
                         continue
-                    previous = (0.0 if j == 0 else np.inf) if k == 0 else dp[k - 1, j]
-                    value = max(previous, work_i[i, k] - work_i[j, k] + comm)
+                    held = work_i[i, k] - work_i[j, k]
+                    if held < best[k]:
+                        hopeless = False
+                    value = max(dp[k - 1, j], held + comm)
                     if value < best[k]:
                         best[k] = value
                         best_j[k] = j
+            else:
+                hopeless = False
+            if hopeless:
+                continue
             for e in range(link_ptr[j], link_ptr[j + 1]):
                 sub = link_sub[e]
                 if stamp[sub] == i:
@@ -236,7 +259,7 @@ def _ideal_dp(words, link_ptr, link_sub, link_block, work, charge, capacity, adj
             else:
                 dp[k, i] = best[k]
                 arg[k, i] = best_j[k]
-    return dp, arg
+    return dp, arg, pairs
 
 
 def ideal_split(
@@ -247,6 +270,7 @@ def ideal_split(
     edge_src: IntArray,
     edge_dst: IntArray,
     edge_cost: FloatArray,
+    max_pairs: int = MAX_PAIRS,
 ) -> tuple[float, IntArray]:
     """The least max-load split over the ideals (module docstring).
 
@@ -256,16 +280,20 @@ def ideal_split(
         charge: ``(B,)`` bytes each block charges its device.
         capacity: ``(K,)`` bytes of each device.
         edge_src, edge_dst, edge_cost: the costed edges between blocks (either direction).
+        max_pairs: most pairs ``J ⊆ I`` walked.
 
     Returns:
         ``(max_load, stage)``: ``stage[b]`` is the device (``0..K-1``) of block ``b``; ``inf``
         and an empty array when no split fits the capacities.
+
+    Raises:
+        ValueError: more than ``max_pairs`` pairs walked.
     """
     b = ideals.num_blocks
     ptr, adj, adj_w = _adjacency(
         b, np.asarray(edge_src, np.int64), np.asarray(edge_dst, np.int64), edge_cost
     )
-    dp, arg = _ideal_dp(
+    dp, arg, pairs = _ideal_dp(
         ideals.words,
         ideals.link_ptr,
         ideals.link_sub,
@@ -276,7 +304,13 @@ def ideal_split(
         ptr,
         adj,
         adj_w,
+        max_pairs,
     )
+    if pairs > max_pairs:
+        raise ValueError(
+            f"the split of {b} blocks walks more than {max_pairs:,} pairs of nested ideals "
+            f"({len(ideals):,} ideals); its graph is too wide for a split over all contiguous sets"
+        )
     full = len(ideals) - 1  # breadth first: the whole set comes last
     k = dp.shape[0] - 1
     objective = float(dp[k, full])

@@ -19,7 +19,8 @@ chain of blocks (:mod:`~graphopt.baselines.blocks`, :mod:`~graphopt.baselines.co
   whichever devices it joins). As in their latency experiments (Appendix F), the split it finds
   for throughput is then scored for latency by the simulator, where the best-heuristic chain
   ranks it. A graph whose block DAG has more than
-  :data:`~graphopt.baselines.ideals.MAX_IDEALS` ideals is refused (``ValueError``).
+  :data:`~graphopt.baselines.ideals.MAX_IDEALS` ideals, or whose split walks more than
+  :data:`~graphopt.baselines.ideals.MAX_PAIRS` pairs of them, is refused (``ValueError``).
 
 Memory: both charge a device ``params + alpha * outputs`` of its blocks
 (:mod:`~graphopt.baselines.contiguous`) within its capacity, ``alpha`` the largest fraction for
@@ -142,9 +143,12 @@ def max_load_dp(graph: CompGraph, cluster: Cluster) -> IntArray:
     start = ALPHAS.index(activation_fraction(chain, float(capacity.sum())))
     for alpha in ALPHAS[start:]:
         charge = chain.params + alpha * chain.outputs
-        objective, stage = ideal_split(
-            ideals, work, charge, capacity, chain.edge_src, chain.edge_dst, edge_cost
-        )
+        try:
+            objective, stage = ideal_split(
+                ideals, work, charge, capacity, chain.edge_src, chain.edge_dst, edge_cost
+            )
+        except ValueError as e:
+            raise ValueError(f"max-load DP on {graph.name}: {e}") from e
         if np.isfinite(objective):
             return placement_of(chain, order[stage])
     raise ValueError(

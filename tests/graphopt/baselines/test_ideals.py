@@ -39,6 +39,17 @@ def test_too_many_ideals_is_one_line():
     assert "\n" not in str(info.value)
 
 
+def test_too_many_pairs_is_one_line():
+    # A chain of 30 blocks: 31 ideals, 496 pairs J ⊆ I.
+    src, dst = np.arange(29), np.arange(1, 30)
+    ideals = Ideals(30, src, dst)
+    args = (np.ones((30, 2)), np.zeros(30), np.ones(2), src, dst, np.zeros(29))
+    assert np.isfinite(ideal_split(ideals, *args, max_pairs=496)[0])
+    with pytest.raises(ValueError, match=r"more than 100 pairs of nested ideals") as info:
+        ideal_split(ideals, *args, max_pairs=100)
+    assert "\n" not in str(info.value)
+
+
 def max_load_of(
     stage: IntArray, work: FloatArray, src: IntArray, dst: IntArray, cost: FloatArray
 ) -> float:
