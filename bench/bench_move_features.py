@@ -37,7 +37,8 @@ from graphopt.baselines.staged import best_heuristic
 from graphopt.graph import CompGraph
 from graphopt.hardware import Cluster, get_cluster
 from graphopt.sim import PreparedGraph, Simulator
-from graphopt.sim.estimate import PlacementEstimate, link_arrays
+from graphopt.sim.estimate import PlacementEstimate, estimate_links
+from graphopt.sim.links import transfer_times_by_inverse
 from graphopt.typing import Decision
 from graphopt.workloads.registry import resolve_graphs
 from policies.rollout import geomean
@@ -68,11 +69,11 @@ def move_features(graph: CompGraph, cluster: Cluster, hint: np.ndarray) -> np.nd
     op_time = PreparedGraph(graph, cluster).op_time  # (N, D)
     src, dst = np.asarray(graph.edge_src), np.asarray(graph.edge_dst)
     nbytes = np.asarray(graph.edge_bytes, dtype=np.float64)[:, None]
-    latency, inv_bw = link_arrays(cluster)
+    latency, inv_bw = estimate_links(cluster)
     devices = np.arange(d)[None, :]
 
     def comm(a: np.ndarray, b: np.ndarray) -> np.ndarray:  # (E, D) transfer seconds a -> b
-        return (a != b) * (latency[a, b] + nbytes * inv_bw[a, b])
+        return transfer_times_by_inverse(latency, inv_bw, a, b, nbytes)
 
     def per_op(at: np.ndarray, values: np.ndarray) -> np.ndarray:
         out = np.zeros((n, d))

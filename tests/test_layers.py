@@ -6,7 +6,7 @@ The order, lowest first (``docs/architecture.md`` draws it):
    ``graphopt.configs``, ``graphopt.errors``, ``graphopt.constraints``, ``graphopt.modes``,
    ``graphopt.signals``, ``graphopt.file_set``, ``graphopt.strict_json``,
    ``graphopt.weights``
-2. ``graphopt.sim`` (engine, simulator, bounds, estimate), ``graphopt.workloads``,
+2. ``graphopt.sim`` (engine, simulator, bounds, estimate, links), ``graphopt.workloads``,
    ``graphopt.importers``, ``graphopt.decision_io`` (with ``decision_format``, ``decision_files``,
    ``decision_diff``), ``graphopt.distributed``
 3. ``graphopt.baselines``, ``graphopt.decoders`` (beside the heuristics they generalise),

@@ -4,12 +4,14 @@
 - an op's time on a device is the simulator's (measured for the device kind, else roofline plus
   launch): :func:`op_times` reads it from :class:`~graphopt.sim.PreparedGraph`, so the two never
   drift apart;
-- a tensor of ``b`` bytes sent from device ``p`` to ``q`` takes ``latency[p, q] + b /
-  bandwidth[p, q]`` (0 when ``p == q``), with the figures of :func:`link_arrays`: the cluster's
-  links, and under ``route: via-host`` the two hops through the host for a pair of non-host
-  devices (what the simulator's relayed send takes when no other transfer is in its way);
+- a tensor of ``b`` bytes sent from device ``p`` to ``q`` takes
+  :func:`graphopt.sim.links.transfer_time` on the figures of
+  :func:`graphopt.sim.links.link_arrays` (re-exported here): the cluster's links, and under
+  ``route: via-host`` the two hops through the host for a pair of non-host devices (what the
+  simulator's relayed send takes when no other transfer is in its way);
 - the *mean* communication cost of an edge (HEFT's ``c̄``) is that time averaged over the
-  ``D (D - 1)`` directed links, ``mean(latency) + b * mean(1 / bandwidth)``, and 0 when ``D == 1``.
+  ``D (D - 1)`` directed links, ``mean(latency) + b * mean(1 / bandwidth)``
+  (:func:`graphopt.sim.links.mean_link_figures`), and 0 when ``D == 1``.
 
 The numba kernels here take the graph as CSR arrays (``graph.successors_csr``: edges are sorted by
 source, so the successor slot of an edge is its edge id) and walk ops in topological order, which is
@@ -24,7 +26,18 @@ from numba import njit
 from graphopt.graph import CompGraph
 from graphopt.hardware import Cluster
 from graphopt.sim import PreparedGraph
+from graphopt.sim.links import link_arrays, mean_link_figures
 from graphopt.typing import FloatArray, IntArray
+
+__all__ = [
+    "check_finite_times",
+    "descending_rank_order",
+    "link_arrays",
+    "longest_path_to_sink",
+    "mean_costs",
+    "op_times",
+    "positions",
+]
 
 
 def op_times(graph: CompGraph, cluster: Cluster) -> FloatArray:
@@ -50,47 +63,6 @@ def check_finite_times(graph: CompGraph, cluster: Cluster, times: FloatArray) ->
             f"sum beyond float64 (op {graph.op_names[op]!r} takes {times[op, d]:.3g} s): no "
             "placer can weigh devices by them; fix the graph's measured times or FLOPs"
         )
-
-
-def link_arrays(cluster: Cluster) -> tuple[FloatArray, FloatArray]:
-    """``(latency, bandwidth)`` as contiguous ``(D, D)`` float arrays (diagonal 0 and ``inf``)
-    that the heuristics price a send with.
-
-    Under ``route: via-host`` a send between two devices that are both not the host ``h`` goes
-    ``s -> h -> t`` (rule 5b of :mod:`graphopt.sim`): its entry is the two hops', ``latency[s, h]
-    + latency[h, t]`` and the bandwidth whose inverse is ``1 / bandwidth[s, h] + 1 /
-    bandwidth[h, t]``, so that ``latency + b / bandwidth`` is the time of the two hops one after
-    the other. Under ``route: direct`` these are the cluster's own arrays."""
-    latency = np.array(cluster.latency, dtype=np.float64)
-    bandwidth = np.array(cluster.bandwidth, dtype=np.float64)
-    h = cluster.host_index
-    if h >= 0:
-        relayed = np.ones_like(latency, dtype=bool)
-        relayed[h, :] = relayed[:, h] = False
-        np.fill_diagonal(relayed, False)
-        two_hops = latency[:, h, None] + latency[None, h, :]
-        inverse = 1.0 / bandwidth[:, h, None] + 1.0 / bandwidth[None, h, :]
-        latency = np.where(relayed, two_hops, latency)
-        bandwidth = np.where(relayed, 1.0 / np.where(relayed, inverse, 1.0), bandwidth)
-    return np.ascontiguousarray(latency), np.ascontiguousarray(bandwidth)
-
-
-@njit(cache=True)
-def mean_link_figures(latency, bandwidth):
-    """``(mean latency, mean 1 / bandwidth)`` over the off-diagonal (directed) links; ``(0, 0)``
-    for one device. Summed sequentially in row-major order (the tests' twins do the same)."""
-    num_dev = latency.shape[0]
-    lat_sum = 0.0
-    inv_sum = 0.0
-    for p in range(num_dev):
-        for q in range(num_dev):
-            if p != q:
-                lat_sum += latency[p, q]
-                inv_sum += 1.0 / bandwidth[p, q]
-    links = num_dev * (num_dev - 1)
-    if links == 0:
-        return 0.0, 0.0
-    return lat_sum / links, inv_sum / links
 
 
 @njit(cache=True)

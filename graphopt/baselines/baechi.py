@@ -57,7 +57,6 @@ from numba import njit
 
 from graphopt.baselines._costs import (
     descending_rank_order,
-    link_arrays,
     longest_path_to_sink,
     op_times,
     positions,
@@ -66,6 +65,7 @@ from graphopt.graph import CompGraph
 from graphopt.hardware import Cluster
 from graphopt.sim import PreparedGraph
 from graphopt.sim.heaps import fheap_pop, fheap_push, iheap_pop, iheap_push
+from graphopt.sim.links import link_arrays, transfer_time
 from graphopt.typing import Decision, FloatArray, IntArray
 
 MAX_REPAIRS = 8
@@ -188,7 +188,7 @@ def _m_etf_core(
                 u = pred_src[e]
                 arrival = finish[u]
                 if dev[u] != d:
-                    arrival += latency[dev[u], d] + pred_bytes[e] / bandwidth[dev[u], d]
+                    arrival += transfer_time(latency, bandwidth, dev[u], d, pred_bytes[e])
                 ready = max(ready, arrival)
             fheap_push(p_time, p_tie, p_op, base, p_size, d, ready, level_pos[w], w)
 

@@ -30,13 +30,15 @@ the edge's bytes.
 
 Performance: the schedule loop (:func:`list_schedule`, shared with the placement decoder of
 :mod:`graphopt.decoders.placement`, which generalises it) is compiled (numba); it takes the ready
-op of highest rank from a binary heap, which with the upward rank is HEFT's global order. Each device keeps its busy intervals sorted by
-start in a flat array; the gap search starts at the first interval beginning at or after the
-ready time (binary search) and looks at most at ``max_gaps`` gaps before falling back to the end of
-the device's timeline. That bound is the one approximation: with ``max_gaps=None`` the search is
-the paper's exhaustive one; ``max_gaps=0`` is non-insertion HEFT. The default (256) only matters on
-graphs where a device's timeline holds hundreds of gaps after an op's ready time; the readable
-twin in ``tests/graphopt/baselines/test_heft.py`` applies the same rule and must agree exactly.
+op of highest rank from a binary heap, which with the upward rank is HEFT's global order. Each
+device keeps its busy intervals sorted by start in a flat array; the gap search
+(:func:`graphopt.sim.links.find_slot`) starts at the first interval beginning at or after the
+ready time (binary search) and looks at most at ``max_gaps`` gaps before falling back to the end
+of the device's timeline. That bound is the one approximation: with ``max_gaps=None`` the search
+is the paper's exhaustive one; ``max_gaps=0`` is non-insertion HEFT. The default (256) only
+matters on graphs where a device's timeline holds hundreds of gaps after an op's ready time; the
+readable twin in ``tests/graphopt/baselines/test_heft.py`` applies the same rule and must agree
+exactly. Link arrays, transfer times and the gap search are :mod:`graphopt.sim.links`'.
 """
 
 from __future__ import annotations
@@ -47,16 +49,12 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit
 
-from graphopt.baselines._costs import (
-    link_arrays,
-    longest_path_to_sink,
-    mean_costs,
-    op_times,
-)
+from graphopt.baselines._costs import longest_path_to_sink, mean_costs, op_times
 from graphopt.constraints import constraints
 from graphopt.graph import CompGraph
 from graphopt.hardware import Cluster
 from graphopt.sim.heaps import fheap_pop, fheap_push
+from graphopt.sim.links import book_interval, find_slot, link_arrays, transfer_time
 from graphopt.typing import FloatArray, IntArray
 
 DEFAULT_MAX_GAPS = 256
@@ -98,20 +96,6 @@ class HeftSchedule:
         return cls(placement, start, finish, rank, order, makespan)
 
 
-@njit(cache=True)
-def find_slot(starts, ends, count, ready, duration, max_gaps):
-    """Earliest start ``>= ready`` of a gap of ``duration`` in one device's sorted busy intervals
-    ``starts[:count]``, ``ends[:count]``; returns ``(start, insert position)``."""
-    j = np.searchsorted(starts[:count], ready)  # first interval starting at or after `ready`
-    stop = min(count, j + max_gaps)
-    while j < stop:
-        begin = max(ready, ends[j - 1]) if j > 0 else ready
-        if begin + duration <= starts[j]:
-            return begin, j
-        j += 1
-    return (max(ready, ends[count - 1]) if count > 0 else ready), count
-
-
 @njit(cache=True, inline="always")
 def data_ready(v, p, preds, placement, finish, links, contention, booking, commit):
     """Data-ready time of ``v`` on ``p``; with ``contention``, transfers queue on their link
@@ -133,7 +117,7 @@ def data_ready(v, p, preds, placement, finish, links, contention, booking, commi
         q = placement[u]
         arrival = finish[u]
         if q != p:
-            cost = latency[q, p] + pred_data[e] / bandwidth[q, p]
+            cost = transfer_time(latency, bandwidth, q, p, pred_data[e])
             if not contention:
                 arrival += cost
             elif copy_arrival[u, p] >= 0.0:
@@ -237,7 +221,7 @@ def list_schedule(
                 continue
             ready = data_ready(v, p, preds, placement, finish, links, contention, booking, False)
             duration = comp[v, p]
-            est, pos = find_slot(busy_start[p], busy_end[p], count[p], ready, duration, max_gaps)
+            est, pos = find_slot(busy_start, busy_end, count, p, ready, duration, max_gaps)
             score = est + duration - score_bias[v, p]
             if score < best_score:
                 best_p, best_score, best_est, best_eft, best_pos = (
@@ -249,13 +233,8 @@ def list_schedule(
                 )
         if contention:
             data_ready(v, best_p, preds, placement, finish, links, contention, booking, True)
-        p, c = best_p, count[best_p]
-        for j in range(c, best_pos, -1):
-            busy_start[p, j] = busy_start[p, j - 1]
-            busy_end[p, j] = busy_end[p, j - 1]
-        busy_start[p, best_pos] = best_est
-        busy_end[p, best_pos] = best_eft
-        count[p] = c + 1
+        p = best_p
+        book_interval(busy_start, busy_end, count, p, best_pos, best_est, best_eft)
         placement[v] = p
         start[v] = best_est
         finish[v] = best_eft

@@ -36,6 +36,7 @@ from graphopt.baselines.contiguous import (
 )
 from graphopt.graph import CompGraph
 from graphopt.hardware import Cluster
+from graphopt.sim.links import link_arrays, transfer_times
 from graphopt.typing import FloatArray, IntArray
 
 
@@ -55,14 +56,15 @@ def cut_bytes(chain: Chain) -> tuple[FloatArray, FloatArray]:
 
 def boundary_times(chain: Chain, cluster: Cluster, order: IntArray) -> FloatArray:
     """``(K, G + 1)``: the time to cross the cut before group ``i`` into stage ``k`` (from the
-    device of stage ``k - 1``); row 0 is 0."""
+    device of stage ``k - 1``); row 0 is 0. Priced on the cluster's direct links
+    (:func:`~graphopt.sim.links.link_arrays` with ``route="direct"``) whatever its ``route``."""
     forward, backward = cut_bytes(chain)
-    lat, bw = cluster.latency, cluster.bandwidth
+    lat, bw = link_arrays(cluster, route="direct")
     out = np.zeros((len(order), chain.num_groups + 1))
     for k in range(1, len(order)):
         p, q = order[k - 1], order[k]
-        out[k] = np.where(forward > 0, lat[p, q] + forward / bw[p, q], 0.0) + np.where(
-            backward > 0, lat[q, p] + backward / bw[q, p], 0.0
+        out[k] = np.where(forward > 0, transfer_times(lat, bw, p, q, forward), 0.0) + np.where(
+            backward > 0, transfer_times(lat, bw, q, p, backward), 0.0
         )
     return out
 

@@ -39,7 +39,6 @@ import numpy as np
 
 from graphopt.baselines._costs import (
     descending_rank_order,
-    link_arrays,
     longest_path_to_sink,
     op_times,
     positions,
@@ -48,6 +47,7 @@ from graphopt.baselines.heft import upward_rank
 from graphopt.graph import CompGraph
 from graphopt.hardware import Cluster
 from graphopt.sim import PreparedGraph
+from graphopt.sim.links import link_arrays, transfer_times
 from graphopt.typing import Decision, FloatArray, IntArray
 
 
@@ -70,9 +70,7 @@ def b_level(graph: CompGraph, cluster: Cluster, placement: object) -> FloatArray
     node_cost = times[np.arange(graph.num_ops), dev]
     latency, bandwidth = link_arrays(cluster)
     src, dst = dev[graph.edge_src], dev[graph.edge_dst]
-    edge_cost = np.where(
-        src == dst, 0.0, latency[src, dst] + graph.edge_bytes / bandwidth[src, dst]
-    )
+    edge_cost = transfer_times(latency, bandwidth, src, dst, graph.edge_bytes)
     succ_ptr, succ_dst = graph.successors_csr
     return longest_path_to_sink(succ_ptr, succ_dst, node_cost, edge_cost)
 

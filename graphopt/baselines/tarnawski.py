@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from graphopt.baselines._costs import link_arrays, mean_link_figures
 from graphopt.baselines.contiguous import (
     ALPHAS,
     MAX_STAGES,
@@ -45,6 +44,7 @@ from graphopt.baselines.contiguous import (
 from graphopt.baselines.ideals import ideal_split, ideals_of
 from graphopt.graph import CompGraph
 from graphopt.hardware import HOST_KIND, Cluster
+from graphopt.sim.links import link_arrays, mean_link_figures
 from graphopt.typing import FloatArray, IntArray
 
 

@@ -29,7 +29,8 @@ import numpy as np
 from graphopt.encoding import MAX_DEVICES, OP_FEATURES, encode, op_type_id
 from graphopt.graph import CompGraph
 from graphopt.hardware import Cluster
-from graphopt.sim.estimate import INSERTION_WINDOW, PlacementEstimate, link_arrays, path_lengths
+from graphopt.sim.estimate import INSERTION_WINDOW, PlacementEstimate, estimate_links, path_lengths
+from graphopt.sim.links import transfer_times_by_inverse
 from graphopt.typing import IntArray
 
 NUM_OPCODES = 512
@@ -118,7 +119,7 @@ class DecisionFeaturizer:
         self.dst = np.asarray(graph.edge_dst, dtype=np.int64)
         self.nbytes = np.asarray(graph.edge_bytes, dtype=np.float64)
         self.in_degree = np.bincount(self.dst, minlength=graph.num_ops)
-        self.latency, self.inv_bw = link_arrays(cluster)
+        self.latency, self.inv_bw = estimate_links(cluster)
         self.pred_ptr, self.pred_src, self.pred_edge = graph.predecessors_csr
         self.succ_ptr, self.succ_dst = graph.successors_csr
 
@@ -144,8 +145,9 @@ class DecisionFeaturizer:
         ).reshape(b, d)
         if self.src.size:
             ps, pd = place[:, self.src], place[:, self.dst]
-            cross = ps != pd
-            comm = (self.latency[ps, pd] + self.nbytes[None, :] * self.inv_bw[ps, pd]) * cross
+            comm = transfer_times_by_inverse(
+                self.latency, self.inv_bw, ps, pd, self.nbytes[None, :]
+            )
             transfer = comm.sum(axis=1)
             link_index = ((rows * d + ps) * d + pd).reshape(-1)
             links = np.bincount(link_index, weights=comm.reshape(-1), minlength=b * d * d)
@@ -229,7 +231,9 @@ class DecisionFeaturizer:
             ps, pd = place[:, self.src], place[:, self.dst]  # (B, E)
             cross = ps != pd
             cbytes = np.where(cross, self.nbytes[None, :], 0.0)
-            seconds = self.latency[ps, pd] * cross + cbytes * self.inv_bw[ps, pd]
+            seconds = transfer_times_by_inverse(
+                self.latency, self.inv_bw, ps, pd, self.nbytes[None, :]
+            )
             at_dst = (rows * n + self.dst[None, :]).reshape(-1)
             at_src = (rows * n + self.src[None, :]).reshape(-1)
 

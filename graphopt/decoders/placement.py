@@ -42,7 +42,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from graphopt.baselines._costs import link_arrays, op_times
+from graphopt.baselines._costs import op_times
 from graphopt.baselines.heft import (
     DEFAULT_MAX_GAPS,
     graph_csr,
@@ -52,6 +52,7 @@ from graphopt.baselines.heft import (
 from graphopt.constraints import constraints
 from graphopt.graph import CompGraph
 from graphopt.hardware import Cluster
+from graphopt.sim.links import link_arrays
 from graphopt.typing import FloatArray, IntArray
 
 SHIFT_UNIT = 0.05

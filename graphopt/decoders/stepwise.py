@@ -57,12 +57,13 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit
 
-from graphopt.baselines._costs import link_arrays, mean_costs, op_times
-from graphopt.baselines.heft import DEFAULT_MAX_GAPS, data_ready, find_slot, graph_csr
+from graphopt.baselines._costs import mean_costs, op_times
+from graphopt.baselines.heft import DEFAULT_MAX_GAPS, data_ready, graph_csr
 from graphopt.baselines.heft import longest_path_to_sink as _longest
 from graphopt.constraints import constraints
 from graphopt.graph import CompGraph
 from graphopt.hardware import Cluster
+from graphopt.sim.links import book_interval, find_slot, link_arrays
 from graphopt.typing import FloatArray, IntArray
 
 SCHEDULE_FEATURES = (
@@ -131,7 +132,7 @@ def step_graph(
 
     Args:
         graph: the graph.
-        cluster: its devices and links (as the heuristics price them: :mod:`graphopt.baselines._costs`).
+        cluster: its devices and links (as the heuristics price them: :mod:`graphopt.sim.links`).
         anchor: the reference placement whose devices the ``anchor`` feature marks; None: none
             (the feature is 0 everywhere).
         contention: queue transfers on their links, as ``heft-lc`` does (closer to the simulator).
@@ -370,7 +371,7 @@ def candidates(v, g, st, feat, mask):
     for p in range(num_dev):
         ready = data_ready(v, p, preds, placement, finish, links, contention, booking, False)
         duration = comp[v, p]
-        s, j = find_slot(busy_start[p], busy_end[p], count[p], ready, duration, max_gaps)
+        s, j = find_slot(busy_start, busy_end, count, p, ready, duration, max_gaps)
         est[p] = s
         pos[p] = j
         eft[p] = s + duration
@@ -436,14 +437,7 @@ def commit(v, p, g, st):
             True,
         )
     duration = comp[v, p]
-    c = count[p]
-    j = pos[p]
-    for i in range(c, j, -1):
-        busy_start[p, i] = busy_start[p, i - 1]
-        busy_end[p, i] = busy_end[p, i - 1]
-    busy_start[p, j] = est[p]
-    busy_end[p, j] = est[p] + duration
-    count[p] = c + 1
+    book_interval(busy_start, busy_end, count, p, pos[p], est[p], est[p] + duration)
     placement[v] = p
     start[v] = est[p]
     finish[v] = est[p] + duration

@@ -70,6 +70,7 @@ from numba import njit
 
 from graphopt.sim.arrays import CoreResult, GraphArrays, Workspace
 from graphopt.sim.heaps import iheap_pop, iheap_push
+from graphopt.sim.links import transfer_time
 
 STATUS_OK = 0
 STATUS_OOM = 1
@@ -302,7 +303,7 @@ def _close_plan(g, n, num_sent, num_t, op_rec, t_src, t_dst, t_link, t_bytes, t_
     for i in range(num_t):
         s = t_src[i]
         t = t_dst[i]
-        t_dur[i] = g.link_lat[s, t] + t_bytes[i] / g.link_bw[s, t]
+        t_dur[i] = transfer_time(g.link_lat, g.link_bw, s, t, t_bytes[i])
         t_link[i] = link_index(s, t, num_dev)
         link_count[t_link[i]] += 1
     return link_count

@@ -26,6 +26,13 @@ from numba import njit
 
 from graphopt.graph import CompGraph
 from graphopt.hardware import Cluster
+from graphopt.sim.links import (
+    book_interval,
+    earliest_gap,
+    inverse_bandwidth,
+    link_arrays,
+    transfer_time_by_inverse,
+)
 from graphopt.sim.simulator import PreparedGraph
 from graphopt.typing import Decision, FloatArray, IntArray, Measurement
 
@@ -59,10 +66,9 @@ def path_lengths(place, op_time, pred_ptr, pred_src, pred_edge, nbytes, latency,
             ready_list = 0.0
             for j in range(pred_ptr[v], pred_ptr[v + 1]):
                 u = pred_src[j]
-                du = place[k, u]
-                comm = 0.0
-                if du != dv:
-                    comm = latency[du, dv] + nbytes[pred_edge[j]] * inv_bw[du, dv]
+                comm = transfer_time_by_inverse(
+                    latency, inv_bw, place[k, u], dv, nbytes[pred_edge[j]]
+                )
                 ready_path = max(ready_path, path[u] + comm)
                 ready_list = max(ready_list, listed[u] + comm)
             path[v] = ready_path + op_time[v, dv]
@@ -76,10 +82,10 @@ def path_lengths(place, op_time, pred_ptr, pred_src, pred_edge, nbytes, latency,
 @njit(cache=True)
 def _book(start, end, count, r, ready, duration, window):
     """Book ``duration`` seconds on resource ``r`` at the earliest time ``>= ready`` that fits in a
-    gap before one of its last ``window`` busy intervals, or else after its last one; return the
-    finish time. Row ``r`` of ``start``/``end`` holds the busy intervals sorted by start, ``count[r]``
-    of them; when the row is full, only the newest ``window + 1`` are kept (older ones are never
-    searched again)."""
+    gap before one of its last ``window`` busy intervals, or else after its last one
+    (:func:`~graphopt.sim.links.earliest_gap`); return the finish time. Row ``r`` of
+    ``start``/``end`` holds the busy intervals sorted by start, ``count[r]`` of them; when the row
+    is full, only the newest ``window + 1`` are kept (older ones are never searched again)."""
     m = count[r]
     if m == start.shape[1]:
         keep = window + 1
@@ -87,23 +93,9 @@ def _book(start, end, count, r, ready, duration, window):
             start[r, i] = start[r, m - keep + i]
             end[r, i] = end[r, m - keep + i]
         m = keep
-    lo = max(0, m - window)
-    prev = end[r, lo - 1] if lo > 0 else 0.0
-    pos = m
-    begin = max(ready, end[r, m - 1]) if m > 0 else ready
-    for i in range(lo, m):
-        gap = max(ready, prev)
-        if gap + duration <= start[r, i]:
-            begin = gap
-            pos = i
-            break
-        prev = end[r, i]
-    for i in range(m, pos, -1):
-        start[r, i] = start[r, i - 1]
-        end[r, i] = end[r, i - 1]
-    start[r, pos] = begin
-    end[r, pos] = begin + duration
-    count[r] = m + 1
+        count[r] = m
+    begin, pos = earliest_gap(start, end, count, r, ready, duration, max(0, m - window), m)
+    book_interval(start, end, count, r, pos, begin, begin + duration)
     return begin + duration
 
 
@@ -112,7 +104,7 @@ def _send(start, end, count, src, dst, ready, nbytes, latency, inv_bw, window, q
     """One transfer of ``nbytes`` from device ``src`` to ``dst`` sent at ``ready``: booked on the
     directed link (resource ``D + src * D + dst``) when ``queued``, else at once; its arrival."""
     d = latency.shape[0]
-    seconds = latency[src, dst] + nbytes * inv_bw[src, dst]
+    seconds = transfer_time_by_inverse(latency, inv_bw, src, dst, nbytes)
     if not queued:
         return ready + seconds
     return _book(start, end, count, d + src * d + dst, ready, seconds, window)
@@ -235,14 +227,13 @@ def contention_schedule(
     return out
 
 
-def link_arrays(cluster: Cluster) -> tuple[np.ndarray, np.ndarray]:
+def estimate_links(cluster: Cluster) -> tuple[np.ndarray, np.ndarray]:
     """``(latency, inverse bandwidth)``, both ``(D, D)`` contiguous float64 (s and s/byte; zero
-    on the diagonal): the link figures :func:`path_lengths` and :func:`contention_schedule`
-    take."""
-    latency = np.ascontiguousarray(cluster.latency, dtype=np.float64)
-    with np.errstate(divide="ignore"):
-        inv_bw = np.where(np.eye(cluster.num_devices, dtype=bool), 0.0, 1.0 / cluster.bandwidth)
-    return latency, np.ascontiguousarray(inv_bw, dtype=np.float64)
+    on the diagonal): the cluster's own links (:func:`~graphopt.sim.links.link_arrays` with
+    ``route="direct"``: the via-host route is taken hop by hop by :func:`contention_schedule`),
+    as :func:`path_lengths` and :func:`contention_schedule` take them."""
+    latency, bandwidth = link_arrays(cluster, route="direct")
+    return latency, inverse_bandwidth(bandwidth)
 
 
 def device_param_bytes(
@@ -281,7 +272,7 @@ class PlacementEstimate:
         self.op_time = np.ascontiguousarray(PreparedGraph(graph, cluster).op_time)
         self.succ_ptr, self.succ_dst = graph.successors_csr
         self.nbytes = np.asarray(graph.edge_bytes, dtype=np.float64)
-        self.latency, self.inv_bw = link_arrays(cluster)
+        self.latency, self.inv_bw = estimate_links(cluster)
         self.param_bytes = np.asarray(graph.param_bytes, dtype=np.float64)
         self.memory = np.asarray(cluster.memory, dtype=np.float64)
         self.num_devices = cluster.num_devices

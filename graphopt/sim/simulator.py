@@ -22,6 +22,7 @@ from graphopt.hardware import Cluster
 from graphopt.sim import engine
 from graphopt.sim.arrays import GraphArrays, Workspace, succ_to_pred
 from graphopt.sim.fusion_rules import RULE_OK, FusionRules
+from graphopt.sim.links import link_arrays
 from graphopt.typing import (
     Decision,
     FloatArray,
@@ -142,8 +143,8 @@ class PreparedGraph:
         self.bw = np.ascontiguousarray(cluster.mem_bandwidth, dtype=np.float64)
         self.launch = np.ascontiguousarray(cluster.launch_overhead, dtype=np.float64)
         self.capacity = np.ascontiguousarray(cluster.memory, dtype=np.float64)
-        self.link_bw = np.ascontiguousarray(cluster.bandwidth, dtype=np.float64)
-        self.link_lat = np.ascontiguousarray(cluster.latency, dtype=np.float64)
+        # the direct links: the engine takes the via-host route hop by hop (rule 5b)
+        self.link_lat, self.link_bw = link_arrays(cluster, route="direct")
         # measured time per op on each device (NaN where its kind was not measured)
         op_meas = np.full((n, num_dev), np.nan)
         for d, device in enumerate(cluster.devices):

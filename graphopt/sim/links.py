@@ -1,0 +1,197 @@
+"""What a transfer costs on the cluster's links, and where a list schedule books a busy interval:
+the one home of both for the simulator, the estimates, the heuristics, the decoders and the cost
+model's features.
+
+**Link arrays** (:func:`link_arrays`), one contract for every caller, both ``(D, D)`` contiguous
+float64 indexed ``[source device, destination device]``:
+
+- ``latency``: seconds a send pays whatever its size; ``0`` on the diagonal;
+- ``bandwidth``: bytes per second; ``inf`` on the diagonal (a tensor on its own device costs
+  nothing).
+
+``route="direct"`` gives the cluster's own links. ``route="via-host"`` folds in rule 5b of
+:mod:`graphopt.sim`: a send between two devices that are both not the host ``h`` goes ``s -> h ->
+t``, so its entry is the two hops one after the other, ``latency[s, h] + latency[h, t]`` and the
+bandwidth whose inverse is ``1 / bandwidth[s, h] + 1 / bandwidth[h, t]`` (what the simulator's
+relayed send takes when nothing else is in its way); sends to or from the host keep their link.
+The default follows the cluster's ``route``. :func:`inverse_bandwidth` turns ``bandwidth`` into
+seconds per byte (``0`` on the diagonal) for the callers that multiply.
+
+**Transfer time** of ``b`` bytes from ``s`` to ``t``: ``latency[s, t] + b / bandwidth[s, t]``,
+``0`` when ``s == t``. Written here only, in two numerically distinct forms that the callers'
+exact twins pin down:
+
+- dividing by the bandwidth (:func:`transfer_time` compiled, :func:`transfer_times` elementwise):
+  the simulator's engine, HEFT, HEFT-lc, the placement and step-wise decoders, m-ETF, the
+  critical-path scheduler and the PipeDream planner;
+- multiplying by the inverse bandwidth (:func:`transfer_time_by_inverse` compiled,
+  :func:`transfer_times_by_inverse` elementwise): the analytic estimates
+  (:mod:`graphopt.sim.estimate`) and the cost model's features, where the hot loop multiplies.
+  The two forms can differ in the last bit of a result.
+
+:func:`mean_link_figures` gives the averages over the directed links that HEFT's mean edge cost
+and Tarnawski et al.'s model price a transfer with: ``mean latency + b * mean(1 / bandwidth)``.
+
+**Gap search** (insertion policy of HEFT's earliest-finish-time rule): a resource ``r`` keeps its
+busy intervals sorted by start in row ``r`` of two ``(R, capacity)`` tables ``starts``, ``ends``,
+``count[r]`` of them. :func:`earliest_gap` finds where a new interval of ``duration`` seconds,
+ready at ``ready``, starts: in the first idle gap before interval ``j`` (``first <= j < stop``)
+that begins at or after ``ready`` and holds it, else after the last interval.
+:func:`find_slot` is HEFT's bounded search (from the first interval starting at or after
+``ready``, at most ``max_gaps`` gaps); :func:`book_interval` inserts the interval found. The
+readable twins are in ``tests/graphopt/sim/test_links.py`` and must agree exactly.
+
+Performance: the compiled functions are small ``numba`` functions that the callers' compiled
+loops call; numba compiles them into the caller, so a call costs what the inline formula did.
+They use ``error_model="numpy"`` (a division by a zero bandwidth gives ``inf``, no check per
+division), as the simulator's engine does.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from graphopt.hardware import Cluster
+from graphopt.typing import FloatArray
+
+ROUTES = ("direct", "via-host")
+"""The routes :func:`link_arrays` prices (``route`` of :mod:`graphopt.hardware`)."""
+
+
+def link_arrays(cluster: Cluster, *, route: str | None = None) -> tuple[FloatArray, FloatArray]:
+    """``(latency, bandwidth)`` of every directed link on ``route`` (module docstring).
+
+    Args:
+        cluster: the devices and links.
+        route: ``"direct"`` (the cluster's own links), ``"via-host"`` (two hops through the host
+            between non-host devices; needs a host) or ``None`` (the cluster's ``route``).
+
+    Returns:
+        ``(latency, bandwidth)``: ``(D, D)`` contiguous float64 seconds and bytes/s, diagonals
+        ``0`` and ``inf``.
+
+    Raises:
+        ValueError: an unknown route, or ``"via-host"`` on a cluster without a host.
+    """
+    route = cluster.route if route is None else route
+    if route not in ROUTES:
+        raise ValueError(f"unknown route {route!r}; choose one of: {', '.join(ROUTES)}")
+    latency = np.array(cluster.latency, dtype=np.float64)
+    bandwidth = np.array(cluster.bandwidth, dtype=np.float64)
+    if route == "direct":
+        return np.ascontiguousarray(latency), np.ascontiguousarray(bandwidth)
+    h = cluster.host_index
+    if h < 0:
+        raise ValueError(
+            f"route 'via-host' needs a host device and cluster {cluster.name!r} has none; "
+            "use route 'direct' or give the cluster a host"
+        )
+    relayed = np.ones_like(latency, dtype=bool)
+    relayed[h, :] = relayed[:, h] = False
+    np.fill_diagonal(relayed, False)
+    two_hops = latency[:, h, None] + latency[None, h, :]
+    inverse = 1.0 / bandwidth[:, h, None] + 1.0 / bandwidth[None, h, :]
+    latency = np.where(relayed, two_hops, latency)
+    bandwidth = np.where(relayed, 1.0 / np.where(relayed, inverse, 1.0), bandwidth)
+    return np.ascontiguousarray(latency), np.ascontiguousarray(bandwidth)
+
+
+def inverse_bandwidth(bandwidth: FloatArray) -> FloatArray:
+    """``(D, D)`` seconds per byte, ``1 / bandwidth`` (``0`` on the diagonal, where the bandwidth
+    is ``inf``): the link figure the multiplying form of the transfer time takes."""
+    with np.errstate(divide="ignore"):
+        inv = 1.0 / np.asarray(bandwidth, dtype=np.float64)
+    np.fill_diagonal(inv, 0.0)
+    return np.ascontiguousarray(inv)
+
+
+@njit(cache=True, error_model="numpy")
+def transfer_time(latency, bandwidth, src, dst, nbytes):
+    """Seconds to send ``nbytes`` from device ``src`` to ``dst``: ``latency[src, dst] + nbytes /
+    bandwidth[src, dst]``, ``0.0`` when ``src == dst``."""
+    if src == dst:
+        return 0.0
+    return latency[src, dst] + nbytes / bandwidth[src, dst]
+
+
+@njit(cache=True, error_model="numpy")
+def transfer_time_by_inverse(latency, inv_bandwidth, src, dst, nbytes):
+    """:func:`transfer_time` with ``inv_bandwidth`` (:func:`inverse_bandwidth`): ``latency[src,
+    dst] + nbytes * inv_bandwidth[src, dst]``, ``0.0`` when ``src == dst``."""
+    if src == dst:
+        return 0.0
+    return latency[src, dst] + nbytes * inv_bandwidth[src, dst]
+
+
+def transfer_times(
+    latency: FloatArray, bandwidth: FloatArray, src: object, dst: object, nbytes: object
+) -> FloatArray:
+    """:func:`transfer_time` elementwise over broadcast device index and byte arrays."""
+    src, dst = np.asarray(src), np.asarray(dst)
+    return np.where(src == dst, 0.0, latency[src, dst] + nbytes / bandwidth[src, dst])
+
+
+def transfer_times_by_inverse(
+    latency: FloatArray, inv_bandwidth: FloatArray, src: object, dst: object, nbytes: object
+) -> FloatArray:
+    """:func:`transfer_time_by_inverse` elementwise over broadcast device index and byte
+    arrays."""
+    src, dst = np.asarray(src), np.asarray(dst)
+    return np.where(src == dst, 0.0, latency[src, dst] + nbytes * inv_bandwidth[src, dst])
+
+
+@njit(cache=True)
+def mean_link_figures(latency, bandwidth):
+    """``(mean latency, mean 1 / bandwidth)`` over the off-diagonal (directed) links; ``(0, 0)``
+    for one device. Summed sequentially in row-major order (the tests' twins do the same)."""
+    num_dev = latency.shape[0]
+    lat_sum = 0.0
+    inv_sum = 0.0
+    for p in range(num_dev):
+        for q in range(num_dev):
+            if p != q:
+                lat_sum += latency[p, q]
+                inv_sum += 1.0 / bandwidth[p, q]
+    links = num_dev * (num_dev - 1)
+    if links == 0:
+        return 0.0, 0.0
+    return lat_sum / links, inv_sum / links
+
+
+@njit(cache=True)
+def earliest_gap(starts, ends, count, r, ready, duration, first, stop):
+    """``(start, insert position)`` of an interval of ``duration`` ready at ``ready`` on resource
+    ``r``: the first gap before interval ``j``, ``first <= j < stop``, that begins at or after
+    ``ready`` (after interval ``j - 1``, at ``ready`` for ``j == 0``) and holds it; else after
+    the last of the ``count[r]`` intervals (position ``count[r]``)."""
+    m = count[r]
+    for j in range(first, stop):
+        begin = max(ready, ends[r, j - 1]) if j > 0 else ready
+        if begin + duration <= starts[r, j]:
+            return begin, j
+    return (max(ready, ends[r, m - 1]) if m > 0 else ready), m
+
+
+@njit(cache=True)
+def find_slot(starts, ends, count, r, ready, duration, max_gaps):
+    """HEFT's insertion search on resource ``r``: :func:`earliest_gap` from the first interval
+    starting at or after ``ready`` (binary search), at most ``max_gaps`` gaps, then the end of
+    the timeline. ``max_gaps`` above ``count[r]`` is the paper's exhaustive search; ``0`` is
+    non-insertion HEFT."""
+    m = count[r]
+    j = np.searchsorted(starts[r, :m], ready)  # first interval starting at or after `ready`
+    return earliest_gap(starts, ends, count, r, ready, duration, j, min(m, j + max_gaps))
+
+
+@njit(cache=True)
+def book_interval(starts, ends, count, r, pos, begin, end):
+    """Insert the busy interval ``[begin, end)`` at position ``pos`` of resource ``r`` (later
+    ones move up one place) and count it. Row ``r`` must have room for one more."""
+    m = count[r]
+    for j in range(m, pos, -1):
+        starts[r, j] = starts[r, j - 1]
+        ends[r, j] = ends[r, j - 1]
+    starts[r, pos] = begin
+    ends[r, pos] = end
+    count[r] = m + 1
