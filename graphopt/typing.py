@@ -195,3 +195,25 @@ class CostModel(Protocol):
     def evaluate(self, graph: Any, cluster: Any, decision: Decision) -> Measurement:
         """Return the :class:`Measurement` of ``decision`` for ``graph`` on ``cluster``."""
         ...
+
+
+@dataclass(frozen=True)
+class ListInputs:
+    """What HEFT's list schedule, and the decoders that generalise it, read of a graph on a
+    cluster (:func:`graphopt.baselines.heft.list_inputs`).
+
+    Shapes: ``N`` ops, ``D`` devices, ``E`` edges.
+    """
+
+    comp: FloatArray
+    """``(N, D)`` seconds of every op on every device (the simulator's)."""
+    csr: tuple[IntArray, IntArray, IntArray, IntArray, FloatArray]
+    """``(succ_ptr, succ_dst, pred_ptr, pred_src, pred_data)``: the successor CSR (slot = edge id)
+    and the predecessor CSR carrying each edge's bytes."""
+    links: tuple[FloatArray, FloatArray]
+    """``(latency, bandwidth)``, ``(D, D)``: :func:`graphopt.sim.links.link_arrays` on the
+    cluster's route."""
+    w_mean: FloatArray
+    """``(N,)`` HEFT's ``w̄``: each op's mean time over the devices."""
+    rank: FloatArray
+    """``(N,)`` HEFT's upward rank (mean op times, mean link cost per edge)."""

@@ -55,7 +55,7 @@ from graphopt.graph import CompGraph
 from graphopt.hardware import Cluster
 from graphopt.sim.heaps import fheap_pop, fheap_push
 from graphopt.sim.links import book_interval, find_slot, link_arrays, transfer_time
-from graphopt.typing import FloatArray, IntArray
+from graphopt.typing import FloatArray, IntArray, ListInputs
 
 DEFAULT_MAX_GAPS = 256
 """Idle gaps examined per (op, device) by the insertion search (see the module docstring)."""
@@ -391,13 +391,28 @@ def heft_schedule_from_costs(
     )
 
 
-def upward_rank(graph: CompGraph, cluster: Cluster, times: FloatArray | None = None) -> FloatArray:
-    """HEFT's upward rank of every op (mean op time over devices, mean link cost per edge)."""
+def list_inputs(
+    graph: CompGraph,
+    cluster: Cluster,
+    *,
+    times: FloatArray | None = None,
+    rank: FloatArray | None = None,
+) -> ListInputs:
+    """The prologue of every HEFT-like list schedule on a graph (:class:`ListInputs`): op times,
+    CSR arrays, link arrays, mean op times and the upward rank. ``times`` and ``rank``, when
+    given, are used as they are (already computed by the caller)."""
     comp = op_times(graph, cluster) if times is None else times
+    csr = graph_csr(graph)
     latency, bandwidth = link_arrays(cluster)
     w_mean, c_mean = mean_costs(comp, graph.edge_bytes, latency, bandwidth)
-    succ_ptr, succ_dst = graph.successors_csr
-    return longest_path_to_sink(succ_ptr, succ_dst, w_mean, c_mean)
+    if rank is None:
+        rank = longest_path_to_sink(csr[0], csr[1], w_mean, c_mean)
+    return ListInputs(comp, csr, (latency, bandwidth), w_mean, rank)
+
+
+def upward_rank(graph: CompGraph, cluster: Cluster, times: FloatArray | None = None) -> FloatArray:
+    """HEFT's upward rank of every op (mean op time over devices, mean link cost per edge)."""
+    return list_inputs(graph, cluster, times=times).rank
 
 
 def heft_schedule(
@@ -421,20 +436,19 @@ def heft_schedule(
     enforced colocation is left to the ``heft`` placer's projection.
     """
     rules = constraints(graph, cluster)
-    comp = op_times(graph, cluster)
     gaps = _gaps(max_gaps, graph.num_ops)
-    rank = upward_rank(graph, cluster, comp)
+    inputs = list_inputs(graph, cluster)
     bias = None if rules.allowed is None else rules.barred_bias()
     schedule = run_list_schedule(
-        rank,
-        comp,
-        graph_csr(graph),
-        link_arrays(cluster),
+        inputs.rank,
+        inputs.comp,
+        inputs.csr,
+        inputs.links,
         max_gaps=gaps,
         contention=contention,
         bias=bias,
     )
-    return HeftSchedule.of(rank, *schedule)
+    return HeftSchedule.of(inputs.rank, *schedule)
 
 
 def heft(graph: CompGraph, cluster: Cluster) -> IntArray:

@@ -42,17 +42,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from graphopt.baselines._costs import op_times
-from graphopt.baselines.heft import (
-    DEFAULT_MAX_GAPS,
-    graph_csr,
-    run_list_schedule,
-    upward_rank,
-)
+from graphopt.baselines.heft import DEFAULT_MAX_GAPS, list_inputs, run_list_schedule
 from graphopt.constraints import constraints
 from graphopt.graph import CompGraph
 from graphopt.hardware import Cluster
-from graphopt.sim.links import link_arrays
 from graphopt.typing import FloatArray, IntArray
 
 SHIFT_UNIT = 0.05
@@ -126,9 +119,8 @@ def decode_placement(
     """
     n, num_dev = graph.num_ops, cluster.num_devices
     inputs = inputs or PlacementInputs()
-    comp = np.ascontiguousarray(op_times(graph, cluster))
-    if rank is None:
-        rank = upward_rank(graph, cluster, comp)
+    prologue = list_inputs(graph, cluster, rank=rank)
+    rank = prologue.rank
     scale = float(rank.max()) if n else 0.0
     key = np.array(rank, dtype=np.float64)
     if inputs.shift is not None:
@@ -151,9 +143,9 @@ def decode_placement(
         bias = rules.barred_bias() if bias is None else bias + rules.barred_bias()
     placement, _, _, _ = run_list_schedule(
         key,
-        comp,
-        graph_csr(graph),
-        link_arrays(cluster),
+        prologue.comp,
+        prologue.csr,
+        prologue.links,
         max_gaps=int(max_gaps),
         contention=contention,
         bias=bias,

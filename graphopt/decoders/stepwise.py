@@ -57,13 +57,11 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit
 
-from graphopt.baselines._costs import mean_costs, op_times
-from graphopt.baselines.heft import DEFAULT_MAX_GAPS, data_ready, graph_csr
-from graphopt.baselines.heft import longest_path_to_sink as _longest
+from graphopt.baselines.heft import DEFAULT_MAX_GAPS, data_ready, list_inputs
 from graphopt.constraints import constraints
 from graphopt.graph import CompGraph
 from graphopt.hardware import Cluster
-from graphopt.sim.links import book_interval, find_slot, link_arrays
+from graphopt.sim.links import book_interval, find_slot
 from graphopt.typing import FloatArray, IntArray
 
 SCHEDULE_FEATURES = (
@@ -143,11 +141,10 @@ def step_graph(
             placement can meet.
     """
     n, num_dev = graph.num_ops, cluster.num_devices
-    comp = op_times(graph, cluster)
-    latency, bandwidth = link_arrays(cluster)
-    succ_ptr, succ_dst, pred_ptr, pred_src, pred_data = graph_csr(graph)
-    w_mean, c_mean = mean_costs(comp, graph.edge_bytes, latency, bandwidth)
-    rank = _longest(succ_ptr, succ_dst, w_mean, c_mean)
+    prologue = list_inputs(graph, cluster)
+    comp, rank, w_mean = prologue.comp, prologue.rank, prologue.w_mean
+    succ_ptr, succ_dst, pred_ptr, pred_src, pred_data = prologue.csr
+    latency, bandwidth = prologue.links
     scale = float(rank.max()) if n else 1.0
     scale = scale if scale > 0 else 1.0
     rules = constraints(graph, cluster)
