@@ -16,7 +16,7 @@ The order, lowest first (``docs/architecture.md`` draws it):
 6. ``policies``
 7. ``graphopt.train``
 8. ``graphopt.eval``
-9. ``graphopt.cli``, ``graphopt.demo``
+9. ``graphopt.cli``, ``graphopt.demo``, ``graphopt.warmup``
 
 Imports inside functions and under ``TYPE_CHECKING`` count as much as those at the top of a
 module. No module imports itself through others either: an import cycle between modules (within
@@ -73,6 +73,7 @@ LAYERS: dict[str, int] = {
     "graphopt.eval": 8,
     "graphopt.cli": 9,
     "graphopt.demo": 9,
+    "graphopt.warmup": 9,
     "graphopt.__main__": 9,
 }
 

@@ -103,7 +103,11 @@ def test_the_substitutions_change_budgets_only() -> None:
     assert small_budgets(["eval", "R", "--mode", "plan:4096"])[-1] == "plan:8"
 
 
-@pytest.mark.expensive  # 10-15 minutes on 2 cores: it trains five runs, profiles two models
+@pytest.mark.skipif(
+    os.environ.get("RUN_TOUR") != "1",
+    reason="the whole tour takes 10-15 minutes on 2 cores (five training runs, two profiles): "
+    "make test-tour runs it",
+)
 def test_the_readme_tour_runs_top_to_bottom(tmp_path: Path) -> None:
     lines = tour_lines((ROOT / "README.md").read_text())
     assert len(lines) >= 20  # the block was found

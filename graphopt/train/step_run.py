@@ -215,7 +215,7 @@ def run_training(
     rundir.write_state(run, status="running", setup_seconds=round(setup, 2))
     log(
         f"run: {run} (set-up {setup:.1f} s; {config.train.imitation_updates} imitation and "
-        f"{config.train.updates} PPO updates)"
+        f"{config.train.updates} {config.train.algorithm} updates)"
     )
 
     def show(row: dict[str, float]) -> None:
