@@ -375,8 +375,12 @@ def test_decoder_run_trains_evaluates_and_saves_its_decisions(run_cli, tmp_path)
         (g["graph"], r["method"]): r["decision_file"]
         for g in greedy["graphs"]
         for r in g["results"]
+        if r["decision_file"] is not None
     }
     assert set(named) == {(e["graph"], e["method"]) for e in index}
+    for g in greedy["graphs"]:  # a row without a decision is a method that refused the graph
+        for r in g["results"]:
+            assert r["decision_file"] is not None or (not r["valid"] and r["reason"])
     cluster = get_cluster("v100-nvlink-2")
     for entry in index:
         assert named[entry["graph"], entry["method"]] == entry["file"]
@@ -385,7 +389,9 @@ def test_decoder_run_trains_evaluates_and_saves_its_decisions(run_cli, tmp_path)
         assert Simulator().evaluate(graph, cluster, decision).step_time == entry["step_time"]
     with (run / "eval" / "greedy" / "results.csv").open() as f:  # the CSV names them too
         csv_files = {
-            (row["graph"], row["method"]): row["decision_file"] for row in csv.DictReader(f)
+            (row["graph"], row["method"]): row["decision_file"]
+            for row in csv.DictReader(f)
+            if row["decision_file"]
         }
     assert csv_files == named
     entry = next(e for e in index if e["graph"] == "txl-tiny" and e["method"].startswith("policy"))
