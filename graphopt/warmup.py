@@ -4,8 +4,9 @@ Every ``@njit(cache=True)`` function is compiled the first time a process calls 
 ``__pycache__`` beside its module; later processes load it in milliseconds. On a fresh checkout
 nothing is cached yet, so the first commands (and each worker of a parallel test run, at the same
 time) would compile the same functions again and again. ``make install`` runs this module once:
-a tiny graph through the paths that use compiled code, in :data:`PARTS` run as parallel
-processes (one per core, at most the number of parts), so each function is compiled once.
+a tiny graph through the paths that use compiled code, in :data:`PARTS`: the simulator first
+(:data:`FIRST`: every other part calls it), then the others as parallel processes, so each
+function is compiled once.
 
 ``python -m graphopt.warmup`` runs every part (in parallel); ``--part NAME`` runs one in this
 process. A part that fails prints its error and makes the exit status 1 (the cache is only an
@@ -23,6 +24,21 @@ import time
 GRAPH = "txl-tiny"
 """A small graph with parameters, colocation groups and fusible ops."""
 CLUSTER = "v100-nvlink-4"
+
+
+def _simulator() -> None:
+    """The simulator (every other part calls it): one placement, one batch."""
+    import numpy as np
+
+    from graphopt.hardware import get_cluster
+    from graphopt.sim import PreparedGraph, Simulator
+    from graphopt.typing import Decision
+    from graphopt.workloads import get_graph
+
+    graph, cluster = get_graph(GRAPH), get_cluster(CLUSTER)
+    placement = np.arange(graph.num_ops) % cluster.num_devices
+    Simulator().evaluate(graph, cluster, Decision(placement=placement))
+    PreparedGraph(graph, cluster).evaluate_batch(placement[None, :])
 
 
 def _placement() -> None:
@@ -66,7 +82,9 @@ def _decoders() -> None:
     PreparedGraph(graph, cluster).evaluate_batch(episode.placement[None, :])
 
 
-PARTS = {"placement": _placement, "tasks": _other_tasks, "decoders": _decoders}
+FIRST = {"simulator": _simulator}
+"""Parts that run before the others (what every other part calls, compiled once)."""
+PARTS = {**FIRST, "placement": _placement, "tasks": _other_tasks, "decoders": _decoders}
 """The parts, each a function that runs its paths once."""
 
 
@@ -93,11 +111,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"graphopt.warmup: {args.part} in {seconds:.1f} s")
         return 0
     start = time.perf_counter()
-    procs = [
-        subprocess.Popen([sys.executable, "-m", "graphopt.warmup", "--part", name])
-        for name in PARTS
-    ]
-    codes = [p.wait() for p in procs]
+    command = [sys.executable, "-m", "graphopt.warmup", "--part"]
+    codes = [subprocess.call([*command, name]) for name in FIRST]
+    procs = [subprocess.Popen([*command, name]) for name in PARTS if name not in FIRST]
+    codes += [p.wait() for p in procs]
     print(f"graphopt.warmup: numba's cache filled in {time.perf_counter() - start:.1f} s")
     return 1 if any(codes) else 0
 

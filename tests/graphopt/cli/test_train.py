@@ -51,6 +51,7 @@ def edited_copy(run: Path, dst: Path, old: str, new: str) -> Path:
     return dst
 
 
+@pytest.mark.expensive  # 18 s; every run keeps the decoder and edit runs' train-then-eval tests
 def test_train_then_eval(run_cli, tmp_path):
     # training in this process (test_ctrl_c_or_sigterm_leaves_a_resumable_run trains in a
     # subprocess), the first eval in a subprocess, as a user runs it; the rest in this process,
@@ -225,9 +226,10 @@ def test_bad_runs_and_configs(run_cli_here, tmp_path):
 @pytest.mark.parametrize(
     "signum",
     [
-        pytest.param(signal.SIGINT, id="ctrl-c"),
-        # the same handler (rundir.graceful_stop); tests/graphopt/train/test_sweep.py sends
-        # SIGTERM to training in this process, so this end-to-end run is left to CI
+        # both end-to-end runs (12 s each) are left to CI: tests/graphopt/train/test_sweep.py
+        # sends SIGTERM to training in this process through the same handler
+        # (rundir.graceful_stop) in every run
+        pytest.param(signal.SIGINT, id="ctrl-c", marks=pytest.mark.expensive),
         pytest.param(signal.SIGTERM, id="sigterm", marks=pytest.mark.expensive),
     ],
 )

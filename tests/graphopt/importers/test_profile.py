@@ -65,6 +65,7 @@ def test_forward_graph_is_the_imported_graph_with_times(timer: str) -> None:
     assert summary["ops"] == graph.num_ops and summary["match_rate"] == round(report.match_rate, 4)
 
 
+@pytest.mark.expensive  # profiles a training step; CI runs it
 def test_training_graph_and_the_simulator_uses_the_measured_kind(tmp_path) -> None:
     before = torch.get_num_threads()
     graph, report = profile_graph(TRANSFORMER, training=True, iterations=2, warmup=1)

@@ -90,11 +90,11 @@ def test_list_zoo_describes_every_model_with_defaults() -> None:
 
 
 # ---------------------------------------------------------------------------- every model
-SLOW = ("lstm", "transformer", "inception", "mobilenet", "unet", "gru", "wavenet")
+SLOW = ("lstm", "transformer", "inception", "mobilenet", "unet", "gru", "wavenet", "vit")
 """Models whose import (two torch.export runs of 3-10 s each) is left to the expensive runs (CI):
-resnet (convolutions, batch norm, residual adds) and vit (attention, layer norm) stay in every
-run; the recurrences (gru, lstm), concatenated branches (unet, inception), depthwise convolutions
-(mobilenet) and dilated causal convolutions (wavenet) run in CI."""
+resnet (convolutions, batch norm, residual adds) stays in every run; attention and layer norm
+(vit, transformer), the recurrences (gru, lstm), concatenated branches (unet, inception),
+depthwise convolutions (mobilenet) and dilated causal convolutions (wavenet) run in CI."""
 
 
 @pytest.mark.parametrize(
@@ -127,6 +127,7 @@ def convolutions(graph: CompGraph) -> list[tuple[str, tuple[tuple[int, ...], ...
     ]
 
 
+@pytest.mark.expensive  # an export of seconds; CI runs it
 def test_mobilenet_has_depthwise_convolutions_and_relu6() -> None:
     forward, training = built("mobilenet", False), built("mobilenet", True)
     # groups = channels: the weight is [C, 1, 3, 3] for an input of C channels
@@ -146,6 +147,7 @@ def test_vit_has_patch_convolution_and_attention() -> None:
     assert training.op_types.count("convolution_backward") == 1
 
 
+@pytest.mark.expensive  # an export of seconds; CI runs it
 def test_gru_unrolls_its_recurrence() -> None:
     forward, training = built("gru", False), built("gru", True)
     steps = 2 * 3  # layers x seq
@@ -155,6 +157,7 @@ def test_gru_unrolls_its_recurrence() -> None:
     assert training.op_types.count("sigmoid") == 2 * steps and "embedding" in training.op_types
 
 
+@pytest.mark.expensive  # an export of seconds; CI runs it
 def test_unet_has_transposed_convolutions_and_skips() -> None:
     forward, training = built("unet", False), built("unet", True)
     depth = 2
