@@ -2,11 +2,11 @@
 
 Every ``@njit(cache=True)`` function is compiled the first time a process calls it and kept in
 ``__pycache__`` beside its module; later processes load it in milliseconds. On a fresh checkout
-nothing is cached yet, so the first commands (and each worker of a parallel test run, at the same
-time) would compile the same functions again and again. ``make install`` runs this module once:
-a tiny graph through the paths that use compiled code, in :data:`PARTS`: the simulator first
-(:data:`FIRST`: every other part calls it), then the others as parallel processes, so each
-function is compiled once.
+nothing is cached yet, so the first commands compile (about two minutes of compilation in all).
+``make warmup`` runs this module: a tiny graph through the paths that use compiled code, in
+:data:`PARTS`: the simulator first (:data:`FIRST`: every other part calls it), then the others as
+parallel processes. Use it before timing anything on a new machine; ``make test`` does not (its
+two workers compile what they use while other tests run, which is sooner in all).
 
 ``python -m graphopt.warmup`` runs every part (in parallel); ``--part NAME`` runs one in this
 process. A part that fails prints its error and makes the exit status 1 (the cache is only an
