@@ -9,6 +9,10 @@ from typing import Any
 
 from graphopt.cli import options
 
+MAX_COUNT = 1_000_000
+"""The bound of ``graphopt.train.stepwise.MAX_COUNT`` (that module imports torch; a test keeps
+the two equal)."""
+
 NAME = "stepwise"
 HELP = "the step-wise placement policy: train (imitation, then PPO) and eval on unseen graphs"
 
@@ -37,8 +41,16 @@ def register(sub: Any) -> None:
     t.add_argument("--val-graphs", help="validation graphs")
     t.add_argument("--clusters", help="cluster presets or files, comma-separated")
     t.add_argument("--name", help="run name (runs/placement-step/<name>_<k>)")
-    t.add_argument("--updates", type=int, help="PPO updates (config key updates)")
-    t.add_argument("--imitation-updates", type=int, help="imitation updates before PPO")
+    t.add_argument(
+        "--updates",
+        type=options.integer(0, MAX_COUNT),
+        help=f"updates after imitation, PPO or lookahead (config key updates; 0..{MAX_COUNT})",
+    )
+    t.add_argument(
+        "--imitation-updates",
+        type=options.integer(0, MAX_COUNT),
+        help=f"imitation updates first (0..{MAX_COUNT})",
+    )
     options.add_seed(t, default=None, help="seeds torch and the samples (default: the config's)")
     options.add_runs_dir(t, help="where runs are written")
     options.name_flags(

@@ -53,6 +53,8 @@ CHECKPOINT_KIND = "graphopt-step-policy"
 CHECKPOINT_VERSION = 1
 INVALID_LOG_REWARD = -math.log(INVALID)
 ALGORITHMS = ("ppo", "lookahead")
+MAX_COUNT = 1_000_000
+"""The largest value of every count of :class:`StepTrainConfig` (updates, samples, steps...)."""
 """The return of an invalid placement: as if its step took ``INVALID`` (16) times the reference's."""
 
 
@@ -119,12 +121,12 @@ class StepTrainConfig:
             "lookahead_buffer",
         ):
             value = getattr(self, name)
-            if not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+            if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_COUNT:
+                raise ValueError(f"{name} must be an integer in 1..{MAX_COUNT}, got {value!r}")
         for name in ("updates", "imitation_updates"):
             value = getattr(self, name)
-            if not isinstance(value, int) or value < 0:
-                raise ValueError(f"{name} must be an integer >= 0, got {value!r}")
+            if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_COUNT:
+                raise ValueError(f"{name} must be an integer in 0..{MAX_COUNT}, got {value!r}")
         for name in (
             "learning_rate",
             "clip_range",

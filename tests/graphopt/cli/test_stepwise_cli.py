@@ -117,3 +117,17 @@ def test_sigterm_keeps_the_weights_and_exits_130(tmp_path: Path) -> None:
     assert err.strip().splitlines() == ["graphopt: interrupted"]
     assert json.loads((run / "state.json").read_text())["status"] == "interrupted"
     assert (run / "policy.pt").exists()
+
+
+@pytest.mark.parametrize("value", ["-1", "1000001", "many"])
+def test_update_counts_are_range_checked_first(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], value
+) -> None:
+    from graphopt import cli
+
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as e:
+        cli.main(["stepwise", "train", "--updates", value, "--runs-dir", "runs"])
+    assert e.value.code == 2
+    assert "must be an integer in 0..1000000" in capsys.readouterr().err
+    assert not (tmp_path / "runs").exists()

@@ -149,12 +149,14 @@ def test_checkpoint_errors(tmp_path) -> None:
 @pytest.mark.parametrize(
     ("field", "value", "match"),
     [
-        ("samples_per_graph", 0, "samples_per_graph must be an integer >= 1"),
-        ("updates", -1, "updates must be an integer >= 0"),
+        ("samples_per_graph", 0, "samples_per_graph must be an integer in 1..1000000"),
+        ("samples_per_graph", 10**12, "samples_per_graph must be an integer in 1..1000000"),
+        ("updates", -1, "updates must be an integer in 0..1000000"),
+        ("updates", True, "updates must be an integer in 0..1000000"),
         ("learning_rate", float("nan"), "learning_rate must be a finite number > 0"),
         ("ent_coef", -0.1, "ent_coef must be a finite number >= 0"),
         ("algorithm", "reinforce", "algorithm must be one of ppo, lookahead"),
-        ("lookahead_steps", 0, "lookahead_steps must be an integer >= 1"),
+        ("lookahead_steps", 0, "lookahead_steps must be an integer in 1..1000000"),
     ],
 )
 def test_config_ranges(field, value, match) -> None:
@@ -230,3 +232,10 @@ def test_shipped_step_configs_load() -> None:
     assert len(shipped) >= 3
     algorithms = {load_step_config(path).train.algorithm for path in shipped}
     assert algorithms == {"ppo", "lookahead"}
+
+
+def test_the_command_line_bound_is_the_config_bound() -> None:
+    from graphopt.cli import stepwise as cli
+    from graphopt.train import stepwise as lib
+
+    assert cli.MAX_COUNT == lib.MAX_COUNT
