@@ -443,15 +443,19 @@ def lookahead_batch(
     chosen = np.sort(rng.choice(choice, size=min(steps, len(choice)), replace=False))
     _, branches = lookahead(item.sg, head, episode.actions, chosen)
     flat = branches.reshape(-1, n)
-    allowed = flat[:, 0] >= 0
+    own = episode.actions[chosen]
+    # the branch of the policy's own device is the episode itself: priced once, as the episode
+    is_own = np.zeros(branches.shape[:2], dtype=bool)
+    is_own[np.arange(len(chosen)), own] = True
+    priced_rows = (flat[:, 0] >= 0) & ~is_own.reshape(-1)
     priced = item.prepared.evaluate_batch(
-        np.concatenate([episode.placement[None, :], flat[allowed]])
+        np.concatenate([episode.placement[None, :], flat[priced_rows]])
     )
     times = np.where(priced.valid, priced.step_time, np.inf)
     flat_times = np.full(len(flat), np.inf)
-    flat_times[allowed] = times[1:]
+    flat_times[priced_rows] = times[1:]
+    flat_times[is_own.reshape(-1)] = times[0]
     branch_times = flat_times.reshape(branches.shape[:2])
-    own = episode.actions[chosen]
     own_time = branch_times[np.arange(len(chosen)), own]
     best = branch_times.argmin(axis=1)
     gain = (own_time - branch_times[np.arange(len(chosen)), best]) / own_time
@@ -472,7 +476,7 @@ def lookahead_batch(
         episode=torch.zeros(len(chosen), dtype=torch.int64),
         step_times=times[:1],
         valid=np.asarray(priced.valid[:1], dtype=bool),
-        decisions=int(n + len(flat[allowed]) * n // 2),
+        decisions=int(n + int(priced_rows.sum()) * n // 2),
         pre=pre.detach(),
         calls=len(times),
         own=torch.from_numpy(own.astype(np.int64)),
