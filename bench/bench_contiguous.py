@@ -58,7 +58,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--before", type=Path, help="another checkout to compare with")
     args = parser.parse_args()
-    from graphopt.baselines.blocks import block_dag, is_contiguous
+    from graphopt.blocks import block_dag, is_contiguous
     from graphopt.hardware import get_cluster
     from graphopt.sim import PreparedGraph
     from graphopt.typing import Decision

@@ -3,7 +3,8 @@
 The order, lowest first (``docs/architecture.md`` draws it):
 
 1. ``graphopt.graph``, ``graphopt.op_classes``, ``graphopt.hardware``, ``graphopt.typing``, ``graphopt.tasks``,
-   ``graphopt.configs``, ``graphopt.errors``, ``graphopt.constraints``, ``graphopt.modes``,
+   ``graphopt.configs``, ``graphopt.errors``, ``graphopt.blocks``, ``graphopt.constraints``,
+   ``graphopt.modes``,
    ``graphopt.signals``, ``graphopt.file_set``, ``graphopt.strict_json``,
    ``graphopt.weights``
 2. ``graphopt.sim`` (engine, simulator, bounds, estimate, links), ``graphopt.workloads``,
@@ -46,6 +47,7 @@ LAYERS: dict[str, int] = {
     "graphopt.shapes": 1,
     "graphopt.configs": 1,
     "graphopt.constraints": 1,
+    "graphopt.blocks": 1,
     "graphopt.signals": 1,
     "graphopt.file_set": 1,
     "graphopt.strict_json": 1,

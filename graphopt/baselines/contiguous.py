@@ -5,7 +5,7 @@ The shared machinery of the placers that cut a graph into contiguous pieces: the
 (:mod:`~graphopt.baselines.tarnawski`) and PipeDream's planner
 (:mod:`~graphopt.baselines.pipedream_planner`).
 
-**Groups.** The chain's groups are the blocks of :func:`~graphopt.baselines.blocks.block_dag`
+**Groups.** The chain's groups are the blocks of :func:`~graphopt.blocks.block_dag`
 (colour classes contracted, mutually reachable classes fused, topological order). A *stage* is a
 run of consecutive groups: every prefix of the order is an ideal of the block DAG, so such a
 stage is contiguous in the sense of Tarnawski et al. (no path leaves it and comes back); on a
@@ -39,7 +39,7 @@ import numpy as np
 from numba import njit
 
 from graphopt.baselines._costs import op_times
-from graphopt.baselines.blocks import block_dag
+from graphopt.blocks import block_dag
 from graphopt.graph import CompGraph
 from graphopt.hardware import Cluster
 from graphopt.typing import FloatArray, IntArray

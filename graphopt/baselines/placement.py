@@ -21,7 +21,7 @@ from collections.abc import Callable
 import numpy as np
 
 from graphopt.baselines.baechi import m_etf, m_topo
-from graphopt.baselines.blocks import op_groups
+from graphopt.blocks import op_groups
 from graphopt.baselines.constrained import constrained
 from graphopt.baselines.heft import heft, heft_contention
 from graphopt.baselines.metis import metis

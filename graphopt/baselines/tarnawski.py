@@ -1,6 +1,6 @@
 """The placement algorithms of Tarnawski, Phanishayee, Devanur, Mahajan and Nina Paravecino,
 "Efficient Algorithms for Device Placement of DNN Graph Operators" (NeurIPS 2020), on graphopt's
-chain of blocks (:mod:`~graphopt.baselines.blocks`, :mod:`~graphopt.baselines.contiguous`).
+chain of blocks (:mod:`~graphopt.blocks`, :mod:`~graphopt.baselines.contiguous`).
 
 - :func:`latency_greedy` is their latency baseline (Appendix F) as the paper states it: walk the
   blocks (colour classes contracted, strongly connected components fused) in topological order
