@@ -6,13 +6,15 @@ layer may raise them and a caller may catch them without importing the module th
 Bad input is a ``ValueError`` whose message says what was received, what is allowed and how to
 fix it. :class:`InvalidArgument` is the ``ValueError`` of a library function's argument: its
 message names the argument as the function calls it, and a command line that passed the value
-under a flag shows the flag instead (:meth:`InvalidArgument.named`).
+under a flag shows the flag instead (:meth:`InvalidArgument.named`); :func:`check_integer` is
+the check of a count's range.
 """
 
 from __future__ import annotations
 
 import string
 from collections.abc import Mapping
+from numbers import Integral
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +45,23 @@ class InvalidArgument(ValueError):
     def named(self, names: Mapping[str, str]) -> str:
         """The message with every argument written as ``names`` calls it (unnamed ones as is)."""
         return self.template.format(**{a: names.get(a, a) for a in self.arguments}, **self.values)
+
+
+def check_integer(value: Any, name: str, low: int, high: int) -> int:
+    """``value``, an integer in ``low..high`` (numpy's too; not a bool); returns it.
+
+    Raises:
+        InvalidArgument: anything else, naming the argument ``name``:
+            ``samples must be an integer in 1..100000, got 0``.
+    """
+    if isinstance(value, bool) or not isinstance(value, Integral) or not low <= int(value) <= high:
+        raise InvalidArgument(
+            f"{{{name}}} must be an integer in {{low}}..{{high}}, got {{got!r}}",
+            low=low,
+            high=high,
+            got=value,
+        )
+    return int(value)
 
 
 class DependencyNotInstalled(ImportError):

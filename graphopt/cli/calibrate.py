@@ -21,6 +21,8 @@ from graphopt.cli.profile import CLUSTER_SUFFIXES, check_output
 
 NAME = "calibrate"
 HELP = "fit a cluster's per-op overhead and efficiency per op type to measured op times"
+MAX_COUNT = 1_000_000
+"""The bound of ``--min-ops`` and ``--min-sources``."""
 
 
 def register(sub: Any) -> None:
@@ -42,13 +44,17 @@ def register(sub: Any) -> None:
     )
     p.add_argument("-o", "--output", required=True, help="cluster file to write (.yaml, .json)")
     p.add_argument(
-        "--min-ops", type=int, default=8, help="measured ops an op type needs for its own entry"
+        "--min-ops",
+        type=options.integer(1, MAX_COUNT),
+        default=8,
+        help=f"measured ops an op type needs for its own entry, 1..{MAX_COUNT} (default 8)",
     )
     p.add_argument(
         "--min-sources",
-        type=int,
+        type=options.integer(1, MAX_COUNT),
         default=2,
-        help="model families an op type must be measured in for its own entry",
+        help="model families an op type must be measured in for its own entry, "
+        f"1..{MAX_COUNT} (default 2)",
     )
     p.add_argument("--json", action="store_true", help="print the fitted rows as JSON")
     p.set_defaults(func=cmd_calibrate)
@@ -57,9 +63,6 @@ def register(sub: Any) -> None:
 def cmd_calibrate(args: argparse.Namespace) -> int:
     out = Path(args.output)
     check_output(out, "output cluster file", CLUSTER_SUFFIXES)
-    for flag, value in (("--min-ops", args.min_ops), ("--min-sources", args.min_sources)):
-        if value < 1:
-            raise ValueError(f"{flag} must be a positive integer, got {value}")
 
     from dataclasses import replace
 

@@ -20,6 +20,15 @@ NAME = "costmodel"
 HELP = "datasets, training and evaluation of the learned cost model"
 METRIC_KEYS = ("kendall_tau", "opa", "top1_error", "top5_error", "top10_error")
 METRIC_HEADERS = ("tau", "OPA", "top-1", "top-5", "top-10")
+# The bounds of graphopt.costmodel.data and .runs, which this module does not import at start-up
+# (tests/graphopt/cli/test_costmodel_cli.py checks that they agree).
+MAX_SAMPLES = 100_000
+MAX_EPOCHS = 1_000_000
+MAX_BATCH_SIZE = 4096
+MAX_HIDDEN = 4096
+MAX_LAYERS = 64
+MAX_LR = 10.0
+MAX_SECONDS = 30 * 86_400
 
 
 def register(sub: Any) -> None:
@@ -43,7 +52,12 @@ def register(sub: Any) -> None:
     options.add_cluster(
         ds, default=DEFAULT_CLUSTER, help=f"cluster preset or file (default {DEFAULT_CLUSTER})"
     )
-    ds.add_argument("--samples", type=int, default=256, help="decisions per graph (default 256)")
+    ds.add_argument(
+        "--samples",
+        type=options.integer(1, MAX_SAMPLES),
+        default=256,
+        help=f"decisions per graph, 1..{MAX_SAMPLES} (default 256)",
+    )
     ds.add_argument(
         "--task",
         default="placement",
@@ -58,6 +72,7 @@ def register(sub: Any) -> None:
         help="graphs measured at once, one Ray task per graph (above 1 needs pip install "
         "'graphopt[ray]'); the same dataset as one at a time",
     )
+    options.name_flags(ds, samples="--samples")
     ds.set_defaults(func=cmd_dataset)
 
     tr = csub.add_parser(
@@ -74,32 +89,61 @@ def register(sub: Any) -> None:
         "--val-data", metavar="SRC", help="validation data (default: a split of --data)"
     )
     tr.add_argument("--test-data", metavar="SRC", help="test data, with --val-data (default: none)")
+    fraction = options.number(0, 1, above=True, below=True)
     tr.add_argument(
         "--test-fraction",
-        type=float,
+        type=fraction,
         default=0.2,
-        help="configurations per graph held out for test without --val-data (default 0.2)",
+        help="configurations per graph held out for test without --val-data, in (0, 1) "
+        "(default 0.2)",
     )
     tr.add_argument(
         "--val-fraction",
-        type=float,
+        type=fraction,
         default=0.1,
-        help="configurations per graph held out for validation without --val-data (default 0.1)",
+        help="configurations per graph held out for validation without --val-data, in (0, 1) "
+        "(default 0.1)",
     )
     tr.add_argument(
         "--loss", default="listmle", help="mse, hinge, logistic or listmle (default listmle)"
     )
-    tr.add_argument("--epochs", type=int, default=10, help="passes over the training data")
-    tr.add_argument("--batch-size", type=int, default=32, help="configurations per batch")
-    tr.add_argument("--lr", type=float, default=1e-3, help="learning rate")
-    tr.add_argument("--hidden", type=int, default=64, help="node embedding width")
-    tr.add_argument("--layers", type=int, default=3, help="GraphSAGE layers")
+    tr.add_argument(
+        "--epochs",
+        type=options.integer(1, MAX_EPOCHS),
+        default=10,
+        help=f"passes over the training data, 1..{MAX_EPOCHS} (default 10)",
+    )
+    tr.add_argument(
+        "--batch-size",
+        type=options.integer(2, MAX_BATCH_SIZE),
+        default=32,
+        help=f"configurations per batch, 2..{MAX_BATCH_SIZE} (default 32)",
+    )
+    tr.add_argument(
+        "--lr",
+        type=options.number(0, MAX_LR, above=True),
+        default=1e-3,
+        help=f"learning rate, in {options.span(0, MAX_LR, above=True)} (default 0.001)",
+    )
+    tr.add_argument(
+        "--hidden",
+        type=options.integer(1, MAX_HIDDEN),
+        default=64,
+        help=f"node embedding width, 1..{MAX_HIDDEN} (default 64)",
+    )
+    tr.add_argument(
+        "--layers",
+        type=options.integer(0, MAX_LAYERS),
+        default=3,
+        help=f"GraphSAGE layers, 0..{MAX_LAYERS} (default 3)",
+    )
     options.add_seed(tr, help="seed of the data split and the model")
     tr.add_argument(
         "--time-budget",
-        type=float,
+        type=options.number(0, MAX_SECONDS, above=True),
         metavar="SECONDS",
-        help="stop after the epoch during which this many seconds have passed",
+        help="stop after the epoch during which this many seconds have passed, in "
+        f"{options.span(0, MAX_SECONDS, above=True)}",
     )
     tr.add_argument("--name", default="cost", help="run name (runs/costmodel/<name>_<k>)")
     options.add_runs_dir(
@@ -107,6 +151,19 @@ def register(sub: Any) -> None:
         dest="runs_root",
         aliases=("--runs-root",),
         help="where runs are written (default runs/)",
+    )
+    options.name_flags(
+        tr,
+        val_data="--val-data",
+        test_data="--test-data",
+        test_fraction="--test-fraction",
+        val_fraction="--val-fraction",
+        epochs="--epochs",
+        batch_size="--batch-size",
+        lr="--lr",
+        hidden="--hidden",
+        layers="--layers",
+        time_budget="--time-budget",
     )
     tr.set_defaults(func=cmd_train)
 
@@ -120,8 +177,14 @@ def register(sub: Any) -> None:
         "run", metavar="RUN", help="run directory (runs/costmodel/<name>_<k>) or model.pt"
     )
     ev.add_argument("--data", required=True, metavar="SRC", help="data to score on")
-    ev.add_argument("--batch-size", type=int, default=256, help="configurations per forward pass")
+    ev.add_argument(
+        "--batch-size",
+        type=options.integer(1, MAX_BATCH_SIZE),
+        default=256,
+        help=f"configurations per forward pass, 1..{MAX_BATCH_SIZE} (default 256)",
+    )
     ev.add_argument("--json", metavar="FILE", help="also write the results as JSON")
+    options.name_flags(ev, batch_size="--batch-size")
     ev.set_defaults(func=cmd_eval)
 
     from graphopt.cli import costmodel_ops
@@ -146,9 +209,6 @@ def check_data(source: str | None, flag: str) -> None:
 
 # ---------------------------------------------------------------------- dataset
 def cmd_dataset(args: argparse.Namespace) -> int:
-    if args.samples < 1:
-        raise ValueError(f"--samples must be >= 1, got {args.samples}")
-
     import numpy as np
 
     from graphopt.costmodel.data import generate
@@ -243,8 +303,6 @@ def cmd_train(args: argparse.Namespace) -> int:
 def cmd_eval(args: argparse.Namespace) -> int:
     from graphopt.rundir import resolve_cost_model
 
-    if args.batch_size < 1:
-        raise ValueError(f"--batch-size must be >= 1, got {args.batch_size}")
     check_data(args.data, "--data")
     resolve_cost_model(args.run)  # wrong paths fail before torch is imported
     import torch

@@ -110,20 +110,42 @@ def integer(low: int, high: int) -> Callable[[str], int]:
     return parse
 
 
-def number(low: float, high: float) -> Callable[[str], float]:
-    """An argparse ``type``: a finite number in ``low..high`` (as :func:`integer`)."""
+def number(
+    low: float, high: float, *, above: bool = False, below: bool = False
+) -> Callable[[str], float]:
+    """An argparse ``type``: a finite number in ``low..high`` (as :func:`integer`); ``above``:
+    ``low`` itself refused too, ``below``: ``high`` itself refused too (the range then reads
+    ``(0, 1]``, ``(0, 1)``; :func:`span` writes it for the help)."""
+    shown = span(low, high, above=above, below=below)
 
     def parse(text: str) -> float:
         try:
             value = float(text)
         except ValueError:
             value = math.nan
-        if not low <= value <= high:  # NaN too
-            raise argparse.ArgumentTypeError(f"must be a number in {low:g}..{high:g}, got {text!r}")
+        inside = (low < value if above else low <= value) and (
+            value < high if below else value <= high
+        )
+        if not inside:  # NaN too
+            raise argparse.ArgumentTypeError(f"must be a number in {shown}, got {text!r}")
         return value
 
     parse.__name__ = "number"
     return parse
+
+
+def span(low: float, high: float, *, above: bool = False, below: bool = False) -> str:
+    """The range of :func:`number` as its messages write it: ``0.001..86400`` with both ends
+    taken, else an interval (``(0, 1)``, ``(0, 10]``)."""
+    a, b = _figure(low), _figure(high)
+    if not above and not below:
+        return f"{a}..{b}"
+    return f"{'(' if above else '['}{a}, {b}{')' if below else ']'}"
+
+
+def _figure(x: float) -> str:
+    """``x`` as a range writes it: whole numbers in full (``2592000``), others as ``%g``."""
+    return str(int(x)) if float(x).is_integer() and abs(x) < 1e15 else f"{x:g}"
 
 
 # ---------------------------------------------------------------------- the options

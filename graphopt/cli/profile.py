@@ -25,6 +25,11 @@ HELP = "run a zoo model on this machine and store each op's measured time in its
 
 MODES = ("training", "forward")
 TIMERS = ("profiler", "clock")  # graphopt.importers.profile.TIMERS, without importing torch
+MAX_ITERATIONS = 1_000
+MAX_THREADS = 1_024
+"""The bounds of :data:`graphopt.importers.profile.MAX_ITERATIONS` and ``MAX_THREADS``, which
+this module does not import at start-up (tests/graphopt/cli/test_profile_cli.py checks that they
+agree)."""
 GRAPH_SUFFIXES = (".json", ".gz")
 CLUSTER_SUFFIXES = (".yaml", ".yml", ".json")
 
@@ -52,11 +57,24 @@ def register(sub: Any) -> None:
     options.add_device(
         p, default="cpu", help="where to run the model: cpu, or cuda / cuda:N (--timer clock)"
     )
-    p.add_argument("--threads", type=int, default=1, help="torch threads (part of the device kind)")
     p.add_argument(
-        "--iterations", type=int, default=10, help="timed runs; each op's time is their median"
+        "--threads",
+        type=options.integer(1, MAX_THREADS),
+        default=1,
+        help=f"torch threads (part of the device kind), 1..{MAX_THREADS} (default 1)",
     )
-    p.add_argument("--warmup", type=int, default=3, help="untimed runs first")
+    p.add_argument(
+        "--iterations",
+        type=options.integer(1, MAX_ITERATIONS),
+        default=10,
+        help=f"timed runs, 1..{MAX_ITERATIONS}; each op's time is their median (default 10)",
+    )
+    p.add_argument(
+        "--warmup",
+        type=options.integer(0, MAX_ITERATIONS),
+        default=3,
+        help=f"untimed runs first, 0..{MAX_ITERATIONS} (default 3)",
+    )
     p.add_argument(
         "--mode",
         choices=MODES,
@@ -72,6 +90,7 @@ def register(sub: Any) -> None:
     )
     options.add_seed(p, help="seed of the random weights and inputs")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
+    options.name_flags(p, threads="--threads", iterations="--iterations", warmup="--warmup")
     p.set_defaults(func=cmd_profile)
 
 
@@ -133,12 +152,6 @@ def default_cluster_path(output: Path) -> Path:
     return sibling_cluster_path(output)
 
 
-def _positive(value: int, flag: str, least: int = 1) -> None:
-    if value < least:
-        bound = "a positive" if least == 1 else "a non-negative"
-        raise ValueError(f"{flag} must be {bound} integer, got {value}")
-
-
 # ---------------------------------------------------------------------------- the command
 def cmd_profile(args: argparse.Namespace) -> int:
     spec, training = split_source(args.source, args.mode)
@@ -148,9 +161,6 @@ def cmd_profile(args: argparse.Namespace) -> int:
     check_output(cluster_out, "cluster file", CLUSTER_SUFFIXES)
     if out.resolve() == cluster_out.resolve():
         raise ValueError(f"the graph and the cluster file are both {str(out)!r}; give two paths")
-    _positive(args.threads, "--threads")
-    _positive(args.iterations, "--iterations")
-    _positive(args.warmup, "--warmup", least=0)
 
     from rich.markup import escape
     from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn

@@ -11,6 +11,9 @@ from graphopt.cli import options
 
 NAME = "sweep"
 HELP = "train runs over settings x seeds (Ray Tune with --workers); summary table and plot"
+MAX_SEEDS = 1_000
+""":data:`graphopt.train.sweep.MAX_SEEDS`, which this module does not import at start-up
+(tests/graphopt/cli/test_sweep_cli.py checks that they agree)."""
 
 
 def register(sub: Any) -> None:
@@ -32,7 +35,12 @@ def register(sub: Any) -> None:
         metavar="KEY=V1,V2",
         help="a config key and its values (repeatable; e.g. learning_rate=1e-4,3e-4)",
     )
-    p.add_argument("--seeds", type=int, default=3, help="seeds per setting")
+    p.add_argument(
+        "--seeds",
+        type=options.integer(1, MAX_SEEDS),
+        default=3,
+        help=f"seeds per setting, 1..{MAX_SEEDS} (default 3)",
+    )
     p.add_argument("--name", help="sweep name (default: the config's name)")
     options.add_runs_dir(p, help="where runs and the sweep are written")
     options.add_workers(

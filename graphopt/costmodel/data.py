@@ -35,6 +35,7 @@ from graphopt.baselines.scheduling import SCHEDULERS
 from graphopt.costmodel.features import SUMMARY_FEATURES, DecisionFeaturizer, static_features
 from graphopt.costmodel.tpugraphs import LayoutGraph, load_tpugraphs
 from graphopt.distributed import check_workers, map_jobs, uses_ray
+from graphopt.errors import check_integer
 from graphopt.graph import CompGraph
 from graphopt.hardware import Cluster
 from graphopt.sim import PreparedGraph
@@ -43,6 +44,9 @@ from graphopt.typing import Decision, IntArray
 
 FORMAT = "graphopt-costmodel-samples"
 VERSION = 1
+MAX_SAMPLES = 100_000
+"""The most decisions :func:`generate` samples per graph: they are held as three ``(K, N)``
+int64 arrays, 5.8 GB at this bound for a 2,400-op graph."""
 
 
 class ConfigSource(Protocol):
@@ -332,12 +336,14 @@ def generate(
         the ``.npz`` files written, one per graph, in ``out_dir``.
 
     Raises:
-        ValueError: ``workers`` below 1, a Ray ``address`` where nothing answers;
+        ValueError: ``samples`` outside 1..:data:`MAX_SAMPLES`, ``workers`` below 1, a Ray
+            ``address`` where nothing answers (nothing is written then);
             DependencyNotInstalled: Ray missing where work would go to it
             (:mod:`graphopt.distributed`).
     """
     from rich.progress import Progress
 
+    check_integer(samples, "samples", 1, MAX_SAMPLES)
     check_workers(workers)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)

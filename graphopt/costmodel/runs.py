@@ -49,7 +49,7 @@ from graphopt.costmodel.data import DecisionConfigs, GraphSamples, load_dataset,
 from graphopt.costmodel.losses import get_loss
 from graphopt.costmodel.metrics import grouped_report, ranking_report
 from graphopt.costmodel.model import CostNet
-from graphopt.errors import CostModelInterrupted
+from graphopt.errors import CostModelInterrupted, InvalidArgument, check_integer
 from graphopt.sim import PreparedGraph
 
 TASK = rundir.COSTMODEL_TASK
@@ -59,6 +59,19 @@ STATE_FILE = rundir.STATE_FILE
 METRICS = rundir.METRICS
 MODEL = rundir.COSTMODEL_FILE
 TEST_METRICS = "test_metrics.json"
+MAX_EPOCHS = 1_000_000
+"""The most epochs a run takes (:func:`train_run`)."""
+MAX_BATCH_SIZE = 4096
+"""The most configurations per batch (training and scoring): a batch's activations are
+configurations x ops x ``hidden`` floats, 2.5 GB at this bound for a 2,400-op graph of width 64."""
+MAX_HIDDEN = 4096
+"""The widest node embedding."""
+MAX_LAYERS = 64
+"""The most GraphSAGE layers."""
+MAX_LR = 10.0
+"""The largest learning rate (an infinite one makes every weight NaN)."""
+MAX_SECONDS = 30 * 86_400
+"""The longest ``time_budget``: 30 days."""
 
 
 # ---------------------------------------------------------------------- run directory
@@ -102,26 +115,33 @@ def _check_arguments(
     time_budget: float | None,
 ) -> None:
     get_loss(loss)
-    for key, value, low in (
-        ("epochs", epochs, 1),
-        ("batch_size", batch_size, 2),
-        ("hidden", hidden, 1),
-        ("layers", layers, 0),
+    for key, value, low, high in (
+        ("epochs", epochs, 1, MAX_EPOCHS),
+        ("batch_size", batch_size, 2, MAX_BATCH_SIZE),
+        ("hidden", hidden, 1, MAX_HIDDEN),
+        ("layers", layers, 0, MAX_LAYERS),
     ):
-        if value < low:
-            raise ValueError(f"{key} must be >= {low}, got {value}")
-    if not lr > 0:
-        raise ValueError(f"lr must be > 0, got {lr}")
+        check_integer(value, key, low, high)
+    if isinstance(lr, bool) or not isinstance(lr, (int, float)) or not 0 < lr <= MAX_LR:
+        raise InvalidArgument(
+            "{lr} must be a number in (0, {high:g}], got {got!r}", high=MAX_LR, got=lr
+        )
     for key, fraction in (("test_fraction", test_fraction), ("val_fraction", val_fraction)):
         if not 0.0 < fraction < 1.0:
-            raise ValueError(f"{key} must lie in (0, 1), got {fraction}")
+            raise InvalidArgument(f"{{{key}}} must lie in (0, 1), got {{got}}", got=fraction)
     if test_fraction + val_fraction >= 1.0:
-        raise ValueError(
-            f"test_fraction + val_fraction must be < 1 (nothing left to train on), got "
-            f"{test_fraction} + {val_fraction}"
+        raise InvalidArgument(
+            "{test_fraction} + {val_fraction} must be < 1 (nothing left to train on), got "
+            "{test} + {val}",
+            test=test_fraction,
+            val=val_fraction,
         )
-    if time_budget is not None and not time_budget > 0:
-        raise ValueError(f"time_budget must be > 0 seconds, got {time_budget}")
+    if time_budget is not None and not 0 < time_budget <= MAX_SECONDS:
+        raise InvalidArgument(
+            "{time_budget} must be in (0, {high}] seconds, got {got}",
+            high=MAX_SECONDS,
+            got=time_budget,
+        )
 
 
 def train_run(
@@ -173,7 +193,7 @@ def train_run(
         loss, epochs, batch_size, lr, hidden, layers, test_fraction, val_fraction, time_budget
     )
     if test_data is not None and val_data is None:
-        raise ValueError("test_data needs val_data (without it, both are split off data)")
+        raise InvalidArgument("{test_data} needs {val_data} (without it, both are split off data)")
     # ---- data: everything is loaded and checked before the run directory exists
     samples = load_dataset(data)
     test: list[GraphSamples] | None
@@ -297,6 +317,7 @@ def evaluate_run(run: str | Path, data: str | Path, batch_size: int = 256) -> di
         ValueError: no model at ``run``, nothing to load at ``data``, or a model trained on
             another feature layout than ``data``'s.
     """
+    check_integer(batch_size, "batch_size", 1, MAX_BATCH_SIZE)
     model_path = rundir.resolve_cost_model(run)
     samples = [s for s in load_dataset(data) if s.num_configs > 0]
     if not samples:

@@ -83,7 +83,7 @@ import numpy as np
 import torch
 from torch.utils._pytree import tree_leaves, tree_map
 
-from graphopt.errors import InvalidArgument
+from graphopt.errors import InvalidArgument, check_integer
 from graphopt.graph import CompGraph
 from graphopt.importers import torch as torch_importer
 from graphopt.importers.machine import cpu_kind, cuda_kind, torch_threads
@@ -99,6 +99,11 @@ TIMERS = ("profiler", "clock")
 CUDA_REPEATS = 8
 """Back-to-back calls an op's CUDA time is the mean of (see the module docstring)."""
 
+MAX_ITERATIONS = 1_000
+"""The most timed runs (and, apart, warm-up runs): every timed run keeps its profiler's events
+until the medians are taken."""
+MAX_THREADS = 1_024
+"""The most torch threads."""
 DEVICES = ("cpu", "cuda")
 """Devices :func:`profile_graph` runs on (``cuda:N`` names one GPU)."""
 
@@ -216,9 +221,11 @@ def profile_graph(
             :func:`~graphopt.importers.torch.from_torch` (a module ``source`` only).
         training: the forward + backward graph instead of the forward graph.
         name: the graph's name (default: the zoo's canonical name, or the module's class name).
-        iterations: timed runs; each op's time is the median over them.
-        warmup: untimed runs first.
-        threads: ``torch.set_num_threads`` for the runs (restored afterwards); part of the kind.
+        iterations: timed runs, 1..:data:`MAX_ITERATIONS`; each op's time is the median over
+            them.
+        warmup: untimed runs first, 0..:data:`MAX_ITERATIONS`.
+        threads: ``torch.set_num_threads`` for the runs (restored afterwards), 1..:data:`MAX_THREADS`;
+            part of the kind.
         timer: ``"profiler"`` or ``"clock"`` (module docstring).
         device: where to run: ``"cpu"``, or ``"cuda"`` / ``"cuda:N"`` (``timer="clock"`` only;
             module docstring).
@@ -381,14 +388,9 @@ def check_device(device: str) -> None:
 
 # ---------------------------------------------------------------------------- arguments
 def _check_arguments(iterations: int, warmup: int, threads: int, timer: str, device: str) -> None:
-    def integer(value: Any, what: str, least: int) -> None:
-        if isinstance(value, bool) or not isinstance(value, int) or value < least:
-            bound = "a positive" if least == 1 else "a non-negative"
-            raise ValueError(f"{what} must be {bound} integer, got {value!r}")
-
-    integer(iterations, "iterations", 1)
-    integer(warmup, "warmup", 0)
-    integer(threads, "threads", 1)
+    check_integer(iterations, "iterations", 1, MAX_ITERATIONS)
+    check_integer(warmup, "warmup", 0, MAX_ITERATIONS)
+    check_integer(threads, "threads", 1, MAX_THREADS)
     if timer not in TIMERS:
         raise ValueError(f"unknown timer {timer!r}; choose one of: {', '.join(TIMERS)}")
     check_device(device)

@@ -39,7 +39,12 @@ import yaml
 
 from graphopt import rundir, strict_json
 from graphopt.distributed import check_workers, import_ray, uses_ray
-from graphopt.errors import DependencyNotInstalled, InvalidArgument, SweepInterrupted
+from graphopt.errors import (
+    DependencyNotInstalled,
+    InvalidArgument,
+    SweepInterrupted,
+    check_integer,
+)
 from graphopt.train.config import FIELDS, TrainConfig, check_types
 
 SWEEP_FILE = "sweep.json"
@@ -47,6 +52,10 @@ SUMMARY_CSV = "summary.csv"
 SUMMARY_PNG = "summary.png"
 NOT_SWEPT = ("version", "seed", "name")
 """Config keys ``--set`` does not take: the format, the seeds (``--seeds``), the trial names."""
+MAX_SEEDS = 1_000
+"""The most seeds per setting."""
+MAX_TRIALS = 10_000
+"""The most trials of a sweep (settings x seeds): each is a run directory, planned up front."""
 
 
 STOP_NOTICE = "stopping the sweep: no further trial starts ({how} again to stop at once)"
@@ -89,10 +98,24 @@ def parse_sets(items: list[str]) -> dict[str, list[Any]]:
 
 def plan_trials(sets: dict[str, list[Any]], seeds: int, base_seed: int) -> list[dict[str, Any]]:
     """Every (setting, seed) of the grid of ``sets``: ``{"setting": {key: value}, "seed": s}``,
-    settings in the order given, seeds innermost."""
-    if seeds < 1:
-        raise InvalidArgument("{seeds} must be >= 1, got {got}", got=seeds)
+    settings in the order given, seeds innermost.
+
+    Raises:
+        ValueError: ``seeds`` outside 1..:data:`MAX_SEEDS`, or more than :data:`MAX_TRIALS`
+            trials (:class:`~graphopt.errors.InvalidArgument`).
+    """
+    check_integer(seeds, "seeds", 1, MAX_SEEDS)
     keys = list(sets)
+    settings = math.prod(len(values) for values in sets.values())
+    if settings * seeds > MAX_TRIALS:
+        raise InvalidArgument(
+            "the sweep would run {settings:,} settings x {count} seeds = {trials:,} trials; at "
+            "most {high:,}: give fewer values of {sets} or fewer {seeds}",
+            settings=settings,
+            count=seeds,
+            trials=settings * seeds,
+            high=MAX_TRIALS,
+        )
     grid = [dict(zip(keys, values, strict=True)) for values in itertools.product(*sets.values())]
     return [{"setting": s, "seed": base_seed + k} for s in grid for k in range(seeds)]
 

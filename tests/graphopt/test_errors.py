@@ -53,3 +53,15 @@ def test_invalid_argument_names_the_argument_or_the_flag() -> None:
     assert e.named({"other": "--other"}) == str(e)
     weird = errors.InvalidArgument("{path}: {mode} {got!r}", path="{a}", got="{mode}")
     assert weird.named({"mode": "--mode"}) == "{a}: --mode '{mode}'"  # values are not templates
+
+
+def test_check_integer_takes_a_count_in_range_and_names_the_argument() -> None:
+    import numpy as np
+
+    assert errors.check_integer(3, "samples", 1, 5) == 3
+    assert errors.check_integer(np.int64(5), "samples", 1, 5) == 5
+    for bad in (0, 6, 2.0, "3", True, None):
+        with pytest.raises(errors.InvalidArgument) as e:
+            errors.check_integer(bad, "samples", 1, 5)
+        assert str(e.value) == f"samples must be an integer in 1..5, got {bad!r}"
+        assert e.value.named({"samples": "--samples"}).startswith("--samples must be")

@@ -73,7 +73,9 @@ def test_calibrate_refuses_bad_input_and_writes_nothing(run_cli, tmp_path) -> No
         "0",
         check=False,
     )
-    assert zero.returncode == 2 and "--min-ops must be a positive integer" in zero.stderr
+    assert (
+        zero.returncode == 2 and "--min-ops: must be an integer in 1..1000000, got 0" in zero.stderr
+    )
     assert not out.exists()
 
 

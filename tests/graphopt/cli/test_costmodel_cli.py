@@ -107,3 +107,33 @@ def test_bad_inputs(capsys, tmp_path):
         main(["costmodel", "dataset", "--graphs", "rnnlm-tiny", "--task", "fusion", "--out", "x"])
     assert exit_info.value.code == 2 and "invalid choice: 'fusion'" in capsys.readouterr().err
     assert not (tmp_path / "costmodel").exists()
+
+
+def test_the_bounds_are_the_library_s():
+    """The command's ranges (argparse, --help) are those the library checks."""
+    from graphopt.cli import costmodel
+    from graphopt.costmodel import data, runs
+
+    assert costmodel.MAX_SAMPLES == data.MAX_SAMPLES
+    for name in ("MAX_EPOCHS", "MAX_BATCH_SIZE", "MAX_HIDDEN", "MAX_LAYERS", "MAX_LR"):
+        assert getattr(costmodel, name) == getattr(runs, name), name
+    assert costmodel.MAX_SECONDS == runs.MAX_SECONDS
+
+
+def test_library_bounds_name_the_argument_before_any_work(tmp_path: Path):
+    """A huge count given to the library is refused before anything is written."""
+    from graphopt.costmodel import data, runs
+    from graphopt.errors import InvalidArgument
+    from graphopt.hardware import get_cluster
+    from graphopt.workloads import resolve_graphs
+
+    graphs, cluster = resolve_graphs("rnnlm-tiny"), get_cluster("v100-nvlink-2")
+    for samples in (0, data.MAX_SAMPLES + 1, 2.5, True):
+        with pytest.raises(InvalidArgument, match=r"^samples must be an integer in 1\.\.100000"):
+            data.generate(graphs, cluster, tmp_path / "d", samples=samples, progress=False)
+    with pytest.raises(InvalidArgument) as e:
+        runs.evaluate_run(tmp_path / "nope", tmp_path, batch_size=10**9)
+    assert e.value.named({"batch_size": "--batch-size"}).startswith("--batch-size must be an")
+    with pytest.raises(InvalidArgument, match="test_data needs val_data"):
+        runs.train_run(tmp_path, test_data=tmp_path, runs_root=tmp_path / "runs")
+    assert list(tmp_path.iterdir()) == []

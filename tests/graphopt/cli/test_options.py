@@ -195,21 +195,82 @@ def test_cluster_each_is_taken_by_baselines_and_eval_only(capsys: pytest.Capture
             ["decision", "diff", "a.json", "b.json", "--limit", "x"],
             "must be an integer in 0..1000000, got 'x'",
         ),
+        (
+            ["costmodel", "dataset", "--graphs", "txl-tiny", "--out", "d", "--samples", "100001"],
+            "must be an integer in 1..100000, got 100001",
+        ),
+        (
+            ["costmodel", "train", "--data", "d", "--epochs", "1000001"],
+            "must be an integer in 1..1000000, got 1000001",
+        ),
+        (
+            ["costmodel", "train", "--data", "d", "--batch-size", "1"],
+            "must be an integer in 2..4096, got 1",
+        ),
+        (
+            ["costmodel", "train", "--data", "d", "--hidden", "1000000000"],
+            "must be an integer in 1..4096, got 1000000000",
+        ),
+        (["costmodel", "train", "--data", "d", "--layers", "65"], "must be an integer in 0..64"),
+        (["costmodel", "train", "--data", "d", "--lr", "inf"], "must be a number in (0, 10], got"),
+        (["costmodel", "train", "--data", "d", "--lr", "0"], "must be a number in (0, 10], got"),
+        (
+            ["costmodel", "train", "--data", "d", "--test-fraction", "1"],
+            "must be a number in (0, 1), got '1'",
+        ),
+        (
+            ["costmodel", "train", "--data", "d", "--val-fraction", "nan"],
+            "must be a number in (0, 1), got 'nan'",
+        ),
+        (
+            ["costmodel", "train", "--data", "d", "--time-budget", "1e9"],
+            "must be a number in (0, 2592000], got '1e9'",
+        ),
+        (
+            ["costmodel", "eval", "RUN", "--data", "d", "--batch-size", "4097"],
+            "must be an integer in 1..4096, got 4097",
+        ),
+        (
+            ["profile", "torch:resnet18", "-o", "g.json", "--threads", "1025"],
+            "must be an integer in 1..1024, got 1025",
+        ),
+        (
+            ["profile", "torch:resnet18", "-o", "g.json", "--iterations", "0"],
+            "must be an integer in 1..1000, got 0",
+        ),
+        (
+            ["profile", "torch:resnet18", "-o", "g.json", "--warmup", "1001"],
+            "must be an integer in 0..1000, got 1001",
+        ),
+        (
+            [*REQUIRED["graphopt calibrate"], "--min-ops", "1000001"],
+            "must be an integer in 1..1000000, got 1000001",
+        ),
+        (
+            [*REQUIRED["graphopt calibrate"], "--min-sources", "0"],
+            "must be an integer in 1..1000000, got 0",
+        ),
+        (["sweep", "--seeds", "1001"], "must be an integer in 1..1000, got 1001"),
     ],
 )
-def test_numeric_options_are_refused_outside_their_range_before_any_work(args, message, capsys):
+def test_numeric_options_are_refused_outside_their_range_before_any_work(
+    args, message, capsys, tmp_path, monkeypatch
+):
     """A numeric option of one command takes its range as its type (options.integer, number):
-    one line naming the flag, exit 2; the range is in its help."""
+    one line naming the flag, exit 2, nothing written; the range is in its help."""
+    monkeypatch.chdir(tmp_path)
     with pytest.raises(SystemExit) as info:
         cli.main(args)
     err = capsys.readouterr().err.strip()
-    flag = next(a for a in args if a.startswith("--"))
+    flag = [a for a in args if a.startswith("--")][-1]
     assert info.value.code == 2 and "\n" not in err and f"argument {flag}: {message}" in err
+    assert list(tmp_path.iterdir()) == []
     parser = leaf_parsers(cli.build_parser())[
-        f"graphopt {' '.join(args[: 2 if args[0] == 'decision' else 1])}"
+        f"graphopt {' '.join(args[: 2 if args[0] in ('decision', 'costmodel') else 1])}"
     ]
-    help_text = parser.format_help().replace("\n", " ")
-    assert message.split(" in ")[1].split(",")[0] in help_text
+    help_text = re.sub(r"\s+", " ", parser.format_help())
+    shown = message.split(" in ")[1].split(", got")[0]
+    assert shown.split(",")[0] in help_text if ".." in shown else shown in help_text
 
 
 def test_integer_and_number_types():
@@ -217,3 +278,27 @@ def test_integer_and_number_types():
     for parse, text in ((options.integer(1, 3), "4"), (options.number(0, 1), "inf")):
         with pytest.raises(argparse.ArgumentTypeError):
             parse(text)
+
+
+@pytest.mark.parametrize(
+    ("above", "below", "taken", "refused", "shown"),
+    [
+        (False, False, ["0", "1", "0.5"], ["-0.1", "1.1", "nan", "x"], "0..1"),
+        (True, False, ["1", "1e-300"], ["0", "-1", "inf"], "(0, 1]"),
+        (False, True, ["0"], ["1", "-inf"], "[0, 1)"),
+        (True, True, ["0.5"], ["0", "1", "nan"], "(0, 1)"),
+    ],
+)
+def test_number_ends_may_be_open(above, below, taken, refused, shown):
+    parse = options.number(0, 1, above=above, below=below)
+    assert options.span(0, 1, above=above, below=below) == shown
+    for text in taken:
+        assert parse(text) == float(text)
+    for text in refused:
+        with pytest.raises(argparse.ArgumentTypeError, match=re.escape(f"in {shown}, got")):
+            parse(text)
+
+
+def test_a_range_writes_whole_numbers_in_full():
+    assert options.span(0.001, 86_400) == "0.001..86400"
+    assert options.span(0, 30 * 86_400, above=True) == "(0, 2592000]"

@@ -81,8 +81,10 @@ def test_profile_summary_of_a_training_graph(run_cli, tmp_path) -> None:
     ("args", "message"),
     [
         (["--device", "tpu"], "--device 'tpu' is unknown"),
-        (["--threads", "0"], "--threads must be a positive integer"),
-        (["--iterations", "0"], "--iterations must be a positive integer"),
+        (["--threads", "0"], "--threads: must be an integer in 1..1024, got 0"),
+        (["--iterations", "0"], "--iterations: must be an integer in 1..1000, got 0"),
+        (["--iterations", "1001"], "--iterations: must be an integer in 1..1000, got 1001"),
+        (["--warmup", "-1"], "--warmup: must be an integer in 0..1000, got -1"),
         (["--cluster-out", "c.txt"], "must end in .yaml, .yml, .json"),
         (["--cluster-out", "g.json"], "both"),
     ],
@@ -93,6 +95,14 @@ def test_bad_options_are_one_line_and_write_nothing(run_cli, tmp_path, args, mes
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
     assert message in proc.stderr and "Traceback" not in proc.stderr
     assert list(tmp_path.iterdir()) == []
+
+
+def test_the_bounds_are_the_library_s() -> None:
+    from graphopt.cli import profile as profile_cli
+    from graphopt.importers import profile
+
+    assert profile_cli.MAX_ITERATIONS == profile.MAX_ITERATIONS
+    assert profile_cli.MAX_THREADS == profile.MAX_THREADS
 
 
 def test_cuda_without_a_gpu_is_one_line(run_cli_here, tmp_path) -> None:

@@ -118,9 +118,13 @@ def test_no_matching_event_is_an_error(monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
-        ({"iterations": 0}, "iterations must be a positive integer"),
-        ({"warmup": -1}, "warmup must be a non-negative integer"),
-        ({"threads": 0}, "threads must be a positive integer"),
+        ({"iterations": 0}, r"iterations must be an integer in 1\.\.1000, got 0"),
+        ({"iterations": 10**9}, r"iterations must be an integer in 1\.\.1000, got 1000000000"),
+        ({"iterations": 2.0}, r"iterations must be an integer in 1\.\.1000, got 2\.0"),
+        ({"warmup": -1}, r"warmup must be an integer in 0\.\.1000, got -1"),
+        ({"warmup": 10**9}, r"warmup must be an integer in 0\.\.1000"),
+        ({"threads": 0}, r"threads must be an integer in 1\.\.1024, got 0"),
+        ({"threads": 10**6}, r"threads must be an integer in 1\.\.1024"),
         ({"timer": "stopwatch"}, "unknown timer 'stopwatch'"),
         ({"device": "tpu"}, "unknown device 'tpu'"),
     ],

@@ -51,6 +51,33 @@ def test_plan_crosses_settings_with_seeds():
     ]
 
 
+@pytest.mark.parametrize(
+    ("sets", "seeds", "match"),
+    [
+        ({}, 0, r"^seeds must be an integer in 1\.\.1000, got 0$"),
+        ({}, 10**9, r"^seeds must be an integer in 1\.\.1000, got 1000000000$"),
+        ({}, 2.0, r"^seeds must be an integer in 1\.\.1000, got 2\.0$"),
+        (
+            {"a": list(range(200)), "b": list(range(100))},
+            1,
+            r"20,000 trials; at most 10,000: give fewer values of sets or fewer seeds",
+        ),
+    ],
+)
+def test_plan_is_bounded_before_any_trial_is_listed(sets, seeds, match):
+    with pytest.raises(ValueError, match=match):
+        plan_trials(sets, seeds=seeds, base_seed=0)
+
+
+def test_the_command_s_bound_is_the_library_s():
+    from graphopt.cli import sweep as sweep_cli
+    from graphopt.train import sweep as sweep_lib
+
+    assert (
+        sweep_cli.MAX_SEEDS == sweep_lib.MAX_SEEDS and sweep_lib.MAX_SEEDS <= sweep_lib.MAX_TRIALS
+    )
+
+
 def test_summary_mean_and_spread_over_finished_seeds():
     trials = [
         {"setting": {"a": 1}, "status": "finished", "val_speedup": 1.0},
