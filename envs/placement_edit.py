@@ -142,8 +142,9 @@ class PlacementEditEnv(EditEnv):
     ``Discrete(C + 1)``: 0 passes (the placement stays), ``i`` in ``1..C`` makes candidate ``i``.
 
     Placement constraints (:mod:`graphopt.constraints`): every candidate keeps them, so every
-    action is allowed. A drawn op moves with the rest of its enforced colocation group, to a
-    device (drawn uniformly) that all of them may use; an op with no such other device makes a
+    action is allowed. A drawn op moves with the rest of its enforced colocation group (its
+    block, under ``contiguous: true``), to a device (drawn uniformly) that all of them may use;
+    an op with no such other device, or a move that puts the stages on a cycle, makes a
     candidate that changes nothing. A start placement given to :meth:`restart` is projected onto
     the allowed devices. Without constraints the candidates are drawn as before.
 
@@ -288,6 +289,8 @@ class PlacementEditEnv(EditEnv):
                 moved[k] = self.placement
                 new[k] = targets[(shift[k] - 1) % len(targets)] if len(targets) else old[k]
                 moved[k, members] = new[k]
+                if rules.contiguous and rules.violations(moved[k][None])[0]:
+                    moved[k], new[k] = self.placement, old[k]  # stages on a cycle: no move
         est, append = self._estimate(self._current)
         times, times_append = est(moved), append(moved)
         self._cand = (ops, new, times, times_append, moved)

@@ -182,8 +182,9 @@ class PlacetoEnv(GraphEnv):
 
     def _placed(self, placement: np.ndarray, op: int, device: int) -> np.ndarray:
         """``placement`` with ``op`` on ``device``, keeping the placement constraints
-        (:mod:`graphopt.constraints`): the op takes its enforced colocation group along, and a
-        device that some moved op may not use leaves the placement as it is."""
+        (:mod:`graphopt.constraints`): the op takes its enforced colocation group (its block,
+        under ``contiguous: true``) along, and a device that some moved op may not use, or a
+        move that puts the stages on a cycle, leaves the placement as it is."""
         rules = self.constraints(self._current)
         out = placement.copy()
         if not rules.active:
@@ -192,6 +193,8 @@ class PlacetoEnv(GraphEnv):
         members = rules.members(op)
         if rules.choices(members)[device]:
             out[members] = device
+        if rules.contiguous and rules.violations(out[None])[0]:
+            return placement.copy()  # the stages would form a cycle (contiguous: true)
         return out
 
     def _start(self) -> tuple[np.ndarray, Measurement | None]:

@@ -23,6 +23,12 @@ between into one block), numbered in the topological order of the resulting DAG 
 the blocks ready at each step, takes the one holding the earliest op. Where the classes already
 form a DAG this is the order of their first op. A *contiguous split* is a chain of ideals
 (downward-closed sets) of this DAG: no edge of it runs from a later stage to an earlier one.
+
+**Stages of a cluster** (:func:`singleton_devices`): in a cluster with devices of kind ``CPU``
+beside other kinds, the CPUs run their blocks one by one (Tarnawski et al.'s CPU fallback), each
+block a stage of its own; every other device, and every device of a cluster of one kind, is one
+stage. :func:`stage_cycle` checks a placement against this, as the cluster option ``contiguous:
+true`` demands (:mod:`graphopt.constraints`).
 """
 
 from __future__ import annotations
@@ -35,6 +41,7 @@ from scipy.sparse import coo_matrix
 from scipy.sparse.csgraph import connected_components
 
 from graphopt.graph import CompGraph
+from graphopt.hardware import HOST_KIND, Cluster
 from graphopt.typing import IntArray
 
 
@@ -143,3 +150,38 @@ def is_contiguous(
     keep = ns != nd
     graph.add_edges_from(zip(ns[keep].tolist(), nd[keep].tolist(), strict=True))
     return nx.is_directed_acyclic_graph(graph)
+
+
+def singleton_devices(cluster: Cluster) -> np.ndarray:
+    """``(D,)`` bool: the devices whose blocks are each a stage of their own (module docstring):
+    those of kind ``CPU`` when the cluster has other kinds too, else none."""
+    is_cpu = np.array([d.kind == HOST_KIND for d in cluster.devices], dtype=bool)
+    return is_cpu if 0 < is_cpu.sum() < len(is_cpu) else np.zeros(len(is_cpu), dtype=bool)
+
+
+def stage_cycle(dag: BlockDag, block_device: IntArray, singletons: np.ndarray) -> IntArray:
+    """The block DAG's edges on a cycle of the stages, or none when they are contiguous.
+
+    Args:
+        dag: the block DAG.
+        block_device: ``(B,)`` the device of each block.
+        singletons: ``(D,)`` bool, the devices whose blocks are stages of their own.
+
+    Returns:
+        the indices (into ``dag.edge_src``) of the edges between two different stages that lie
+        on a cycle of the contracted stages (empty: the split is contiguous). Compiled code
+        (scipy's strongly connected components), linear in the blocks and edges.
+    """
+    device = np.asarray(block_device, dtype=np.int64)
+    num_dev = len(singletons)
+    node = np.where(singletons[device], num_dev + np.arange(len(device)), device)
+    ns, nd = node[dag.edge_src], node[dag.edge_dst]
+    cross = np.flatnonzero(ns != nd)
+    if len(cross) == 0:
+        return cross
+    size = num_dev + len(device)
+    matrix = coo_matrix((np.ones(len(cross)), (ns[cross], nd[cross])), shape=(size, size)).tocsr()
+    count, comp = connected_components(matrix, directed=True, connection="strong")
+    if count == size:
+        return np.zeros(0, dtype=np.int64)
+    return cross[comp[ns[cross]] == comp[nd[cross]]]

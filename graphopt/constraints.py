@@ -1,6 +1,6 @@
 """Placement constraints: where each op may run, for one (graph, cluster) pair.
 
-Two sources of constraints, both off by default:
+Three sources of constraints, all off by default:
 
 - **Allowed device kinds** (the graph's ``allowed`` column, :attr:`CompGraph.allowed`): an op
   with a non-empty list may run only on devices whose ``kind`` is in it (an op with no kernel
@@ -9,6 +9,13 @@ Two sources of constraints, both off by default:
   :attr:`graphopt.hardware.Cluster.colocation`): the ops of one colocation group
   (:attr:`CompGraph.colocation`, non-empty names) must all run on one device. Under the default
   ``colocation: hint`` the groups are only a hint for placers and constrain nothing.
+- **Contiguous stages** (the cluster's ``contiguous: true``,
+  :attr:`graphopt.hardware.Cluster.contiguous`): the placement is a contiguous split of the
+  block DAG (:mod:`graphopt.blocks`): every block runs on one device, and the stages (each
+  device, but a CPU beside accelerators, whose blocks are stages of their own:
+  :func:`graphopt.blocks.singleton_devices`), contracted, leave the block DAG acyclic, so that
+  no edge runs from a later stage to an earlier one. A block holds whole colour classes
+  (colocation group, else layer), so this keeps every colocation group on one device too.
 
 :func:`constraints` builds the :class:`Constraints` of a pair and checks that they can be met;
 it is the one home of the rules. Every method uses it: the simulator marks a placement that
@@ -27,6 +34,14 @@ rules:
 2. under ``colocation: enforce``, each group then moves as one to the device, among those every
    member may use, that holds most of its members (ties: lowest index), else to the one of most
    peak FLOP/s.
+3. under ``contiguous: true``, each block moves as one the same way; if the stages still form a
+   cycle, the blocks are walked in their topological order, the stages opened in the order the
+   walk meets them and each closed once the walk has left it: a block on a closed stage, or one
+   that a path through another stage's blocks leads back to from the open stage, moves to the
+   open stage when it may and that closes no cycle, else to a stage not yet opened (its allowed
+   device of lowest index), else to a CPU that runs blocks one by one; if none of these is
+   allowed, the projection is the contiguous placement found when the constraints were built
+   (every op on the device of most peak FLOP/s that it may use, projected by this rule).
 """
 
 from __future__ import annotations
@@ -35,6 +50,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from graphopt.blocks import BlockDag, block_dag, singleton_devices, stage_cycle
 from graphopt.graph import CompGraph
 from graphopt.hardware import Cluster
 from graphopt.typing import IntArray
@@ -57,6 +73,10 @@ class Constraints:
         group: ``(N,)`` enforced colocation group of each op, ``-1`` for none; ``None`` when
             colocation is not enforced or no op has a group.
         group_names: the name of each enforced group, by group index.
+        blocks: under ``contiguous: true``, the block DAG whose splits must be contiguous;
+            ``None`` otherwise.
+        fallback: under ``contiguous: true``, a placement that keeps every constraint (the
+            projection's last resort, module docstring); ``None`` otherwise.
     """
 
     graph: CompGraph
@@ -64,11 +84,18 @@ class Constraints:
     allowed: np.ndarray | None
     group: IntArray | None
     group_names: tuple[str, ...] = ()
+    blocks: BlockDag | None = None
+    fallback: IntArray | None = None
 
     @property
     def active(self) -> bool:
         """Whether any constraint applies (False: every placement keeps them)."""
-        return self.allowed is not None or self.group is not None
+        return self.allowed is not None or self.group is not None or self.blocks is not None
+
+    @property
+    def contiguous(self) -> bool:
+        """Whether placements must be contiguous splits of the block DAG (``contiguous: true``)."""
+        return self.blocks is not None
 
     # ------------------------------------------------------------------ derived arrays
     def _device_mask(self) -> np.ndarray:
@@ -104,6 +131,14 @@ class Constraints:
             grouped, group = np.flatnonzero(self.group >= 0), self.group[self.group >= 0]
             first = self._first_of_group(grouped, group)
             bad |= (placements[:, grouped] != placements[:, first[group]]).any(axis=1)
+        if self.blocks is not None:
+            block = self.blocks.block
+            bad |= (placements != placements[:, self._block_first()[block]]).any(axis=1)
+            singletons = singleton_devices(self.cluster)
+            for r in np.flatnonzero(~bad).tolist():
+                device = np.empty(self.blocks.num_blocks, dtype=np.int64)
+                device[block] = placements[r]
+                bad[r] = len(stage_cycle(self.blocks, device, singletons)) > 0
         return bad
 
     def violation(self, placement: IntArray) -> str:
@@ -135,7 +170,53 @@ class Constraints:
                     f"{placement[b]} ({devices[placement[b]].name}); the cluster enforces "
                     "colocation (colocation: enforce)"
                 )
+        if self.blocks is not None:
+            return self._contiguity_violation(placement)
         return ""
+
+    def _block_first(self) -> IntArray:
+        """``(B,)`` the first (lowest-index) op of each block."""
+        assert self.blocks is not None
+        block = self.blocks.block
+        first = np.empty(self.blocks.num_blocks, dtype=np.int64)
+        first[block[::-1]] = np.arange(len(block))[::-1]
+        return first
+
+    def _contiguity_violation(self, placement: IntArray) -> str:
+        """:meth:`violation` of the contiguity rule (a block split, or stages on a cycle)."""
+        assert self.blocks is not None
+        g, devices, block = self.graph, self.cluster.devices, self.blocks.block
+        first = self._block_first()
+        split = placement != placement[first[block]]
+        rule = "the cluster demands contiguous stages (contiguous: true)"
+        if split.any():
+            b = int(np.flatnonzero(split)[0])
+            a = int(first[block[b]])
+            return (
+                f"placement constraint: the block of op {g.op_names[a]!r} is split: op "
+                f"{g.op_names[a]!r} on device {placement[a]} ({devices[placement[a]].name}), op "
+                f"{g.op_names[b]!r} on device {placement[b]} ({devices[placement[b]].name}); "
+                f"{rule}, and a block (ops of one colocation group or layer, and what lies "
+                "between them) runs on one device"
+            )
+        cycle = stage_cycle(self.blocks, placement[first], singleton_devices(self.cluster))
+        if len(cycle) == 0:
+            return ""
+        k = int(cycle[0])
+        bs, bd = int(self.blocks.edge_src[k]), int(self.blocks.edge_dst[k])
+        u, v = int(first[bs]), int(first[bd])
+        for src, dst in ((g.edge_src, g.edge_dst), (g.edge_dst, g.edge_src)):
+            on = np.flatnonzero((block[src] == bs) & (block[dst] == bd))
+            if len(on):  # an edge of the graph (or a mirrored backward edge) behind this one
+                u, v = int(src[on[0]]), int(dst[on[0]])
+                break
+        du, dv = int(placement[u]), int(placement[v])
+        return (
+            f"placement constraint: op {g.op_names[v]!r} on device {dv} ({devices[dv].name}) "
+            f"follows op {g.op_names[u]!r} on device {du} ({devices[du].name}), and a path of "
+            f"the block DAG leads from device {dv}'s blocks back to device {du}'s: the stages "
+            f"form a cycle, no pipeline order; {rule}"
+        )
 
     # ------------------------------------------------------------------ keeping to them
     def project(self, placement: IntArray) -> IntArray:
@@ -164,7 +245,32 @@ class Constraints:
             fastest = np.array([by_speed[row[by_speed]][0] for row in common], dtype=np.int64)
             target = np.where(counts.max(axis=1) > 0, best, fastest)
             out[grouped] = target[group]
+        if self.blocks is not None:
+            found = self._contiguous(out, by_speed)
+            out = found if found is not None else np.array(self.fallback, dtype=np.int64)
         return out
+
+    def _contiguous(self, placement: IntArray, by_speed: IntArray) -> IntArray | None:
+        """Rule 3 of the projection (module docstring) on a placement that keeps the allowed
+        devices: the contiguous placement, or ``None`` where the walk finds no allowed stage."""
+        assert self.blocks is not None
+        dag, block = self.blocks, self.blocks.block
+        num_blocks, num_dev = dag.num_blocks, self.cluster.num_devices
+        common = np.ones((num_blocks, num_dev), dtype=bool)
+        np.logical_and.at(common, block, self._device_mask())
+        counts = np.zeros((num_blocks, num_dev), dtype=np.int64)
+        np.add.at(counts, (block, placement), 1)
+        counts[~common] = -1
+        fastest = np.array([by_speed[row[by_speed]][0] for row in common], dtype=np.int64)
+        device = np.where(counts.max(axis=1) > 0, np.argmax(counts, axis=1), fastest)
+        singletons = singleton_devices(self.cluster)
+        if len(stage_cycle(dag, device, singletons)):
+            walked = _walk(dag, device, common, singletons)
+            if walked is None:
+                return None
+            device = walked
+            assert len(stage_cycle(dag, device, singletons)) == 0
+        return device[block]
 
     def barred_bias(self) -> np.ndarray:
         """``(N, D)``: ``-BARRED`` where an op may not run, 0 elsewhere: the score bias that
@@ -179,9 +285,14 @@ class Constraints:
         return np.asarray(self._device_mask()[ops].all(axis=0), dtype=bool)
 
     def members(self, ops: IntArray | int) -> IntArray:
-        """``ops`` with every op of their enforced colocation groups (sorted, unique): what
-        moves when they move."""
+        """``ops`` with every op of their enforced colocation groups, or under ``contiguous:
+        true`` of their blocks (sorted, unique): what moves when they move. A move of them to a
+        device of :meth:`choices` may still put the stages on a cycle under ``contiguous: true``;
+        the searches project what they draw (:meth:`project`)."""
         ops = np.atleast_1d(np.asarray(ops, dtype=np.int64))
+        if self.blocks is not None:  # a block holds whole groups
+            block = self.blocks.block
+            return np.flatnonzero(np.isin(block, block[ops]))
         if self.group is None:
             return np.unique(ops)
         groups = self.group[ops]
@@ -224,7 +335,115 @@ def constraints(graph: CompGraph, cluster: Cluster) -> Constraints:
     out = Constraints(graph, cluster, allowed, group, names)
     if group is not None:
         _check_groups(out)
+    if cluster.contiguous and graph.num_ops:
+        out = _with_blocks(out)
     return out
+
+
+def _walk(
+    dag: BlockDag, device: IntArray, common: np.ndarray, singletons: np.ndarray
+) -> IntArray | None:
+    """The walk of rule 3 (module docstring): ``device`` ``(B,)`` (every block on an allowed
+    device) made contiguous, or ``None`` when a block finds no allowed stage. ``common``:
+    ``(B, D)`` the devices every op of a block may use.
+
+    Why it is contiguous: every stage that is no singleton holds one run of the walk (it is
+    never reopened), so an edge between two such stages runs forward in the order they were
+    opened; a path that leaves the open stage and comes back to it passes only singletons (any
+    other stage would have closed it), and that is the conflict the walk moves a block for."""
+    num_blocks = len(device)
+    order = np.argsort(dag.edge_dst, kind="stable")
+    ptr = np.searchsorted(dag.edge_dst[order], np.arange(num_blocks + 1))
+    preds = dag.edge_src[order]
+    out = np.array(device, dtype=np.int64)
+    used = np.zeros(len(singletons), dtype=bool)  # opened (the open one, or closed)
+    reach = np.zeros(num_blocks, dtype=bool)  # reached from the open stage's blocks
+    cur = -1
+    for b in range(num_blocks):
+        p = preds[ptr[b] : ptr[b + 1]]
+        d = int(out[b])
+        if singletons[d]:
+            reach[b] = bool(np.any((out[p] == cur) | reach[p])) if cur >= 0 else False
+            continue
+        conflict = cur >= 0 and bool(np.any((out[p] != cur) & reach[p]))
+        if d == cur and not conflict:
+            continue
+        if d != cur and not used[d]:
+            cur, used[d] = d, True
+            reach[:b] = False  # paths from the closed stage no longer matter
+            continue
+        if d != cur and cur >= 0 and common[b, cur] and not conflict:
+            out[b] = cur
+            continue
+        fresh = np.flatnonzero(common[b] & ~used & ~singletons)
+        if len(fresh):
+            cur = int(fresh[0])
+            out[b], used[cur] = cur, True
+            reach[:b] = False
+            continue
+        alone = np.flatnonzero(common[b] & singletons)
+        if not len(alone):
+            return None
+        out[b] = int(alone[0])
+        reach[b] = bool(np.any((out[p] == cur) | reach[p])) if cur >= 0 else False
+    return out
+
+
+def _with_blocks(c: Constraints) -> Constraints:
+    """``c`` with the contiguity rule (``contiguous: true``): the block DAG and a placement that
+    keeps every rule, checked.
+
+    Raises:
+        ValueError: naming the graph and an op: a block whose ops share no allowed device,
+            whose parameters exceed the memory of every device it may use, or a graph for which
+            the projection finds no contiguous split onto allowed devices.
+    """
+    graph, cluster = c.graph, c.cluster
+    dag = block_dag(graph)
+    block = dag.block
+    common = np.ones((dag.num_blocks, cluster.num_devices), dtype=bool)
+    np.logical_and.at(common, block, c._device_mask())
+    first = np.empty(dag.num_blocks, dtype=np.int64)
+    first[block[::-1]] = np.arange(len(block))[::-1]
+    fix = (
+        "set contiguous: false in the cluster file, or give the ops other colocation groups/layers"
+    )
+    if not common.any(axis=1).all():
+        b = int(np.flatnonzero(~common.any(axis=1))[0])
+        kinds = sorted({", ".join(graph.allowed[i]) or "any" for i in np.flatnonzero(block == b)})
+        raise ValueError(
+            f"graph {graph.name!r}: no contiguous split onto cluster {cluster.name!r}: the block "
+            f"of op {graph.op_names[first[b]]!r} must run on one device, its ops allow the device "
+            f"kinds {' / '.join(kinds)}, and no device is allowed for all of them; {fix}"
+        )
+    params = np.bincount(block, weights=graph.param_bytes, minlength=dag.num_blocks)
+    room = np.where(common, cluster.memory[None, :], 0.0).max(axis=1)
+    over = params > room
+    if over.any():
+        b = int(np.flatnonzero(over)[0])
+        raise ValueError(
+            f"graph {graph.name!r}: no contiguous split onto cluster {cluster.name!r}: the block "
+            f"of op {graph.op_names[first[b]]!r} must run on one device and holds "
+            f"{params[b] / 1e9:.3f} GB of parameters, more than any device it may run on "
+            f"({room[b] / 1e9:.3f} GB); use larger devices or {fix}"
+        )
+    with_dag = Constraints(graph, cluster, c.allowed, c.group, c.group_names, blocks=dag)
+    peak = cluster.peak_flops
+    by_speed = np.lexsort((np.arange(len(peak)), -peak))
+    base = np.full(graph.num_ops, by_speed[0], dtype=np.int64)
+    mask = with_dag._device_mask()
+    for u in np.flatnonzero(~mask[np.arange(graph.num_ops), base]).tolist():
+        base[u] = by_speed[mask[u][by_speed]][0]
+    found = with_dag._contiguous(base, by_speed)
+    if found is None:
+        raise ValueError(
+            f"graph {graph.name!r}: no contiguous split onto cluster {cluster.name!r} found that "
+            "keeps every op on a device kind it may use (the graph's 'allowed' column); "
+            f"{fix}, or add devices of the kinds its blocks need"
+        )
+    return Constraints(
+        graph, cluster, c.allowed, c.group, c.group_names, blocks=dag, fallback=found
+    )
 
 
 def _check_groups(c: Constraints) -> None:

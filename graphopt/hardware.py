@@ -34,6 +34,7 @@ File format (YAML or JSON by suffix; :meth:`Cluster.load`, :meth:`Cluster.save`)
     copies: charged
     dispatch: priority
     colocation: hint
+    contiguous: false
 
 Model options (:data:`MODEL_OPTIONS`; the first value of each is the default, and a file that
 leaves an option out behaves, and fingerprints, as before the option existed). Rules 5, 6 and 8
@@ -62,6 +63,15 @@ of :mod:`graphopt.sim` apply them:
   placers may follow; ``enforce``, every op of a group must run on one device: a placement that
   splits a group is invalid, and every method moves a group as one
   (:mod:`graphopt.constraints`, which also holds the per-op allowed device kinds of the graph).
+- ``contiguous``: ``false``, any placement; ``true``, the placement must be a contiguous split
+  of the block DAG (:mod:`graphopt.blocks`: colour classes, i.e. colocation group else layer,
+  contracted, mutually reachable classes fused): every block runs on one device, and each
+  accelerator holds one contiguous set of blocks in pipeline order, no edge of the block DAG
+  running from a later stage to an earlier one (the pipeline setting of Tarnawski et al. and
+  PipeDream). Devices of kind ``CPU`` in a cluster that also has other kinds run their blocks one
+  by one, each a stage of its own; in a cluster of one kind every device is a stage. A placement
+  that breaks this is invalid, naming the op (:mod:`graphopt.constraints`). A boolean, written
+  only when true.
 
 Op times (:data:`OP_TIMES`; not a model option of the event loop: they choose the time of every
 op that has no measured time for its device's kind, rule 3 of :mod:`graphopt.sim`):
@@ -397,6 +407,8 @@ class Cluster:
             ``"fcfs"`` (the one ready first; priorities ignored).
         colocation: ``"hint"`` (colocation groups are a hint) or ``"enforce"`` (each group runs
             on one device).
+        contiguous: whether a placement must be a contiguous split of the block DAG (module
+            docstring).
         op_times: how ops without a measured time are priced: ``"roofline"``, ``"calibrated"``
             (every device has an efficiency table) or ``"learned"`` (module docstring).
         op_model: the op model file of ``op_times="learned"`` (:mod:`graphopt.op_model`).
@@ -425,6 +437,7 @@ class Cluster:
     copies: str = "charged"
     dispatch: str = "priority"
     colocation: str = "hint"
+    contiguous: bool = False
     op_times: str = "roofline"
     """How ops without a measured time are priced: :data:`OP_TIMES` (module docstring)."""
     op_model: str | None = None
@@ -499,6 +512,8 @@ class Cluster:
                 raise ValueError(
                     f"{where}: unknown {key} {value!r}; choose one of: {', '.join(choices)}"
                 )
+        if not isinstance(self.contiguous, bool):
+            raise ValueError(f"{where}: contiguous must be true or false, got {self.contiguous!r}")
         if self.route == "direct":
             if self.host is not None:
                 raise ValueError(
@@ -530,10 +545,11 @@ class Cluster:
         assert self.host is not None  # filled in by __post_init__
         return [d.name for d in self.devices].index(self.host)
 
-    def model_options(self) -> dict[str, str]:
-        """The model options that differ from their defaults, with ``host`` under ``via-host``:
-        what the file format writes and the fingerprint hashes (nothing for a default cluster)."""
-        out = {
+    def model_options(self) -> dict[str, str | bool]:
+        """The model options that differ from their defaults, with ``host`` under ``via-host``
+        and ``contiguous`` when true: what the file format writes and the fingerprint hashes
+        (nothing for a default cluster)."""
+        out: dict[str, str | bool] = {
             key: getattr(self, key)
             for key, choices in MODEL_OPTIONS.items()
             if getattr(self, key) != choices[0]
@@ -541,6 +557,8 @@ class Cluster:
         if self.route == "via-host":
             assert self.host is not None  # filled in by __post_init__
             out["host"] = self.host
+        if self.contiguous:
+            out["contiguous"] = True
         return out
 
     # ------------------------------------------------------------------ views
@@ -662,12 +680,13 @@ class Cluster:
                 device, a link given twice, an ordered pair left without figures, or a bad model
                 option (an unknown value, ``via-host`` without a host device).
         """
-        optional = ("description", "links", *MODEL_OPTIONS, "host", "op_times", "op_model")
+        optional = ("description", "links", *MODEL_OPTIONS, "host", "contiguous")
+        optional += ("op_times", "op_model")
         _check_keys(data, "cluster", ("name", "devices"), optional)
         devices = _parse_devices(data["devices"])
         bandwidth, latency = _parse_links(data.get("links"), [d.name for d in devices])
         description = str(data.get("description") or "")
-        keys = (*MODEL_OPTIONS, "host", "op_times", "op_model")
+        keys = (*MODEL_OPTIONS, "host", "contiguous", "op_times", "op_model")
         options = {key: data[key] for key in keys if key in data}
         return cls(
             str(data["name"]), devices, bandwidth, latency, description=description, **options

@@ -8,6 +8,12 @@ returns the placer's placement unchanged, so every figure of an unconstrained gr
 was. Every placer of :data:`graphopt.baselines.placement.PLACERS` is wrapped (inside
 :func:`~graphopt.baselines.monotone.monotone`, so that the sub-cluster candidates are ranked
 after projection; a sub-cluster without a device some op may use gives no candidate).
+
+Under ``contiguous: true`` the projection makes any placement a contiguous split of the block
+DAG, but a placer that scatters ops by design (round-robin, METIS, HEFT, m-ETF) would then be
+reported under its name for a placement it never chose. :func:`stage_blind` marks those
+placers: they refuse such a cluster in one line (``ValueError``; the best-heuristic chain and
+``graphopt baselines`` skip a placer that refuses) and name the methods that keep it.
 """
 
 from __future__ import annotations
@@ -36,5 +42,28 @@ def constrained(placer: Placer) -> Placer:
         rules = constraints(graph, cluster)
         placement = placer(graph, cluster)
         return rules.project(placement) if rules.active else placement
+
+    return wrapped
+
+
+STAGE_AWARE = "single, split, m-topo, tarnawski-greedy, tarnawski-dp, pipedream"
+"""The placers of :data:`~graphopt.baselines.placement.PLACERS` that keep ``contiguous: true``
+(single and the contiguous-split placers by construction, m-topo by projection: it already walks
+the ops in topological order)."""
+
+
+def stage_blind(name: str, placer: Placer) -> Placer:
+    """``placer`` refusing a cluster with ``contiguous: true`` (module docstring); ``name``: the
+    name users know it by."""
+
+    @functools.wraps(placer)
+    def wrapped(graph: CompGraph, cluster: Cluster) -> IntArray:
+        if cluster.contiguous:
+            raise ValueError(
+                f"{name} places ops without regard to pipeline stages, and cluster "
+                f"{cluster.name!r} demands contiguous ones (contiguous: true); use {STAGE_AWARE}, "
+                "or a search (random search and annealing keep to contiguous splits)"
+            )
+        return placer(graph, cluster)
 
     return wrapped

@@ -19,9 +19,10 @@ from the op's current one: :func:`uniform_moves` (the baseline) and :func:`weigh
 from a policy's per-op device probabilities, mixed with uniform moves).
 
 Placement constraints (:mod:`graphopt.constraints`): the start is projected onto the allowed
-devices, and a proposed move takes the rest of the op's enforced colocation group along; a move
-to a device that some moved op may not use leaves the placement as it is (that candidate is
-still estimated and counted).
+devices, and a proposed move takes the rest of the op's enforced colocation group (its block,
+under ``contiguous: true``) along; a move to a device that some moved op may not use, or one
+that puts the stages on a cycle, leaves the placement as it is (that candidate is still
+estimated and counted).
 """
 
 from __future__ import annotations
@@ -161,6 +162,8 @@ def estimate_search(
                 candidates[r] = current
                 if rules.choices(moved)[devices[r]]:
                     candidates[r, moved] = devices[r]
+                if rules.contiguous and rules.violations(candidates[r][None])[0]:
+                    candidates[r] = current  # the stages would form a cycle: no move
         times = estimate(candidates)
         used += k
         j = int(np.argmin(times))

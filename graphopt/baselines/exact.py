@@ -149,8 +149,8 @@ def solve_exact(
         max_ops: refuse larger graphs (the model grows as ``N^2 D``).
 
     Raises:
-        ValueError: an unknown model, a graph above ``max_ops``, bad limits, or op times whose sum
-            overflows.
+        ValueError: an unknown model, a graph above ``max_ops``, bad limits, op times whose sum
+            overflows, or a cluster with ``contiguous: true`` (not modelled).
         ImportError: OR-tools is not installed.
     """
     if model not in MODELS:
@@ -163,6 +163,11 @@ def solve_exact(
     if not time_limit > 0 or num_workers < 1:
         raise ValueError(
             f"need time_limit > 0 and num_workers >= 1, got {time_limit}, {num_workers}"
+        )
+    if cluster.contiguous:
+        raise ValueError(
+            f"solve_exact does not model contiguous stages, and cluster {cluster.name!r} demands "
+            "them (contiguous: true); search with annealing, or set contiguous: false"
         )
     try:
         from ortools.sat.python import cp_model

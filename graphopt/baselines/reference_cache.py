@@ -7,7 +7,8 @@ re-running every placer on every graph.
 
 Key: the graph's :attr:`~graphopt.graph.CompGraph.fingerprint`, the cluster's
 :attr:`~graphopt.hardware.Cluster.fingerprint`, what the simulator adds to them (the colocation
-groups and the shapes: the graph fingerprint leaves both out), :data:`REFERENCE_VERSION` and a
+groups and the shapes: the graph fingerprint leaves both out; under ``contiguous: true`` the
+layers and forward part that the block DAG reads), :data:`REFERENCE_VERSION` and a
 digest of the source that computes a reference (:data:`SOURCE_FILES`), so that an edited placer
 or simulator never serves a stale reference. Its SHA-256 names the file, which holds it whole.
 
@@ -34,7 +35,16 @@ from graphopt.typing import IntArray
 REFERENCE_VERSION = 1
 """Bump when a reference changes meaning without a source edit (e.g. another task's chain)."""
 FOLDER = "references"
-SOURCE_FILES = ("sim", "baselines", "hardware.py", "tasks.py", "op_model.py", "op_classes.py")
+SOURCE_FILES = (
+    "sim",
+    "baselines",
+    "blocks.py",
+    "constraints.py",
+    "hardware.py",
+    "tasks.py",
+    "op_model.py",
+    "op_classes.py",
+)
 """Paths under the ``graphopt`` package whose source is hashed into the key."""
 _FORMAT = "graphopt-reference v1"
 _log = logging.getLogger("graphopt.cache")
@@ -46,6 +56,13 @@ def cache_dir_default() -> Path:
     return disk_cache.cache_root(FOLDER)
 
 
+def _blocks_digest(graph: CompGraph) -> str:
+    """What the block DAG of ``contiguous: true`` reads beyond the graph's fingerprint and its
+    colocation groups: the layers and the forward part."""
+    text = "\0".join(graph.layer) + f"\1{graph.metadata.get('forward_ops')!r}"
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
 def reference_key(graph: CompGraph, cluster: Cluster) -> str:
     """The cache key of ``graph`` on ``cluster`` (the module docstring)."""
     colocation = hashlib.sha256("\0".join(graph.colocation).encode()).hexdigest()[:16]
@@ -54,6 +71,7 @@ def reference_key(graph: CompGraph, cluster: Cluster) -> str:
             f"graph={graph.fingerprint}",
             f"cluster={cluster.fingerprint}",
             f"colocation={colocation}",
+            *([f"blocks={_blocks_digest(graph)}"] if cluster.contiguous else []),
             f"tensors={graph.tensor_fingerprint[:16]}",
             f"v{REFERENCE_VERSION}",
             f"source={disk_cache.source_digest(SOURCE_FILES, ('reference_cache.py',))}",

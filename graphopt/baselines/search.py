@@ -400,8 +400,9 @@ def _move_placement(
     rules: Constraints | None = None,
 ) -> None:
     """One placement move, in place (see :func:`simulated_annealing`). With ``rules``, the moved
-    ops take their enforced colocation groups along and go to another device that all of them
-    may use (none: no move)."""
+    ops take their enforced colocation groups (blocks, under ``contiguous: true``) along and go
+    to another device that all of them may use (none: no move); under ``contiguous: true`` the
+    result is then projected onto a contiguous split (:meth:`Constraints.project`)."""
     if num_dev < 2:
         return
     n = len(placement)
@@ -423,3 +424,5 @@ def _move_placement(
     targets = targets[targets != current]
     if len(targets):
         placement[ops] = targets[rng.integers(len(targets))]
+        if rules.contiguous:  # the stages may now form a cycle: onto a contiguous split
+            placement[:] = rules.project(placement)

@@ -35,7 +35,9 @@ feature            value
 
 Masks: a device the op may not use (placement constraints), a device other than its enforced
 colocation group's once one of the group is placed, and a device whose resident parameters the op
-would push past its memory (none left: only the least loaded one) are not allowed.
+would push past its memory (none left: only the least loaded one) are not allowed. A cluster
+with ``contiguous: true`` is refused (one line): which devices keep the stages contiguous
+depends on blocks not yet placed, which a step cannot see.
 
 The schedule's state lives in arrays (the tuple of :func:`new_state`), updated in place by
 compiled functions: :func:`candidates` fills the features and mask of the next op,
@@ -138,7 +140,7 @@ def step_graph(
 
     Raises:
         ValueError: an anchor of the wrong shape or out of range; placement constraints no
-            placement can meet.
+            placement can meet; a cluster with ``contiguous: true``.
     """
     n, num_dev = graph.num_ops, cluster.num_devices
     prologue = list_inputs(graph, cluster)
@@ -148,6 +150,12 @@ def step_graph(
     scale = float(rank.max()) if n else 1.0
     scale = scale if scale > 0 else 1.0
     rules = constraints(graph, cluster)
+    if rules.contiguous:
+        raise ValueError(
+            f"the step-wise decoder places one op at a time and cannot keep the contiguous stages "
+            f"that cluster {cluster.name!r} demands (contiguous: true); use the placement decoder "
+            "or annealing, or set contiguous: false"
+        )
     allowed = (
         np.ones((n, num_dev), dtype=np.bool_)
         if rules.allowed is None

@@ -496,8 +496,11 @@ class Simulator:
     def prepare(self, graph: CompGraph, cluster: Cluster) -> PreparedGraph:
         """The :class:`PreparedGraph` for this pair, from the cache when possible."""
         key: tuple[str, ...] = (graph.fingerprint, cluster.fingerprint)
-        if cluster.colocation == "enforce":  # the groups constrain: part of the key (rule 0)
+        if cluster.colocation == "enforce" or cluster.contiguous:  # the groups (and, for the
+            # blocks of contiguous: true, the layers and forward part) constrain: rule 0
             key += ("\0".join(graph.colocation),)
+        if cluster.contiguous:
+            key += ("\0".join(graph.layer), repr(graph.metadata.get("forward_ops")))
         if cluster.op_times == "learned":  # the op model reads the shapes: part of the key
             key += (graph.tensor_fingerprint,)
         prepared = self._cache.get(key)
