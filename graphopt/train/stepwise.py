@@ -39,7 +39,6 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from envs.rewards import INVALID
 from graphopt.decoders.stepwise import Episode, StepGraph, decode, lookahead, step_graph
 from graphopt.encoding import encode
 from graphopt.graph import CompGraph
@@ -47,15 +46,17 @@ from graphopt.hardware import Cluster
 from graphopt.rundir import write_atomic
 from graphopt.sim import PreparedGraph
 from graphopt.strict_json import dumps
+from graphopt.train.shared_baseline import INVALID_LOG_REWARD as INVALID_LOG_REWARD
+from graphopt.train.shared_baseline import advantages as advantages
+from graphopt.train.shared_baseline import geomean as geomean
+from graphopt.train.shared_baseline import log_returns
 from policies.step_policy import StepPolicy
 
 CHECKPOINT_KIND = "graphopt-step-policy"
 CHECKPOINT_VERSION = 1
-INVALID_LOG_REWARD = -math.log(INVALID)
 ALGORITHMS = ("ppo", "lookahead")
 MAX_COUNT = 1_000_000
 """The largest value of every count of :class:`StepTrainConfig` (updates, samples, steps...)."""
-"""The return of an invalid placement: as if its step took ``INVALID`` (16) times the reference's."""
 
 
 @dataclass
@@ -280,11 +281,9 @@ def _batch(
 
 
 def returns(batch: Batch) -> np.ndarray:
-    """``log(t_ref / t)`` of each episode; an invalid one scores ``INVALID_LOG_REWARD``."""
-    t = np.where(batch.valid, batch.step_times, np.inf)
-    with np.errstate(divide="ignore"):
-        r = np.log(batch.item.reference_time / t)
-    return np.where(batch.valid & np.isfinite(r), r, INVALID_LOG_REWARD)
+    """``log(t_ref / t)`` of each episode; an invalid one scores ``INVALID_LOG_REWARD``
+    (:func:`graphopt.train.shared_baseline.log_returns`)."""
+    return log_returns(batch.step_times, batch.valid, batch.item.reference_time)
 
 
 def improve_target(batch: Batch, placements: np.ndarray) -> bool:
@@ -297,11 +296,6 @@ def improve_target(batch: Batch, placements: np.ndarray) -> bool:
         batch.item.target_return = float(r[best])
         return True
     return False
-
-
-def advantages(r: np.ndarray, floor: float) -> np.ndarray:
-    """Returns standardised within their graph's group: ``(r - mean) / max(std, floor)``."""
-    return (r - r.mean()) / max(float(r.std()), floor)
 
 
 def step_log_probs(
@@ -516,12 +510,6 @@ def greedy_speedups(policy: StepPolicy, items: Sequence[Item]) -> np.ndarray:
         m = item.prepared.evaluate_batch(placement[None, :])
         out[i] = item.reference_time / m.step_time[0] if m.valid[0] else 0.0
     return out
-
-
-def geomean(values: np.ndarray) -> float:
-    """Geometric mean (0 if any value is 0 or there is none)."""
-    v = np.asarray(values, dtype=np.float64)
-    return float(np.exp(np.log(v).mean())) if len(v) and (v > 0).all() else 0.0
 
 
 # ---------------------------------------------------------------------------- checkpoints
