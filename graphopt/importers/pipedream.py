@@ -16,7 +16,9 @@ Device kind. The files do not say which GPU measured them. The paper's clusters 
 ``measured["V100"]`` and apply to the ``V100`` devices of the cluster presets. Pass ``kind=``
 to :func:`load_pipedream` to file them under another kind.
 
-Forward graph: one op per node, named ``f"{model}/node{id}"``, ``layer`` = the module repr, type =
+Forward graph: one op per node, named ``f"{model}/node{id}"``, ``layer`` = that name (the
+node is the layer: a profile has no module path, and a module repr such as ``ReLU(inplace)`` is
+shared by unrelated layers, which would merge them into one colour class), type =
 the module's class name (``Input0`` and ``hidden`` become ``Input``, ``__getitem__`` ``GetItem``),
 ``measured = forward ms / 1e3``, ``output_bytes`` = the summed activation sizes, ``param_bytes`` =
 ``parameter_size``, ``bytes_accessed`` = input edge bytes + ``output_bytes`` + ``param_bytes``.
@@ -551,7 +553,7 @@ def profile_to_graph(
                 param_bytes=params,
                 measured={kind: layer.forward_ms / 1e3},
                 colocation=node if training else "",
-                layer=layer.module,
+                layer=node,
             )
         )
         backward.append(
@@ -564,7 +566,7 @@ def profile_to_graph(
                 param_bytes=params,
                 measured={kind: layer.backward_ms / 1e3},
                 colocation=node,
-                layer=layer.module,
+                layer=node,
             )
         )
     edges = [

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 import graphopt
+from graphopt.blocks import block_dag
 from graphopt.data import PIPEDREAM_DIR as DATA
 from graphopt.hardware import get_cluster
 from graphopt.importers import (
@@ -269,7 +270,7 @@ def test_tiny_forward_graph_exactly():
     assert g.bytes_accessed.tolist() == [IMG, IMG + ACT + W, 2 * ACT]
     assert g.measured["V100"].tolist() == [0.5 / 1e3, 2.0 / 1e3, 0.25 / 1e3]
     assert _edges(g) == {("tiny/node1", "tiny/node2", IMG), ("tiny/node2", "tiny/node3", ACT)}
-    assert g.layer[2] == "ReLU(inplace)"
+    assert g.layer == g.op_names  # the node is the layer, not its module repr
     assert g.colocation == ("", "", "")
 
 
@@ -297,6 +298,7 @@ def test_tiny_training_graph_exactly():
     assert col(g.bytes_accessed, bwd) == [2 * IMG, 2 * (IMG + ACT + W), 4 * ACT]
     assert col(g.measured["TitanX"], bwd) == [0.0, 3.0 / 1e3, 0.125 / 1e3]
     assert col(g.colocation) == col(g.colocation, bwd) == ["tiny/node1", "tiny/node2", "tiny/node3"]
+    assert col(g.layer) == col(g.layer, bwd) == col(g.colocation)
     assert _edges(g) == {
         ("tiny/node1", "tiny/node2", IMG),
         ("tiny/node2", "tiny/node3", ACT),
@@ -335,6 +337,8 @@ def test_multi_output_rules():
         ("m/node4", "m/node6", 30.0),
     }
     assert g.output_bytes[g.index["m/node4"]] == 60.0
+    # the four identical ReLU() modules stay four layers, four colour classes and blocks
+    assert len(set(g.layer)) == 6 and block_dag(g).num_blocks == 6
     # "Split" has no FLOP rule: measured seconds * the assumed throughput
     assert g.flops[g.index["m/node1"]] == 1e-3 * FALLBACK_FLOPS_PER_SECOND
 
