@@ -38,7 +38,7 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit
 
-from graphopt.baselines._costs import op_times
+from graphopt.baselines._costs import check_finite_times, op_times
 from graphopt.blocks import block_dag
 from graphopt.graph import CompGraph
 from graphopt.hardware import Cluster
@@ -85,11 +85,16 @@ class Chain:
 
 
 def build_chain(graph: CompGraph, cluster: Cluster, max_groups: int = MAX_GROUPS) -> Chain:
-    """The chain of ``graph`` on ``cluster`` (module docstring)."""
+    """The chain of ``graph`` on ``cluster`` (module docstring).
+
+    Raises:
+        ValueError: op times whose sum on a device overflows float64 (naming the op).
+    """
     dag = block_dag(graph)
     group, count = dag.block, dag.num_blocks
     dag_src, dag_dst = dag.edge_src, dag.edge_dst
     times = op_times(graph, cluster)
+    check_finite_times(graph, cluster, times)  # one line naming the op (the DPs sum them)
     if count > max_groups:  # merge runs of groups into blocks of about equal mean work
         weight = np.bincount(group, weights=times.mean(axis=1), minlength=count).astype(float)
         if float(weight.sum()) <= 0.0:

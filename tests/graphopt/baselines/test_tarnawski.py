@@ -2,7 +2,13 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from helpers_baselines import chain_of, line_cluster, training_graph
+from helpers_baselines import (
+    chain_of,
+    line_cluster,
+    random_cluster,
+    small_random_graphs,
+    training_graph,
+)
 
 from graphopt.baselines.contiguous import build_chain
 from graphopt.baselines.tarnawski import (
@@ -125,3 +131,14 @@ def test_max_load_dp_refuses_a_graph_beyond_the_bound_of_ideals():
     with pytest.raises(ValueError, match=r"max-load DP on line: .* more than 60,000 ideals") as e:
         max_load_dp(g, line_cluster(1e12, 1e12))
     assert "\n" not in str(e.value)
+
+
+def test_the_registry_returns_the_papers_own_member():
+    """PLACERS runs the two algorithms as the paper does: no sub-cluster chosen by the simulator
+    (a heterogeneous CPU + accelerators cluster, where the sub-clusters' splits differ)."""
+    from graphopt.baselines.placement import PLACERS
+
+    for k, graph in enumerate(small_random_graphs(6, low=12, high=30)):
+        cluster = random_cluster(3, seed=70 + k)
+        for name, placer in (("tarnawski-greedy", latency_greedy), ("tarnawski-dp", max_load_dp)):
+            assert np.array_equal(PLACERS[name](graph, cluster), placer(graph, cluster)), name
