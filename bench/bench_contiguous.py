@@ -3,6 +3,11 @@ on the project's training graphs: simulated step time and whether each split is 
 the block DAG, for this tree and, with ``--before PATH``, for another checkout of graphopt.
 
     python bench/bench_contiguous.py --before /tmp/graphopt-before
+    python bench/bench_contiguous.py --option
+
+With ``--option``: every placer of ``PLACERS`` on the same graphs and clusters without and with
+the cluster option ``contiguous: true`` (step time, or the placer's refusal), and whether the
+simulator finds the placement contiguous.
 
 Placements are computed by each tree's own code (a subprocess with that tree on ``PYTHONPATH``)
 and judged here: step time by this tree's simulator (default priorities, no fusion), contiguity
@@ -57,7 +62,11 @@ def placements(tree: Path) -> dict[str, list[int] | str]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--before", type=Path, help="another checkout to compare with")
+    parser.add_argument("--option", action="store_true", help="contiguous: false against true")
     args = parser.parse_args()
+    if args.option:
+        option_table()
+        return
     from graphopt.blocks import block_dag, is_contiguous
     from graphopt.hardware import get_cluster
     from graphopt.sim import PreparedGraph
@@ -95,6 +104,41 @@ def main() -> None:
                     ms = f"{m.step_time * 1e3:.1f}" if m.valid else "invalid"
                     row += [ms, "yes" if ok else "no"]
                 print("| " + " | ".join(row) + " |")
+
+
+def option_table() -> None:
+    """Every placer without and with ``contiguous: true`` (module docstring)."""
+    from dataclasses import replace
+
+    from graphopt.baselines.placement import PLACERS as REGISTRY
+    from graphopt.constraints import constraints
+    from graphopt.hardware import get_cluster
+    from graphopt.sim import PreparedGraph
+    from graphopt.typing import Decision
+    from graphopt.workloads import resolve_graphs
+
+    print("| graph | cluster | placer | ms | ms, contiguous: true | contiguous |")
+    print("| --- | --- | --- | ---: | ---: | ---: |")
+    for spec in GRAPHS:
+        (graph,) = resolve_graphs(spec)
+        for cluster_name in CLUSTERS:
+            rows = []
+            for option in (False, True):
+                cluster = replace(get_cluster(cluster_name), contiguous=option)
+                prepared, rules = PreparedGraph(graph, cluster), constraints(graph, cluster)
+                for name, placer in REGISTRY.items():
+                    try:
+                        placement = placer(graph, cluster)
+                    except ValueError:
+                        rows.append((name, "refused", "-"))
+                        continue
+                    m = prepared.evaluate(Decision(placement=placement))
+                    ms = f"{m.step_time * 1e3:.1f}" if m.valid else "invalid"
+                    ok = "yes" if rules.violation(placement) == "" else "no"
+                    rows.append((name, ms, ok))
+            half = len(rows) // 2
+            for (name, ms, _), (_, ms_c, ok_c) in zip(rows[:half], rows[half:], strict=True):
+                print(f"| {spec} | {cluster_name} | {name} | {ms} | {ms_c} | {ok_c} |")
 
 
 if __name__ == "__main__":
