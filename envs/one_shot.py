@@ -20,6 +20,7 @@ from envs.rewards import reward, speedup
 from graphopt import encoding, strict_json
 from graphopt.decoders.decision import LIMIT, DecoderSettings, channels
 from graphopt.decoders.decision import decode as decode_outputs
+from graphopt.file_set import write_file
 from graphopt.graph import CompGraph
 from graphopt.hardware import DEFAULT_CLUSTER, Cluster
 from graphopt.sim.fusion_rules import fusion_mask
@@ -410,7 +411,4 @@ class GraphOptEnv(GraphEnv):
         ``graphopt simulate GRAPH --cluster CLUSTER --decision FILE``."""
         if self.last_episode is None:
             raise ValueError("no finished episode to save yet: call reset() and step() first")
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(strict_json.dumps(self.last_episode.to_dict()))
-        return path
+        return write_file(path, strict_json.dumps(self.last_episode.to_dict()))

@@ -44,7 +44,6 @@ import json
 import math
 import os
 import re
-import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -58,7 +57,7 @@ from graphopt.decision_format import (
     record_of,
     to_json,
 )
-from graphopt.file_set import FileSet
+from graphopt.file_set import FileSet, write_file
 from graphopt.typing import Decision
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -144,23 +143,12 @@ def dumps(data: dict[str, Any]) -> str:
 
 def write_text_atomic(path: Path, text: str) -> Path:
     """Write ``text`` to ``path`` through a temporary file of the same directory renamed into
-    place (module docstring).
+    place (:func:`graphopt.file_set.write_file`).
 
     Raises:
         ValueError: the file cannot be written (one line naming it and why); nothing is left.
     """
-    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.tmp")
-    try:
-        with open(tmp, "x", encoding="utf-8") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except OSError as e:
-        tmp.unlink(missing_ok=True)
-        raise ValueError(f"cannot write {str(path)!r}: {e.strerror or e}") from None
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    return path
+    return write_file(path, text)
 
 
 def write_json_atomic(path: Path, data: dict[str, Any]) -> Path:

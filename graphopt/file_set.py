@@ -1,4 +1,12 @@
-"""A set of files written into a directory whole or not at all.
+"""Files written whole or not at all: one file (:func:`write_file`), or a set of files in a
+directory (:class:`FileSet`).
+
+:func:`write_file` writes one file (text, bytes, or through a function such as ``torch.save``;
+:func:`write_figure` a matplotlib figure) to a hidden temporary file beside it (``.NAME.XXXXXXXX.tmp.SUFFIX``, the suffix
+kept for writers that choose the format by it) and renames that over the path (``os.replace``,
+atomic on POSIX): a reader sees the old file or the new one, never half of one. The parent
+folders it makes are removed again, with the temporary file, when the write fails or is
+interrupted, so a failed or interrupted write leaves nothing behind.
 
 :class:`FileSet` writes each file into a hidden staging directory and moves the set into place
 with :meth:`FileSet.commit`:
@@ -30,12 +38,16 @@ Standard library only, besides :mod:`graphopt.signals`.
 
 from __future__ import annotations
 
+import contextlib
+import io
 import os
 import shutil
 import uuid
 import weakref
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 from graphopt.signals import held
 
@@ -61,6 +73,82 @@ def check_name(name: object) -> str:
             "leading '.')"
         )
     return name
+
+
+def write_file(path: str | Path, content: str | bytes | Callable[[Path], object]) -> Path:
+    """Write one file whole or not at all (module docstring); returns its path.
+
+    Args:
+        path: the file; its missing parent folders are made (and removed again on failure).
+        content: the text (UTF-8), the bytes, or a function that writes the file at exactly
+            the path it is given (``fig.savefig``, ``lambda tmp: torch.save(data, tmp)``).
+
+    Raises:
+        ValueError: the file cannot be written (one line naming it and why; an ``OSError`` of
+            ``content``'s function too); ``path`` is as it was and nothing is left.
+        Anything else ``content``'s function raises, and ``KeyboardInterrupt``, after the same
+        clean-up.
+    """
+    path = Path(path)
+    made: list[Path] = []
+    tmp: Path | None = None
+    try:
+        try:
+            for folder in reversed([p for p in path.absolute().parents if not p.exists()]):
+                folder.mkdir()
+                made.append(folder)
+            tmp = _temporary(path)
+            if callable(content):
+                content(tmp)
+            elif isinstance(content, bytes):
+                with open(tmp, "xb") as f:
+                    f.write(content)
+            else:
+                with open(tmp, "x", encoding="utf-8") as f:
+                    f.write(content)
+            with held():
+                os.replace(tmp, path)
+                tmp = None
+        except OSError as e:
+            raise ValueError(f"cannot write {str(path)!r}: {e.strerror or e}") from e
+    except BaseException:
+        if tmp is not None:
+            with contextlib.suppress(OSError):
+                tmp.unlink(missing_ok=True)
+        for folder in reversed(made):
+            try:
+                folder.rmdir()
+            except OSError:
+                break  # something else is in it now: kept
+        raise
+    return path
+
+
+def write_figure(path: str | Path, figure: Any, **options: Any) -> Path:
+    """:func:`write_file` of a matplotlib ``figure`` in the format of the suffix (``png``
+    without one), rendered by :func:`figure_bytes` with ``options`` (``dpi``).
+
+    Raises:
+        ValueError: the file cannot be written, or matplotlib has no format of that suffix.
+    """
+    path = Path(path)
+    return write_file(path, figure_bytes(figure, path.suffix[1:].lower() or "png", **options))
+
+
+def figure_bytes(figure: Any, kind: str = "png", **options: Any) -> bytes:
+    """A matplotlib ``figure`` as the bytes of a ``kind`` file (``figure.savefig`` in memory:
+    no file, no suffix added); for a :class:`FileSet` or :func:`write_file`."""
+    with io.BytesIO() as buffer:
+        figure.savefig(buffer, format=kind, **options)
+        return buffer.getvalue()
+
+
+def _temporary(path: Path) -> Path:
+    """A hidden name beside ``path`` that keeps its suffix: ``a/fig.png`` ->
+    ``a/.fig.XXXXXXXX.tmp.png``."""
+    suffix = path.suffix
+    stem = path.name[: len(path.name) - len(suffix)]
+    return path.with_name(f".{stem}.{uuid.uuid4().hex[:8]}.tmp{suffix}")
 
 
 def _probe(folder: Path) -> OSError | None:
@@ -147,7 +235,7 @@ class _Stage:
             self.discard()
             raise ValueError(f"{shown}: cannot create the directory: {e.strerror or e}") from None
 
-    def submit(self, name: str, text: str) -> None:
+    def submit(self, name: str, text: str | bytes) -> None:
         if self.writer is None:
             self.writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="file-set")
         pending = []
@@ -160,10 +248,14 @@ class _Stage:
         self.pending = pending
         self.names[name] = None
 
-    def _write(self, name: str, text: str) -> None:
+    def _write(self, name: str, text: str | bytes) -> None:
         try:
-            with open(self.dir / name, "w", encoding="utf-8") as f:
-                f.write(text)
+            if isinstance(text, bytes):
+                with open(self.dir / name, "wb") as f:
+                    f.write(text)
+            else:
+                with open(self.dir / name, "w", encoding="utf-8") as f:
+                    f.write(text)
         except OSError as e:
             raise ValueError(
                 f"cannot write {str(self.target / name)!r}: {e.strerror or e}"
@@ -256,8 +348,9 @@ class FileSet:
         self._stage: _Stage | None = None
         self._finalizer: weakref.finalize | None = None
 
-    def write(self, name: str, text: str) -> None:
-        """Stage file ``name`` (a plain name, :func:`check_name`) with ``text``; a later write of
+    def write(self, name: str, text: str | bytes) -> None:
+        """Stage file ``name`` (a plain name, :func:`check_name`) with ``text`` (UTF-8; bytes as
+        they are); a later write of
         the same name replaces it. The file is written by a thread of its own: a failure to write
         it is raised by a later :meth:`write`, or at the latest by :meth:`flush` or
         :meth:`commit` (after which the set is discarded).

@@ -76,6 +76,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike
 
+from graphopt.file_set import write_file
 from graphopt.op_classes import check_class, classify
 from graphopt.shapes import Shape, check_op_tensors, parse_dtypes, parse_shapes
 from graphopt.typing import FloatArray, IntArray
@@ -525,18 +526,19 @@ class CompGraph:
         return replace(graph, file_order=_readonly(file_order))
 
     def save(self, path: str | Path) -> Path:
-        """Write the graph file (gzip when ``path`` ends in ``.gz``); returns the path."""
+        """Write the graph file (gzip when ``path`` ends in ``.gz``), whole or not at all
+        (:func:`graphopt.file_set.write_file`); returns the path.
+
+        Raises:
+            ValueError: the file cannot be written (one line naming it).
+        """
         path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
+        return write_file(path, self.file_content(gzipped=path.suffix == ".gz"))
+
+    def file_content(self, gzipped: bool = False) -> str | bytes:
+        """What :meth:`save` writes: the graph file's JSON text, or its gzip bytes."""
         text = json.dumps(self.to_json_dict(), separators=(",", ":"))
-        tmp = path.with_name(path.name + ".tmp")
-        if path.suffix == ".gz":
-            with gzip.open(tmp, "wt", encoding="utf-8") as f:
-                f.write(text)
-        else:
-            tmp.write_text(text, encoding="utf-8")
-        tmp.replace(path)  # atomic: a crash never leaves a half-written graph file
-        return path
+        return gzip.compress(text.encode("utf-8"), mtime=0) if gzipped else text
 
     @classmethod
     def load(cls, path: str | Path) -> CompGraph:

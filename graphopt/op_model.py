@@ -49,6 +49,7 @@ import numpy as np
 
 from graphopt import strict_json
 from graphopt.booster_text import read_booster
+from graphopt.file_set import write_file
 from graphopt.graph import CompGraph
 from graphopt.hardware import Device
 from graphopt.op_classes import SOURCE
@@ -271,12 +272,12 @@ class OpModel:
         }
 
     def save(self, path: str | Path) -> Path:
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(strict_json.dumps(self.to_json_dict()), encoding="utf-8")
-        tmp.replace(path)
-        return path
+        """Write the model file, whole or not at all (:func:`graphopt.file_set.write_file`).
+
+        Raises:
+            ValueError: the file cannot be written (one line naming it).
+        """
+        return write_file(path, strict_json.dumps(self.to_json_dict()))
 
     @classmethod
     def from_json_dict(cls, data: Any, source: str) -> OpModel:

@@ -46,6 +46,7 @@ from typing import Any
 
 from graphopt import strict_json
 from graphopt.errors import RunLocked
+from graphopt.file_set import write_file
 
 try:
     import fcntl
@@ -176,9 +177,12 @@ def new_run_dir(root: str | Path, task: str, name: str, checkpoints: bool = True
 
 
 def atomic_write_text(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
+    """Write ``text`` to ``path`` whole or not at all (:func:`graphopt.file_set.write_file`).
+
+    Raises:
+        ValueError: the file cannot be written (one line naming it).
+    """
+    write_file(path, text)
 
 
 def read_state(run: Path) -> dict[str, Any]:
@@ -373,19 +377,17 @@ def is_interrupt(error: BaseException) -> bool:
 
 
 def write_atomic(path: Path, write: Callable[[Path], None]) -> None:
-    """``write(tmp)`` a temporary file next to ``path``, then rename it into place; Ctrl-C waits
-    until the file is complete (:func:`uninterrupted`). The temporary name keeps the suffix
-    (``last.pt`` -> ``last.tmp.pt``); a write that fails removes it, so ``path`` is either the
-    old file or the new one and nothing else is left."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.stem + ".tmp" + path.suffix)
+    """``write(tmp)`` a temporary file next to ``path``, then rename it into place
+    (:func:`graphopt.file_set.write_file`, which keeps the suffix: ``last.pt`` ->
+    ``.last.XXXXXXXX.tmp.pt``); Ctrl-C waits until the file is complete (:func:`uninterrupted`).
+    A write that fails removes it, so ``path`` is either the old file or the new one and nothing
+    else is left.
+
+    Raises:
+        ValueError: the file cannot be written (an ``OSError``: one line naming it).
+    """
     with uninterrupted():
-        try:
-            write(tmp)
-            os.replace(tmp, path)
-        except BaseException:
-            tmp.unlink(missing_ok=True)
-            raise
+        write_file(path, write)
 
 
 def legacy_model_error(run: Path, names: list[str] | tuple[str, ...]) -> ValueError:

@@ -102,10 +102,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
         description=(cluster.description + " " if cluster.description else "")
         + f"(calibrated by graphopt calibrate on {len(graphs)} graph(s))",
     )
-    try:
-        rundir.write_atomic(out, fitted.save)
-    except OSError as e:
-        raise ValueError(f"cannot write {out}: {e.strerror or e}") from e
+    rundir.write_atomic(out, fitted.save)
     if args.json:
         rows = {
             kind: {

@@ -347,8 +347,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         )
     )
     if args.json:
-        path = Path(args.json)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(strict_json.dumps(result, indent=2))
-        print(f"wrote {path}")
+        from graphopt.file_set import write_file
+
+        print(f"wrote {write_file(args.json, strict_json.dumps(result, indent=2))}")
     return 0

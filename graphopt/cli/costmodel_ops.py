@@ -75,7 +75,6 @@ def cmd_train(args: argparse.Namespace) -> int:
     out = Path(args.output)
     check_output(out, "op model file", (".json",))
 
-    from graphopt import rundir
     from graphopt.costmodel.op_fit import ROUNDS, fit_op_model
     from graphopt.graph import CompGraph
 
@@ -87,13 +86,7 @@ def cmd_train(args: argparse.Namespace) -> int:
         metadata={"cluster": args.cluster.name},
     )
 
-    def write(path: Path) -> None:
-        model.save(path)
-
-    try:
-        rundir.write_atomic(out, write)
-    except OSError as e:
-        raise ValueError(f"cannot write {out}: {e.strerror or e}") from e
+    model.save(out)  # whole or not at all
     print(
         f"wrote {out}: {model.metadata['ops']:,} measured ops of {len(graphs)} graph(s), "
         f"{len(model.types)} op types, device kind(s) {', '.join(model.kinds)}"

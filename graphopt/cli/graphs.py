@@ -215,7 +215,13 @@ def cmd_export(args: argparse.Namespace) -> int:
             raise ValueError(
                 f"{len(graphs)} graphs cannot go to one file {str(out)!r}; give a directory"
             )
-        paths = [g.save(out / f"{g.name}.json") for g in graphs]
+        from graphopt.file_set import FileSet
+
+        files = FileSet(out, "-o")  # every graph's file, or none
+        for g in graphs:
+            files.write(f"{g.name}.json", g.file_content())
+        files.commit()
+        paths = [out / f"{g.name}.json" for g in graphs]
     for p in paths:
         print(p)
     return 0

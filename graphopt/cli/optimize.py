@@ -207,27 +207,22 @@ def write_decision(
 ) -> None:
     """Write the decision file (:mod:`graphopt.decision_format`, as ``--save-decisions`` writes
     them) through a temporary file in the same directory renamed into place: a reader never sees
-    half of it (:func:`graphopt.rundir.write_atomic`, which also holds Ctrl-C back meanwhile).
+    half of it (:func:`graphopt.file_set.write_file`).
 
     Raises:
         ValueError: the file cannot be written (one line naming it).
     """
     from graphopt.decision_files import dumps
     from graphopt.decision_format import record_of, to_json
-    from graphopt.rundir import write_atomic
+    from graphopt.file_set import write_file
 
     record = record_of(
         graph, cluster, decision, method=method, measurement=measurement, task=task, seed=seed
     )
-    text = dumps(to_json(record))
-
-    def write(tmp: Path) -> None:
-        tmp.write_text(text, encoding="utf-8")
-
     try:
-        write_atomic(path, write)
-    except OSError as e:
-        raise ValueError(f"-o {str(path)!r}: cannot write the decision: {e.strerror or e}") from e
+        write_file(path, dumps(to_json(record)))
+    except ValueError as e:
+        raise ValueError(f"-o: {e}") from e
 
 
 def write_gantt(
@@ -243,8 +238,8 @@ def write_gantt(
         plot_gantt(
             graph, cluster, m.schedule, path, title=f"{graph.name} on {cluster.name}, {method}"
         )
-    except OSError as e:
-        raise ValueError(f"--gantt {str(path)!r}: cannot write the chart: {e.strerror or e}") from e
+    except ValueError as e:
+        raise ValueError(f"--gantt: {e}") from e
 
 
 def interrupted(

@@ -212,17 +212,12 @@ def cmd_profile(args: argparse.Namespace) -> int:
 
 
 def write_outputs(graph: Any, out: Path, cluster: Any, cluster_out: Path) -> None:
-    """Both files, each written atomically (a temporary file renamed over the path); the
-    cluster's rename comes last, so that a failure leaves neither file half-written."""
-    tmp = cluster_out.with_name(f".{cluster_out.name}.tmp{cluster_out.suffix}")
-    try:
-        cluster_out.parent.mkdir(parents=True, exist_ok=True)
-        cluster.save(tmp)
-        graph.save(out)
-        tmp.replace(cluster_out)
-    except OSError as e:
-        tmp.unlink(missing_ok=True)
-        raise ValueError(f"cannot write the outputs: {e.strerror or e}: {e.filename or ''}") from e
+    """Both files, each whole or not at all (:func:`graphopt.file_set.write_file`), the graph
+    first: neither is ever half-written."""
+    from graphopt.file_set import write_file
+
+    graph.save(out)
+    write_file(cluster_out, cluster.save)
 
 
 def _ms(seconds: float) -> str:

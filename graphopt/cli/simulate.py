@@ -228,8 +228,8 @@ def cmd_simulate(args: argparse.Namespace) -> int:
             title = f"{graph.name} on {cluster.name}, {args.decision or args.placement} placement"
             try:
                 written = plot_gantt(graph, cluster, m.schedule, out, title=title)
-            except OSError as e:
-                raise ValueError(f"cannot write Gantt chart {str(out)!r}: {e.strerror or e}") from e
+            except ValueError as e:
+                raise ValueError(f"--gantt: {e}") from e
             result["gantt"] = str(written)
     if args.json:
         from graphopt.strict_json import dumps

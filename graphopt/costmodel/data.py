@@ -15,11 +15,13 @@ On disk (:func:`save_samples` / :func:`load_samples`) a simulator dataset is a d
 ``.npz`` per graph, self-contained: the graph and cluster as JSON, the decisions, the step times
 and the simulator's status per decision. :func:`generate` writes one (seeded, with a progress bar),
 measuring the graphs one at a time or as one Ray task each (:func:`measure_job`), with the same
-files either way.
+files either way; the directory gets the whole dataset or nothing new
+(:class:`graphopt.file_set.FileSet`: an error, Ctrl-C or SIGTERM leaves no file of it).
 """
 
 from __future__ import annotations
 
+import io
 import json
 import math
 from dataclasses import dataclass
@@ -36,6 +38,7 @@ from graphopt.costmodel.features import SUMMARY_FEATURES, DecisionFeaturizer, st
 from graphopt.costmodel.tpugraphs import LayoutGraph, load_tpugraphs
 from graphopt.distributed import check_workers, map_jobs, uses_ray
 from graphopt.errors import check_integer
+from graphopt.file_set import FileSet, write_file
 from graphopt.graph import CompGraph
 from graphopt.hardware import Cluster
 from graphopt.sim import PreparedGraph
@@ -346,7 +349,6 @@ def generate(
     check_integer(samples, "samples", 1, MAX_SAMPLES)
     check_workers(workers)
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
     meta = {
         "format": FORMAT,
         "version": VERSION,
@@ -356,22 +358,28 @@ def generate(
         "task": task,
         "graphs": [g.name for g in graphs],
     }
-    (out / "meta.json").write_text(strict_json.dumps(meta, indent=2))
+    files = FileSet(out, "dataset directory")  # staged: the whole dataset, or nothing new
 
     def write(i: int, graph: CompGraph, measured: Measured) -> Path:
-        return save_samples(out / f"{i:04d}-{_safe(graph.name)}.npz", graph, cluster, *measured)
+        name = f"{i:04d}-{_safe(graph.name)}.npz"
+        files.write(name, samples_bytes(graph, cluster, *measured))
+        return out / name
 
     if uses_ray(workers, address):
         settings = {"cluster": cluster.to_dict(), "samples": samples, "seed": seed, "task": task}
         jobs = [{**settings, "graph": g.to_json_dict(), "index": i} for i, g in enumerate(graphs)]
         measured = map_jobs(measure_job, jobs, workers=workers, address=address)
-        return [write(i, g, m) for i, (g, m) in enumerate(zip(graphs, measured, strict=True))]
-    paths = []
-    with Progress(disable=not progress, transient=True) as bar:
-        job = bar.add_task("measuring decisions", total=len(graphs) * samples)
-        for i, graph in enumerate(graphs):
-            paths.append(write(i, graph, measure_graph(graph, cluster, i, samples, seed, task)))
-            bar.advance(job, samples)
+        paths = [write(i, g, m) for i, (g, m) in enumerate(zip(graphs, measured, strict=True))]
+    else:
+        paths = []
+        with Progress(disable=not progress, transient=True) as bar:
+            job = bar.add_task("measuring decisions", total=len(graphs) * samples)
+            for i, graph in enumerate(graphs):
+                measured_one = measure_graph(graph, cluster, i, samples, seed, task)
+                paths.append(write(i, graph, measured_one))
+                bar.advance(job, samples)
+    files.write("meta.json", strict_json.dumps(meta, indent=2))
+    files.commit(last=("meta.json",))
     return paths
 
 
@@ -389,21 +397,36 @@ def save_samples(
     runtime: np.ndarray,
     status: IntArray,
 ) -> Path:
-    """Write one graph's samples (see the module docstring); returns ``path``."""
-    tmp = path.with_suffix(".tmp.npz")
-    np.savez_compressed(
-        tmp,
-        format=np.array(f"{FORMAT} v{VERSION}"),
-        graph_json=np.array(json.dumps(graph.to_json_dict())),
-        cluster_json=np.array(json.dumps(cluster.to_dict())),
-        placement=placement.astype(np.int16),
-        priority=priority.astype(np.int16),
-        fusion=fusion.astype(np.int8),
-        runtime=np.asarray(runtime, dtype=np.float64),
-        status=np.asarray(status, dtype=np.int8),
+    """Write one graph's samples (see the module docstring), whole or not at all
+    (:func:`graphopt.file_set.write_file`); returns ``path``."""
+    return write_file(
+        path, samples_bytes(graph, cluster, placement, priority, fusion, runtime, status)
     )
-    tmp.replace(path)
-    return path
+
+
+def samples_bytes(
+    graph: CompGraph,
+    cluster: Cluster,
+    placement: IntArray,
+    priority: IntArray,
+    fusion: IntArray,
+    runtime: np.ndarray,
+    status: IntArray,
+) -> bytes:
+    """The ``.npz`` file of one graph's samples (:func:`save_samples`), as bytes."""
+    arrays = {
+        "format": np.array(f"{FORMAT} v{VERSION}"),
+        "graph_json": np.array(json.dumps(graph.to_json_dict())),
+        "cluster_json": np.array(json.dumps(cluster.to_dict())),
+        "placement": placement.astype(np.int16),
+        "priority": priority.astype(np.int16),
+        "fusion": fusion.astype(np.int8),
+        "runtime": np.asarray(runtime, dtype=np.float64),
+        "status": np.asarray(status, dtype=np.int8),
+    }
+    with io.BytesIO() as buffer:
+        np.savez_compressed(buffer, **arrays)  # type: ignore[arg-type]
+        return buffer.getvalue()
 
 
 _KEYS = (
@@ -476,7 +499,7 @@ def load_dataset(source: str | Path, include_oom: bool = False) -> list[GraphSam
     """
     path = Path(source)
     if path.is_dir():
-        files = sorted(p for p in path.glob("*.npz") if not p.name.endswith(".tmp.npz"))
+        files = sorted(p for p in path.glob("*.npz") if not p.name.startswith("."))
         if not files:
             raise ValueError(
                 f"{path}: no .npz files; create a dataset with `graphopt costmodel dataset`"

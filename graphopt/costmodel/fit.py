@@ -36,7 +36,7 @@ from graphopt.costmodel.features import (
 from graphopt.costmodel.losses import get_loss
 from graphopt.costmodel.metrics import grouped_report
 from graphopt.costmodel.model import CostNet, NetLayout
-from graphopt.rundir import uninterrupted
+from graphopt.rundir import write_atomic
 from graphopt.weights import load_pt
 
 CHECKPOINT_FORMAT = "graphopt-costmodel v1"
@@ -270,21 +270,16 @@ def train_loop(
 
 def save_checkpoint(path: str | Path, net: CostNet, features: dict[str, Any], **extra: Any) -> Path:
     """Write ``net`` with its layout and the data's feature layout; atomic (temp file + rename),
-    Ctrl-C held back until the file is complete (:func:`graphopt.rundir.uninterrupted`)."""
+    Ctrl-C held back until the file is complete (:func:`graphopt.rundir.write_atomic`)."""
     path = Path(path)
-    tmp = path.with_suffix(".tmp")
-    with uninterrupted():
-        torch.save(
-            {
-                "format": CHECKPOINT_FORMAT,
-                "layout": net.layout.to_dict(),
-                "features": features,
-                "state_dict": net.state_dict(),
-                **extra,
-            },
-            tmp,
-        )
-        tmp.replace(path)
+    data = {
+        "format": CHECKPOINT_FORMAT,
+        "layout": net.layout.to_dict(),
+        "features": features,
+        "state_dict": net.state_dict(),
+        **extra,
+    }
+    write_atomic(path, lambda tmp: torch.save(data, tmp))
     return path
 
 

@@ -49,6 +49,7 @@ from graphopt.baselines.staged import measure_chain
 from graphopt.decoders.search import search_placements
 from graphopt.eval.budgets import CALLS, MAX_CALLS, SECONDS, parse_budgets  # noqa: F401
 from graphopt.eval.compare import MethodResult, estimate_search_row, geomean_speedup
+from graphopt.file_set import FileSet, figure_bytes
 from graphopt.graph import CompGraph
 from graphopt.hardware import Cluster
 from graphopt.sim import Simulator
@@ -258,25 +259,35 @@ def geomeans(points: Sequence[CurvePoint]) -> dict[tuple[str, str, float], float
 
 def write_curves(points: Sequence[CurvePoint], out: Path, title: str) -> list[Path]:
     """``curves.csv`` (one row per point), ``curves.json`` (points and geometric means) and
-    ``curves.png`` (geometric-mean speed-up against calls and against seconds) in ``out``."""
+    ``curves.png`` (geometric-mean speed-up against calls and against seconds) in ``out``: the
+    three appear together or none (:class:`graphopt.file_set.FileSet`).
+
+    Raises:
+        ValueError: a file cannot be written; nothing is left.
+    """
     import csv
+    import io
 
     from graphopt import strict_json
 
-    out.mkdir(parents=True, exist_ok=True)
-    csv_path, json_path = out / "curves.csv", out / "curves.json"
     rows = [{f: getattr(p, f) for f in ROW_FIELDS} for p in points]
-    with csv_path.open("w", newline="") as f:
+    with io.StringIO(newline="") as f:
         writer = csv.DictWriter(f, fieldnames=list(ROW_FIELDS))
         writer.writeheader()
         writer.writerows(rows)
+        table = f.getvalue()
     means = [
         {"method": m, "axis": a, "budget": b, "geomean_speedup": v}
         for (m, a, b), v in geomeans(points).items()
     ]
     data = {"title": title, "points": rows, "geomeans": means}
-    json_path.write_text(strict_json.dumps(data, indent=1) + "\n")
-    return [csv_path, json_path, plot_curves(points, out / "curves.png", title)]
+    png = curves_png(points, title)
+    files = FileSet(out)
+    files.write("curves.csv", table)
+    files.write("curves.json", strict_json.dumps(data, indent=1) + "\n")
+    files.write("curves.png", png)
+    files.commit()
+    return [out / "curves.csv", out / "curves.json", out / "curves.png"]
 
 
 def point_method(point: CurvePoint) -> str:
@@ -313,9 +324,9 @@ def save_curve_decisions(
     return Path(saved.write_index())
 
 
-def plot_curves(points: Sequence[CurvePoint], path: Path, title: str) -> Path:
-    """Two panels: geometric-mean speed-up over the best heuristic against simulator calls and
-    against seconds (log x), one line per method."""
+def curves_png(points: Sequence[CurvePoint], title: str) -> bytes:
+    """Two panels, as PNG bytes: geometric-mean speed-up over the best heuristic against
+    simulator calls and against seconds (log x), one line per method."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -338,9 +349,10 @@ def plot_curves(points: Sequence[CurvePoint], path: Path, title: str) -> Path:
     axes[0].legend(fontsize=8)
     fig.suptitle(title)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    try:
+        return figure_bytes(fig, dpi=110)
+    finally:
+        plt.close(fig)
 
 
 def print_curves(points: Sequence[CurvePoint], title: str, console: Any = None) -> None:

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
+from graphopt.file_set import write_figure
 from graphopt.graph import CompGraph
 from graphopt.hardware import Cluster
 from graphopt.typing import Schedule
@@ -34,7 +35,6 @@ def plot_gantt(
     import matplotlib.pyplot as plt
 
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     root_type = [graph.op_types[k.ops[-1]] for k in schedule.kernels]
     top = [t for t, _ in Counter(root_type).most_common(MAX_LEGEND_TYPES)]
     cmap = plt.get_cmap("tab10")
@@ -73,9 +73,10 @@ def plot_gantt(
     if handles:
         ax.legend(handles, labels, loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    try:
+        return write_figure(path, fig, dpi=110)
+    finally:
+        plt.close(fig)
 
 
 def _time_unit(span: float) -> tuple[float, str]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import io
 import math
 from pathlib import Path
 
@@ -12,6 +13,7 @@ from rich.table import Table
 from graphopt import strict_json
 from graphopt.eval.compare import GraphComparison, geomean_speedups
 from graphopt.eval.console import make_console
+from graphopt.file_set import FileSet, write_figure
 
 
 def print_comparisons(
@@ -68,20 +70,26 @@ def write_comparisons(
 ) -> tuple[Path, Path]:
     """Write ``out_dir / json_name`` (everything) and the same path with the suffix ``.csv`` (one
     row per graph and method; ``decision_file`` names the row's saved decision, empty when none
-    was saved); return both paths."""
-    out_dir.mkdir(parents=True, exist_ok=True)
+    was saved); return both paths. Both appear together or neither
+    (:class:`graphopt.file_set.FileSet`); ``out_dir`` is made with them.
+
+    Raises:
+        ValueError: a file cannot be written; nothing is left.
+    """
     json_path = out_dir / json_name
-    json_path.write_text(
+    csv_path = json_path.with_suffix(".csv")
+    files = FileSet(out_dir)  # both files appear together, or neither
+    files.write(
+        json_path.name,
         strict_json.dumps(
             {
                 "graphs": [c.to_dict() for c in comparisons],
                 "geomean_speedup_over_best_heuristic": geomean_speedups(comparisons),
             },
             indent=2,
-        )
+        ),
     )
-    csv_path = json_path.with_suffix(".csv")
-    with csv_path.open("w", newline="") as f:
+    with io.StringIO(newline="") as f:
         w = csv.writer(f)
         w.writerow(
             [
@@ -123,6 +131,8 @@ def write_comparisons(
                         r.decision_file or "",
                     ]
                 )
+        files.write(csv_path.name, f.getvalue())
+    files.commit(last=(csv_path.name,))
     return json_path, csv_path
 
 
@@ -162,10 +172,10 @@ def plot_comparisons(comparisons: list[GraphComparison], path: Path, title: str)
     ax.set_title(title)
     ax.legend(fontsize=7, ncol=2, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    try:
+        return write_figure(path, fig, dpi=110)
+    finally:
+        plt.close(fig)
 
 
 def plot_training_curve(metrics_csv: Path, path: Path, title: str) -> Path | None:
@@ -198,7 +208,7 @@ def plot_training_curve(metrics_csv: Path, path: Path, title: str) -> Path | Non
     ax.set_title(title)
     ax.legend()
     fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    try:
+        return write_figure(path, fig, dpi=110)
+    finally:
+        plt.close(fig)

@@ -49,6 +49,7 @@ from unittest import mock
 import torch
 
 from graphopt import strict_json
+from graphopt.file_set import write_file
 from graphopt.importers import inductor as inductor_groups_
 from graphopt.importers import profile as profiler
 from graphopt.importers import torch as torch_importer
@@ -90,10 +91,10 @@ class KernelProfile:
     settings: dict[str, Any]
 
     def save(self, path: str | Path) -> Path:
-        """Write the profile as JSON (data only)."""
-        path = Path(path)
-        path.write_text(strict_json.dumps({"version": KERNELS_VERSION, **dataclasses.asdict(self)}))
-        return path
+        """Write the profile as JSON (data only), whole or not at all
+        (:func:`graphopt.file_set.write_file`)."""
+        text = strict_json.dumps({"version": KERNELS_VERSION, **dataclasses.asdict(self)})
+        return write_file(path, text)
 
     @classmethod
     def load(cls, path: str | Path) -> KernelProfile:

@@ -22,6 +22,7 @@ import yaml
 
 from graphopt.accelerator import check_device_name
 from graphopt.errors import InvalidArgument
+from graphopt.file_set import write_file
 from graphopt.hardware import Cluster, get_cluster
 from graphopt.tasks import SIMULATED_MOVE_TASKS, get_task
 
@@ -298,7 +299,8 @@ class TrainConfig:
         return dataclasses.asdict(self)
 
     def save(self, path: Path) -> None:
-        path.write_text(yaml.safe_dump(self.to_dict(), sort_keys=False))
+        """Write the config as YAML, whole or not at all (:func:`graphopt.file_set.write_file`)."""
+        write_file(path, yaml.safe_dump(self.to_dict(), sort_keys=False))
 
 
 FIELDS = {f.name for f in dataclasses.fields(TrainConfig)}

@@ -34,6 +34,7 @@ from typing import Any
 
 import yaml
 
+from graphopt.file_set import write_file
 from graphopt.graph import CompGraph
 from graphopt.hardware import Cluster, get_cluster
 from graphopt.train.stepwise import Item, StepTrainConfig, make_item, train
@@ -211,7 +212,7 @@ def run_training(
     val_items = build_items(val_graphs, clusters)
     setup = time.perf_counter() - start
     run = rundir.new_run_dir(runs_root, TASK_DIR, config.name, checkpoints=False)
-    (run / "config.yaml").write_text(yaml.safe_dump(config.to_dict(), sort_keys=False))
+    write_file(run / "config.yaml", yaml.safe_dump(config.to_dict(), sort_keys=False))
     rundir.write_state(run, status="running", setup_seconds=round(setup, 2))
     log(
         f"run: {run} (set-up {setup:.1f} s; {config.train.imitation_updates} imitation and "

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import io
 import itertools
 import json
 import math
@@ -45,6 +46,7 @@ from graphopt.errors import (
     SweepInterrupted,
     check_integer,
 )
+from graphopt.file_set import FileSet, figure_bytes, write_file
 from graphopt.train.config import FIELDS, TrainConfig, check_types
 
 SWEEP_FILE = "sweep.json"
@@ -316,8 +318,9 @@ def summarize(trials: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def _write_summary(sweep_dir: Path, trials: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Write the summary table and plot (they appear together, :class:`FileSet`); the rows."""
     rows = summarize(trials)
-    with (sweep_dir / SUMMARY_CSV).open("w", newline="") as f:
+    with io.StringIO(newline="") as f:
         writer = csv.writer(f)
         writer.writerow(["setting", "seed", "run", "status", "val_speedup"])
         for t in trials:
@@ -330,11 +333,17 @@ def _write_summary(sweep_dir: Path, trials: list[dict[str, Any]]) -> list[dict[s
                     t.get("val_speedup"),
                 ]
             )
-    _plot(sweep_dir / SUMMARY_PNG, trials, rows)
+        table = f.getvalue()
+    png = _plot(trials, rows)
+    files = FileSet(sweep_dir, "sweep directory")
+    files.write(SUMMARY_CSV, table)
+    files.write(SUMMARY_PNG, png)
+    files.commit()
     return rows
 
 
-def _plot(path: Path, trials: list[dict[str, Any]], rows: list[dict[str, Any]]) -> None:
+def _plot(trials: list[dict[str, Any]], rows: list[dict[str, Any]]) -> bytes:
+    """The summary plot, as PNG bytes."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -362,8 +371,10 @@ def _plot(path: Path, trials: list[dict[str, Any]], rows: list[dict[str, Any]]) 
     ax.set_ylabel("validation speed-up (final model)")
     ax.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    try:
+        return figure_bytes(fig, dpi=120)
+    finally:
+        plt.close(fig)
 
 
 def sweep(
@@ -406,8 +417,9 @@ def sweep(
         sweep_dir = rundir.new_run_dir(root, "sweep", config.name, checkpoints=False)
         for i, t in enumerate(trials):
             t["name"] = f"{sweep_dir.name}-t{i}"
-        (sweep_dir / SWEEP_FILE).write_text(
-            strict_json.dumps({"base": base, "runs_root": str(root), "trials": trials}, indent=1)
+        write_file(
+            sweep_dir / SWEEP_FILE,
+            strict_json.dumps({"base": base, "runs_root": str(root), "trials": trials}, indent=1),
         )
     if on_start is not None:
         on_start(sweep_dir, len(trials))

@@ -134,8 +134,10 @@ def test_an_unwritable_directory_is_refused_and_nothing_is_left(tmp_path):
 
 
 def test_an_atomic_write_that_fails_leaves_nothing(tmp_path):
+    (tmp_path / "blocker").write_text("a file where a folder would go")
     with pytest.raises(ValueError, match="cannot write '.*x.json'"):
-        write_json_atomic(tmp_path / "missing" / "x.json", {"a": 1})
+        write_json_atomic(tmp_path / "blocker" / "x.json", {"a": 1})
+    (tmp_path / "blocker").unlink()
     target = tmp_path / "x.json"
     target.write_text("old")
     with pytest.raises(ValueError):  # not JSON: the old file stays whole, no temporary is left
