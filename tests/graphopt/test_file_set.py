@@ -8,6 +8,7 @@ from __future__ import annotations
 import gc
 import os
 import signal
+import threading
 from pathlib import Path
 
 import pytest
@@ -163,3 +164,98 @@ def test_a_directory_that_cannot_be_written_is_refused_without_creating_anything
     with pytest.raises(ValueError, match="cannot create the directory: '.*F' is a file"):
         FileSet(tmp_path / "F" / "sub" / "out", "--out")
     assert listing(tmp_path) == {"F": ""}
+
+
+# ---------------------------------------------------------------------- one file: write_file
+def test_write_file_takes_text_bytes_or_a_writer(tmp_path):
+    seen = []
+
+    def writer(tmp: Path) -> None:
+        seen.append(tmp)
+        tmp.write_bytes(b"\x00made")
+
+    assert file_set.write_file(tmp_path / "a.txt", "ünï") == tmp_path / "a.txt"
+    file_set.write_file(tmp_path / "b.bin", b"\x01\x02")
+    file_set.write_file(tmp_path / "sub" / "c.tar.gz", writer)
+    assert (tmp_path / "a.txt").read_text(encoding="utf-8") == "ünï"
+    assert (tmp_path / "b.bin").read_bytes() == b"\x01\x02"
+    assert (tmp_path / "sub" / "c.tar.gz").read_bytes() == b"\x00made"
+    (tmp,) = seen  # hidden, beside the file, its suffix kept (savefig, np.savez choose by it)
+    assert tmp.parent == tmp_path / "sub" and tmp.name.startswith(".c.tar.")
+    assert tmp.name.endswith(".tmp.gz")
+    assert sorted(p.name for p in tmp_path.rglob("*")) == ["a.txt", "b.bin", "c.tar.gz", "sub"]
+
+
+@pytest.mark.parametrize("error", [OSError(28, "No space left on device"), KeyboardInterrupt()])
+def test_a_write_that_fails_leaves_the_old_file_and_nothing_else(tmp_path, error):
+    (tmp_path / "old.json").write_text("old")
+
+    def half(tmp: Path) -> None:
+        tmp.write_text("half")
+        raise error
+
+    raised = ValueError if isinstance(error, OSError) else KeyboardInterrupt
+    with pytest.raises(raised) as info:
+        file_set.write_file(tmp_path / "old.json", half)
+    if raised is ValueError:
+        assert (
+            str(info.value)
+            == f"cannot write {str(tmp_path / 'old.json')!r}: No space left on device"
+        )
+    with pytest.raises(raised):
+        file_set.write_file(tmp_path / "new" / "deeper" / "x.json", half)
+    assert listing(tmp_path) == {"old.json": "old"}  # the folders made for it are gone too
+    assert [p.name for p in tmp_path.iterdir()] == ["old.json"]
+
+
+def test_a_path_that_cannot_be_a_file_is_one_line_and_nothing_is_left(tmp_path):
+    (tmp_path / "dir.json").mkdir()
+    (tmp_path / "blocker").write_text("a file where a folder would go")
+    with pytest.raises(ValueError, match=r"^cannot write '.*dir\.json': Is a directory$"):
+        file_set.write_file(tmp_path / "dir.json", "x")
+    with pytest.raises(ValueError, match=r"^cannot write '.*x\.json': Not a directory$"):
+        file_set.write_file(tmp_path / "blocker" / "x.json", "x")
+    assert sorted(p.name for p in tmp_path.rglob("*")) == ["blocker", "dir.json"]
+
+
+def test_sigterm_during_a_write_leaves_nothing(tmp_path):
+    if threading.current_thread() is not threading.main_thread():
+        pytest.skip("signals are only handled in the main thread")
+
+    def slow(tmp: Path) -> None:
+        tmp.write_text("part")
+        os.kill(os.getpid(), signal.SIGTERM)  # inside interrupts(): a KeyboardInterrupt
+        tmp.write_text("whole")
+
+    with interrupts(), pytest.raises(KeyboardInterrupt):
+        file_set.write_file(tmp_path / "out" / "x.json", slow)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_figure_is_written_in_the_format_of_its_suffix_at_exactly_its_path(tmp_path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots()
+    ax.plot([0, 1], [1, 0])
+    try:
+        file_set.write_figure(tmp_path / "plot", fig, dpi=20)  # no suffix: PNG, none added
+        file_set.write_figure(tmp_path / "plot.svg", fig)
+        with pytest.raises(ValueError, match="Format 'nope' is not supported"):
+            file_set.write_figure(tmp_path / "plot.nope", fig)
+    finally:
+        plt.close(fig)
+    assert (tmp_path / "plot").read_bytes().startswith(b"\x89PNG")
+    assert b"<svg" in (tmp_path / "plot.svg").read_bytes()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["plot", "plot.svg"]
+
+
+def test_a_set_takes_bytes_too(tmp_path):
+    files = FileSet(tmp_path / "out")
+    files.write("a.png", b"\x89PNG\x00")
+    files.write("a.csv", "x\r\n")
+    files.commit()
+    assert (tmp_path / "out" / "a.png").read_bytes() == b"\x89PNG\x00"
+    assert (tmp_path / "out" / "a.csv").read_bytes() == b"x\r\n"

@@ -137,3 +137,14 @@ def test_library_bounds_name_the_argument_before_any_work(tmp_path: Path):
     with pytest.raises(InvalidArgument, match="test_data needs val_data"):
         runs.train_run(tmp_path, test_data=tmp_path, runs_root=tmp_path / "runs")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_eval_json_that_cannot_be_written_is_one_line_and_leaves_nothing(trained, capsys, tmp_path):
+    data, run = trained
+    (tmp_path / "blocker").write_text("a file where a folder would go")
+    err = _error(
+        capsys, "costmodel", "eval", str(run), "--data", str(data), "--json",
+        str(tmp_path / "blocker" / "r.json"),
+    )  # fmt: skip
+    assert "cannot write" in err and "r.json': Not a directory" in err
+    assert [p.name for p in tmp_path.iterdir()] == ["blocker"]

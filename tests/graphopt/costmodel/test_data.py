@@ -82,3 +82,21 @@ def test_bad_files_name_the_problem(dataset: Path, tmp_path: Path) -> None:
     np.savez(tmp_path / "shape.npz", **arrays)
     with pytest.raises(ValueError, match="placement has shape"):
         data.load_dataset(tmp_path / "shape.npz")
+
+
+@pytest.mark.parametrize("error", [KeyboardInterrupt, RuntimeError])
+def test_a_dataset_stopped_half_way_leaves_nothing(tmp_path: Path, monkeypatch, error) -> None:
+    """Ctrl-C or SIGTERM (a KeyboardInterrupt inside graphopt's commands) or an error after the
+    first graph: no file of the dataset, not even its directory."""
+    graphs = resolve_graphs(["rnnlm-tiny", "random-sp-100-s0"])
+    measure = data.measure_graph
+
+    def second_fails(graph, *args):
+        if graph.name == "random-sp-100-s0":
+            raise error
+        return measure(graph, *args)
+
+    monkeypatch.setattr(data, "measure_graph", second_fails)
+    with pytest.raises(error):
+        data.generate(graphs, get_cluster("v100-nvlink-2"), tmp_path / "d", samples=6)
+    assert list(tmp_path.iterdir()) == []

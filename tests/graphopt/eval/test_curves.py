@@ -146,3 +146,15 @@ def test_curve_run_writes_the_policy_and_the_baselines(tmp_path: Path) -> None:
     for p in points:
         decision = load_decision(tmp_path / "saved" / files[point_method(p)], graph)
         assert simulate(graph, cluster, decision).step_time == p.step_time, point_method(p)
+
+
+def test_the_curve_files_appear_together_or_not_at_all(tmp_path: Path) -> None:
+    points = [CurvePoint("a", "m", "calls", 16, 1.0, True, 1.5, 16, 0.1)]
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "curves.csv").write_text("old")
+    (out / "curves.png").mkdir()  # the plot cannot be put in place: no file of the set changes
+    with pytest.raises(ValueError, match="curves.png"):
+        write_curves(points, out, "t")
+    assert sorted(p.name for p in out.iterdir()) == ["curves.csv", "curves.png"]
+    assert (out / "curves.csv").read_text() == "old"

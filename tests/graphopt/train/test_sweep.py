@@ -78,6 +78,21 @@ def test_the_command_s_bound_is_the_library_s():
     )
 
 
+def test_the_summary_table_and_plot_appear_together(tmp_path: Path):
+    from graphopt.train.sweep import SUMMARY_CSV, SUMMARY_PNG, _write_summary
+
+    trials = [{"setting": {"a": 1}, "seed": 0, "status": "finished", "val_speedup": 1.2}]
+    _write_summary(tmp_path, trials)
+    assert (tmp_path / SUMMARY_PNG).read_bytes().startswith(b"\x89PNG")
+    (tmp_path / SUMMARY_CSV).write_text("old")
+    (tmp_path / SUMMARY_PNG).unlink()
+    (tmp_path / SUMMARY_PNG).mkdir()  # the plot cannot be put in place: the table is kept too
+    with pytest.raises(ValueError, match=SUMMARY_PNG):
+        _write_summary(tmp_path, trials)
+    assert (tmp_path / SUMMARY_CSV).read_text() == "old"
+    assert sorted(p.name for p in tmp_path.iterdir()) == [SUMMARY_CSV, SUMMARY_PNG]
+
+
 def test_summary_mean_and_spread_over_finished_seeds():
     trials = [
         {"setting": {"a": 1}, "status": "finished", "val_speedup": 1.0},
