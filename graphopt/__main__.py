@@ -1,5 +1,30 @@
+"""``python -m graphopt``: the ``graphopt`` command (:func:`graphopt.cli.main`).
+
+Ctrl-C or SIGTERM while the command's modules are still being imported ends it as during the
+command: one line, exit status 130 (:func:`graphopt.signals.interrupted`), where Python would
+print a traceback and die by the signal. The command runs inside the same
+:func:`graphopt.signals.interrupts` block, whose handlers :func:`graphopt.cli.main` keeps, so no
+signal falls between the two; nothing is imported for this besides :mod:`graphopt.signals`, which
+the command imports anyway.
+"""
+
 import sys
 
-from graphopt.cli import main
+from graphopt.signals import interrupted, interrupts, received
 
-sys.exit(main())
+
+def run() -> int:
+    """:func:`graphopt.cli.main`, imported under :func:`~graphopt.signals.interrupts`."""
+    with interrupts():
+        try:
+            from graphopt.cli import main
+        except KeyboardInterrupt:
+            return interrupted()
+        except Exception:
+            if received():  # a Ctrl-C that surfaced as another error of the import
+                return interrupted()
+            raise
+        return main()
+
+
+sys.exit(run())

@@ -19,10 +19,13 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import sys
 import threading
 from collections.abc import Iterator
 from typing import Any
 
+INTERRUPTED = 130
+"""Exit status after Ctrl-C or SIGTERM (128 + SIGINT, as shells report a Ctrl-C)."""
 HELD = (signal.SIGINT, signal.SIGTERM)
 """The signals :func:`held` holds back."""
 
@@ -60,6 +63,13 @@ def interrupts() -> Iterator[None]:
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
+
+
+def interrupted(prog: str = "graphopt") -> int:
+    """The end of a command stopped by Ctrl-C or SIGTERM: one line on stderr,
+    :data:`INTERRUPTED`."""
+    print(f"{prog}: interrupted", file=sys.stderr)
+    return INTERRUPTED
 
 
 def received() -> bool:

@@ -36,7 +36,8 @@ from graphopt.cli import (
 )
 from graphopt.cli.options import check, message
 from graphopt.errors import DependencyNotInstalled
-from graphopt.signals import interrupts, received
+from graphopt.signals import INTERRUPTED as INTERRUPTED  # exit status after Ctrl-C or SIGTERM
+from graphopt.signals import interrupted, interrupts, received
 
 COMMANDS = (
     graphs,
@@ -128,17 +129,6 @@ def main(argv: Sequence[str] | None = None) -> int:
             # DependencyNotInstalled's message is the install hint
             print(f"graphopt: error: {message(e, args)}", file=sys.stderr)
             return 2
-
-
-INTERRUPTED = 130
-"""Exit status after Ctrl-C or SIGTERM (128 + SIGINT, as shells report a Ctrl-C)."""
-
-
-def interrupted() -> int:
-    """One line on stderr; :data:`INTERRUPTED`. Every writing command leaves its output complete
-    or as it was (:mod:`graphopt.file_set`, :mod:`graphopt.rundir`)."""
-    print("graphopt: interrupted", file=sys.stderr)
-    return INTERRUPTED
 
 
 def caused_by_interrupt(error: BaseException) -> bool:

@@ -1,0 +1,53 @@
+"""``python -m graphopt`` (graphopt/__main__.py): Ctrl-C or SIGTERM while the command's modules
+are imported is one line and exit status 130, as during the command, not a traceback and a death
+by the signal (returncode -2 or -15)."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+CHILD = textwrap.dedent(
+    """
+    import importlib.abc, os, runpy, sys
+
+    class SignalOnImport(importlib.abc.MetaPathFinder):
+        def find_spec(self, name, path, target=None):
+            if name == {module!r}:
+                os.kill(os.getpid(), {signum})
+            return None
+
+    sys.meta_path.insert(0, SignalOnImport())
+    sys.argv = ["graphopt", "--help"]
+    runpy.run_module("graphopt", run_name="__main__", alter_sys=True)
+    """
+)
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+@pytest.mark.parametrize("module", ["graphopt.cli.options", "graphopt.cli.sweep"])
+def test_a_signal_during_the_imports_is_one_line_and_exit_130(signum, module):
+    code = CHILD.format(module=module, signum=int(signum))
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120
+    )
+    assert proc.returncode == 130 and proc.stderr == "graphopt: interrupted\n", proc.stderr
+    assert proc.stdout == ""  # stopped before the help
+
+
+def test_without_a_signal_the_command_runs():
+    proc = subprocess.run(
+        [sys.executable, "-m", "graphopt", "--help"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+    )
+    assert proc.returncode == 0 and "usage: graphopt" in proc.stdout and proc.stderr == ""
