@@ -47,6 +47,7 @@ import numpy as np
 
 from graphopt.baselines.search import simulated_annealing
 from graphopt.baselines.staged import measure_chain
+from graphopt.decoders.joint_search import search_joint
 from graphopt.decoders.search import search_placements
 from graphopt.errors import InvalidArgument
 from graphopt.graph import CompGraph
@@ -65,11 +66,15 @@ NUM_PRIORITIES = 8
 """Priority levels the annealing fallback searches (``graphopt baselines``' default)."""
 
 
+DECODER_TASKS = ("placement", "joint")
+"""The tasks with a decoder search (the others anneal)."""
+
+
 def method_of(task: str) -> str:
     """The search :func:`optimize_graph` runs for ``task``: ``decoder-search+annealing``
-    (placement) or ``annealing``."""
-    placement = get_task(task, ONE_SHOT_TASKS).name == "placement"
-    return "decoder-search+annealing" if placement else "annealing"
+    (placement, joint) or ``annealing``."""
+    decoded = get_task(task, ONE_SHOT_TASKS).name in DECODER_TASKS
+    return "decoder-search+annealing" if decoded else "annealing"
 
 
 @dataclass(frozen=True)
@@ -306,6 +311,8 @@ def optimize_graph(
             used += _decoder_search(
                 graph,
                 cluster,
+                task,
+                chain.name,
                 incumbent.decision,
                 part_calls,
                 part_seconds,
@@ -416,6 +423,8 @@ class _Incumbent:
 def _decoder_search(
     graph: CompGraph,
     cluster: Cluster,
+    task: str,
+    chain_name: str,
     anchor: Decision,
     calls: int | None,
     seconds: float | None,
@@ -425,9 +434,25 @@ def _decoder_search(
     report: Report,
     clock: Callable[[], float],
 ) -> int:
-    """The decoder search from zero outputs anchored on ``anchor``
-    (:func:`graphopt.decoders.search.search_placements`), over the temperatures of ``shares``;
-    returns its calls."""
+    """The decoder search of ``task`` from zero outputs anchored on ``anchor``
+    (:func:`graphopt.decoders.search.search_placements`, or for joint
+    :func:`graphopt.decoders.joint_search.search_joint`, which reruns the scheduler of
+    ``chain_name`` on new placements), over the temperatures of ``shares``; returns its calls."""
+    if task == "joint":
+        return search_joint(
+            graph,
+            cluster,
+            anchor,
+            chain_name,
+            calls,
+            seed=seed,
+            seconds=seconds,
+            t_start=_temperature(shares[0]),
+            t_end=_temperature(shares[1]),
+            on_step=report,
+            clock=clock,
+            cost_model=sim,
+        ).calls
     found = search_placements(
         graph,
         cluster,

@@ -111,8 +111,9 @@ def clean_outputs(outputs: object, graph: CompGraph, num_channels: int) -> Float
     return np.clip(arr, -LIMIT, LIMIT)
 
 
-def _scheduler_of(reference_name: str) -> str:
-    """The scheduler of a best-heuristic chain's name (``heft+critical-path+xla``)."""
+def scheduler_of(reference_name: str) -> str:
+    """The scheduler of a best-heuristic chain's name (``heft+critical-path+xla``);
+    ``critical-path`` when it names none."""
     parts = reference_name.split("+")
     return parts[1] if len(parts) > 1 and parts[1] in SCHEDULERS else "critical-path"
 
@@ -160,7 +161,7 @@ def decode(
             return Decision(placement=placement)
     if "priority" in names:
         if not np.array_equal(placement, ref.placement):
-            priority = SCHEDULERS[_scheduler_of(reference_name)](graph, cluster, placement)
+            priority = SCHEDULERS[scheduler_of(reference_name)](graph, cluster, placement)
         priority = decode_priorities(priority, out[names.index("priority")])
     fusion = ref.fusion
     if "fusion" in names:

@@ -75,6 +75,11 @@ def is_legal(graph: CompGraph, placement: IntArray, bits: IntArray) -> bool:
     """Whether ``bits`` keep every fusion rule for ``placement``, acyclicity (rule 2e) included."""
     if FusionRules(graph).violation(placement, bits)[0] != RULE_OK:
         return False
+    return is_acyclic(graph, bits)
+
+
+def is_acyclic(graph: CompGraph, bits: IntArray) -> bool:
+    """Whether the kernels ``bits`` form leave the kernel graph acyclic (rule 2e)."""
     succ_ptr, succ_dst = graph.successors_csr
     op_int = np.zeros((6, graph.num_ops + 1), dtype=np.int32)
     kernel_of, roots, _, _ = build_kernels(

@@ -46,7 +46,7 @@ from graphopt.baselines.heft import DEFAULT_MAX_GAPS, list_inputs, run_list_sche
 from graphopt.constraints import constraints
 from graphopt.graph import CompGraph
 from graphopt.hardware import Cluster
-from graphopt.typing import FloatArray, IntArray
+from graphopt.typing import FloatArray, IntArray, ListInputs
 
 SHIFT_UNIT = 0.05
 """A priority shift of 1 moves an op by 5% of the critical path of mean costs."""
@@ -100,6 +100,8 @@ def decode_placement(
     colocation: bool = False,
     max_gaps: int = DEFAULT_MAX_GAPS,
     rank: FloatArray | None = None,
+    groups: tuple[IntArray, int] | None = None,
+    prologue: ListInputs | None = None,
 ) -> IntArray:
     """The decoded placement, one device index per op (module docstring).
 
@@ -112,14 +114,21 @@ def decode_placement(
         colocation: free ops follow their colocation group's first placed op.
         max_gaps: idle gaps examined per insertion search (HEFT's bound).
         rank: HEFT's upward rank, if already computed (:func:`~graphopt.baselines.heft.upward_rank`).
+        groups: ``(group of each op, number of groups)``, ``-1`` for none: groups that move as
+            colocation groups do (a free op goes where its group's first placed op went), in
+            place of the graph's colocation groups (the joint search passes fused kernels).
+        prologue: :func:`~graphopt.baselines.heft.list_inputs` of ``graph`` and ``cluster``, if
+            already computed (a search decoding many times computes it once; ``rank`` is then
+            unused).
 
     Raises:
         ValueError: an input of the wrong shape, a non-finite input (naming the op), an anchor
-            device out of range, or placement constraints no placement can meet.
+            device out of range, ``groups`` with ``colocation``, or placement constraints no
+            placement can meet.
     """
     n, num_dev = graph.num_ops, cluster.num_devices
     inputs = inputs or PlacementInputs()
-    prologue = list_inputs(graph, cluster, rank=rank)
+    prologue = prologue if prologue is not None else list_inputs(graph, cluster, rank=rank)
     rank = prologue.rank
     scale = float(rank.max()) if n else 0.0
     key = np.array(rank, dtype=np.float64)
@@ -136,7 +145,14 @@ def decode_placement(
         free = np.zeros(n, dtype=np.bool_)
         if inputs.gate is not None:
             free = _checked("gate", inputs.gate, (n,), graph) > 0.0
+    if groups is not None and colocation:
+        raise ValueError("give groups or colocation=True, not both")
     group, num_groups = colocation_groups(graph) if colocation else (None, 0)
+    if groups is not None:
+        group = np.ascontiguousarray(groups[0], dtype=np.int64)
+        num_groups = int(groups[1])
+        if group.shape != (n,) or (n and (group.min() < -1 or group.max() >= num_groups)):
+            raise ValueError(f"groups must be {n} group indices in [-1, {num_groups})")
     mem = np.array([d.memory for d in cluster.devices], dtype=np.float64) if memory else None
     rules = constraints(graph, cluster)
     if rules.allowed is not None:

@@ -46,6 +46,8 @@ from graphopt.hardware import Cluster
 from graphopt.sim import Simulator
 from graphopt.typing import CostModel, Decision, FloatArray, Measurement
 
+Move = Callable[[FloatArray, np.random.Generator], FloatArray]
+"""``(current outputs, rng) -> candidate outputs``: one move of a search over decoder outputs."""
 WINDOW = 0.2
 """Longest window of a window move, as a share of the ops."""
 P_WINDOW = 0.7
@@ -82,6 +84,7 @@ def decoder_search(
     seconds: float | None = None,
     on_step: Callable[[int, Decision, Measurement], None] | None = None,
     clock: Callable[[], float] = time.perf_counter,
+    move: Move | None = None,
 ) -> DecoderSearchResult:
     """Anneal the outputs ``start`` ``(C, N)`` for ``budget`` calls of ``evaluate`` or for
     ``seconds`` (module docstring).
@@ -100,6 +103,9 @@ def decoder_search(
         on_step: called after every call with the calls made so far and the best decision and
             measurement (a caller that is interrupted keeps the best found so far).
         clock: the time source of ``seconds`` (tests pass a fake one).
+        move: ``(current outputs, rng) -> candidate outputs`` (a new array), replacing the moves
+            of the module docstring (the joint search's, :mod:`graphopt.decoders.joint_search`);
+            ``sigma``, ``gate_channel`` and ``affinity`` are then unused.
 
     Raises:
         ValueError: neither budget nor seconds, ``budget < 1``, ``seconds`` not a positive
@@ -140,7 +146,10 @@ def decoder_search(
                 break
             share = max(share, spent)
         temp = t_start * (t_end / t_start) ** share
-        cand = _move(current, rng, gate_channel, devices, others, longest, sigma)
+        if move is None:
+            cand = window_move(current, rng, gate_channel, devices, others, longest, sigma)
+        else:
+            cand = move(current, rng)
         decision, m = evaluate(cand)
         key = _key(m)
         if key <= cur_key or (
@@ -156,7 +165,7 @@ def decoder_search(
     return DecoderSearchResult(best[0], best[1], best[2], step, trace)
 
 
-def _move(
+def window_move(
     current: FloatArray,
     rng: np.random.Generator,
     gate: int | None,

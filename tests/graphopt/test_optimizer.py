@@ -90,16 +90,38 @@ def test_a_faster_start_is_used_and_a_slower_one_is_not():
         )
 
 
-@pytest.mark.parametrize("task", ["joint", "scheduling"])
-def test_other_tasks_anneal_in_rounds(task: str):
+def test_scheduling_anneals_in_rounds():
     reports: list[Progress] = []
-    result = optimize_graph(GRAPH, CLUSTER, task=task, calls=150, on_progress=reports.append)
+    result = optimize_graph(
+        GRAPH, CLUSTER, task="scheduling", calls=150, on_progress=reports.append
+    )
     assert result.method == "annealing" and result.calls == 150
     assert [r.calls for r in reports] == [64, 128, 150]
     assert result.measurement.step_time <= result.heuristic_measurement.step_time
     assert _replayed(result) == result.measurement.step_time
-    if task == "scheduling":  # the placement is the best heuristic's
-        assert np.array_equal(result.decision.placement, result.heuristic_decision.placement)
+    # the placement is the best heuristic's
+    assert np.array_equal(result.decision.placement, result.heuristic_decision.placement)
+
+
+def test_joint_runs_the_joint_decoder_search_then_annealing():
+    reports: list[Progress] = []
+    result = optimize_graph(
+        GRAPH, CLUSTER, task="joint", calls=150, seed=2, on_progress=reports.append
+    )
+    _, heuristic, name = best_heuristic(GRAPH, CLUSTER, "joint", Simulator())
+    assert result.method == "decoder-search+annealing" and result.calls == 150
+    assert result.start == name == result.best_heuristic  # heft+heft-rank+greedy: it fuses
+    done = [r.calls for r in reports]
+    assert done[-1] == 150 and all(a < b for a, b in zip(done, done[1:], strict=False))
+    assert len(done) > 100  # a report after every decoder call
+    assert result.heuristic_measurement.step_time == heuristic.step_time
+    assert result.measurement.step_time < heuristic.step_time  # it found something
+    assert _replayed(result) == result.measurement.step_time
+    d = result.decision
+    assert d.placement is not None and d.priority is not None and d.fusion is not None
+    assert d.fusion.any()
+    again = optimize_graph(GRAPH, CLUSTER, task="joint", calls=150, seed=2)
+    assert again.measurement.step_time == result.measurement.step_time  # seeded
 
 
 def test_annealing_under_a_time_budget_stops():

@@ -40,14 +40,16 @@ def test_a_subprocess_run_writes_a_decision_that_replays(run_cli, tmp_path: Path
     assert _step_time(replay.stdout) == saved["step_time"]  # bit for bit
 
 
-@pytest.mark.parametrize("task", ["joint", "fusion"])
-def test_other_tasks_anneal_and_replay(run_cli_here, tmp_path: Path, task: str):
+@pytest.mark.parametrize(
+    ("task", "method"), [("joint", "decoder-search+annealing"), ("fusion", "annealing")]
+)
+def test_other_tasks_search_and_replay(run_cli_here, tmp_path: Path, task: str, method: str):
     out = tmp_path / "best.json"
     proc = run_cli_here(
         "optimize", GRAPH, "--cluster", CLUSTER, "--task", task, "--calls", "70", "-o", str(out)
     )
     saved = json.loads(out.read_text())
-    assert saved["method"] == "annealing@calls=70" and saved["task"] == task
+    assert saved["method"] == f"{method}@calls=70" and saved["task"] == task
     assert "priorities changed" in proc.stdout and "fusion bits flipped" in proc.stdout
     replay = run_cli_here("simulate", GRAPH, "--decision", str(out), "--json")
     assert _step_time(replay.stdout) == saved["step_time"]
