@@ -93,7 +93,7 @@ def test_exact_and_estimate_search_rows_are_saved(run_cli_here, tmp_path):
         "--estimate-budget",
         "30",
         "--exact-time-limit",
-        "2",
+        "30",  # CP-SAT proves this 20-op graph in well under a second; the limit is for loaded cores
         "--save-decisions",
         str(out),
     )
