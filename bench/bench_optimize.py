@@ -3,6 +3,7 @@ on the graphs and clusters of issue #38's targets.
 
 Usage: python bench/bench_optimize.py [--graphs G] [--clusters C] [--calls 256,4096]
        [--seconds 1,10] [--sixty] [--seed 0]
+       [--joint-clusters v100-nvlink-4] [--joint-seconds 10] [--joint-calls 2048]
 
 Per cluster and graph, the speed-up over the graph's best heuristic of
 
@@ -20,6 +21,23 @@ optimize at least annealing at every budget of seconds, in geomean and on all gr
 least annealing at 4,096. The default (two clusters, eight graphs, 256 and 4,096 calls, 1 s and
 10 s) takes about 10 minutes on two idle cores; ``--sixty`` adds 60 s per graph and method
 (about 16 minutes more).
+
+Then the joint task (``--joint-clusters``, '' to skip), per graph the speed-up over the best joint
+heuristic (the chain placement, scheduling, fusion) of
+
+- ``annealing@Ss`` / ``annealing@K``: simulated annealing of the joint decision from the best joint
+  heuristic (:data:`graphopt.optimizer.NUM_PRIORITIES` levels), at ``K`` calls, and at the calls its
+  ``K``-call run made per second times ``S`` (its heuristics not included);
+- ``placement+h@Ss`` / ``placement+h@K``: ``graphopt optimize`` of the placement (``seconds=S``,
+  heuristics included, or ``calls=K``), then the best scheduler and the best fuser on its
+  placement (:func:`finish`; these dozen heuristics come on top of the budget);
+- ``joint@Ss`` / ``joint@K``: ``graphopt optimize --task joint`` (the joint decoder search,
+  :mod:`graphopt.decoders.joint_search`, then annealing), ``seconds=S`` heuristics included, or
+  ``calls=K``;
+
+and issue #38's joint targets: ``joint@Ss`` at least annealing on all graphs but one, and at least
+``placement+h``. The joint chain's ``inductor`` fuser compiles each PyTorch model once per process
+(minutes for ``torch:lstm``), before any timing.
 """
 
 from __future__ import annotations
@@ -29,11 +47,14 @@ import math
 import statistics
 import time
 
+from graphopt.baselines.fusion import FUSERS
+from graphopt.baselines.scheduling import SCHEDULERS
 from graphopt.baselines.search import simulated_annealing
 from graphopt.baselines.staged import best_heuristic
 from graphopt.hardware import get_cluster
-from graphopt.optimizer import optimize_graph
+from graphopt.optimizer import NUM_PRIORITIES, optimize_graph
 from graphopt.sim import Simulator
+from graphopt.typing import Decision
 from graphopt.workloads import resolve_graphs
 
 GRAPHS = (
@@ -75,6 +96,104 @@ def measure(graph, cluster, calls: list[int], seconds: list[float], seed: int) -
     return cells
 
 
+def finish(graph, cluster, placement, sim):  # noqa: ANN001, ANN201
+    """The best scheduler on ``placement``, then the best fuser on that (as the best-heuristic
+    chain's scheduling and fusion stages, :mod:`graphopt.baselines.staged`): its measurement."""
+    best = None
+    for scheduler in SCHEDULERS.values():
+        d = Decision(placement, scheduler(graph, cluster, placement))
+        m = sim.evaluate(graph, cluster, d)
+        if best is None or (not m.valid, m.step_time) < (not best[1].valid, best[1].step_time):
+            best = (d, m)
+    assert best is not None
+    base = best[0]
+    for fuser in FUSERS.values():
+        try:
+            d = Decision(base.placement, base.priority, fuser(graph, cluster, base))
+        except (ValueError, ImportError):  # inductor on a graph not from PyTorch
+            continue
+        m = sim.evaluate(graph, cluster, d)
+        if (not m.valid, m.step_time) < (not best[1].valid, best[1].step_time):
+            best = (d, m)
+    return best[1]
+
+
+def measure_joint(graph, cluster, calls: int, seconds: float, seed: int) -> dict[str, float]:  # noqa: ANN001
+    """The joint table's cells on one graph (module docstring)."""
+    sim = Simulator()
+    start, heuristic, _ = best_heuristic(graph, cluster, "joint", sim)  # inductor compiled here
+    ref = heuristic.step_time
+    cells: dict[str, float] = {}
+    began = time.perf_counter()
+    sa = simulated_annealing(
+        graph, cluster, "joint", calls, seed, start=start, num_priorities=NUM_PRIORITIES
+    )
+    rate = calls / (time.perf_counter() - began)
+    cells[f"annealing@{calls}"] = speedup(ref, sa.measurement)
+    placed = optimize_graph(graph, cluster, calls=calls, seed=seed, sim=sim)
+    cells[f"placement+h@{calls}"] = speedup(
+        ref, finish(graph, cluster, placed.decision.placement, sim)
+    )
+    found = optimize_graph(graph, cluster, task="joint", calls=calls, seed=seed, sim=sim)
+    cells[f"joint@{calls}"] = speedup(ref, found.measurement)
+    sa = simulated_annealing(
+        graph,
+        cluster,
+        "joint",
+        max(1, int(rate * seconds)),
+        seed,
+        start=start,
+        num_priorities=NUM_PRIORITIES,
+    )
+    cells[f"annealing@{seconds:g}s"] = speedup(ref, sa.measurement)
+    placed = optimize_graph(graph, cluster, seconds=seconds, seed=seed, sim=sim)
+    cells[f"placement+h@{seconds:g}s"] = speedup(
+        ref, finish(graph, cluster, placed.decision.placement, sim)
+    )
+    found = optimize_graph(graph, cluster, task="joint", seconds=seconds, seed=seed, sim=sim)
+    cells[f"joint@{seconds:g}s"] = speedup(ref, found.measurement)
+    cells["joint calls"] = found.calls
+    return cells
+
+
+def joint_tables(graphs, clusters: str, calls: int, seconds: float, seed: int) -> None:  # noqa: ANN001
+    """The joint task's table per cluster and its targets (module docstring)."""
+    budgets = [f"@{calls}", f"@{seconds:g}s"]
+    methods = ("annealing", "placement+h", "joint")
+    columns = [f"{m}{b}" for b in budgets for m in methods]
+    for cluster_name in [c for c in clusters.split(",") if c]:
+        cluster = get_cluster(cluster_name)
+        print(f"\n### joint, {cluster.name}\n")
+        print("| graph | " + " | ".join(columns) + f" | joint calls in {seconds:g} s |")
+        print("| --- | " + " | ".join("---:" for _ in columns) + " | ---: |")
+        table: dict[str, list[float]] = {c: [] for c in columns}
+        for graph in graphs:
+            cells = measure_joint(graph, cluster, calls, seconds, seed)
+            for c in columns:
+                table[c].append(cells[c])
+            name = graph.name.removesuffix(" (training)")
+            print(
+                f"| {name} | "
+                + " | ".join(f"{cells[c]:.4f}" for c in columns)
+                + f" | {int(cells['joint calls']):,} |",
+                flush=True,
+            )
+        print(
+            "| geometric mean | " + " | ".join(f"{geomean(table[c]):.4f}" for c in columns) + " | |"
+        )
+        for b in budgets:
+            mine = table[f"joint{b}"]
+            for other in ("annealing", "placement+h"):
+                theirs = table[f"{other}{b}"]
+                ahead = sum(x >= y for x, y in zip(mine, theirs, strict=True))
+                met = geomean(mine) >= geomean(theirs) and ahead >= len(mine) - 1
+                print(
+                    f"- joint{b} >= {other}{b}: in geomean ({geomean(mine):.4f} vs "
+                    f"{geomean(theirs):.4f}), on {ahead} of {len(mine)} graphs"
+                    + (f" (target: {'met' if met else 'missed'})" if b.endswith("s") else "")
+                )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--graphs", default=GRAPHS)
@@ -83,6 +202,11 @@ def main() -> None:
     parser.add_argument("--seconds", default="1,10", help="wall-time budgets ('' to skip)")
     parser.add_argument("--sixty", action="store_true", help="also 60 s per graph and method")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--joint-clusters", default="v100-nvlink-4", help="clusters of the joint table ('' to skip)"
+    )
+    parser.add_argument("--joint-seconds", type=float, default=10.0)
+    parser.add_argument("--joint-calls", type=int, default=2048)
     args = parser.parse_args()
     calls = sorted(int(c) for c in args.calls.split(",") if c)
     seconds = [float(s) for s in args.seconds.split(",") if s] + ([60.0] if args.sixty else [])
@@ -91,7 +215,7 @@ def main() -> None:
     budgets = [f"@{k}" for k in calls] + [f"@{s:g}s" for s in seconds]
     columns = [f"{m}{b}" for b in budgets for m in ("annealing", "optimize")]
     began = time.perf_counter()
-    for cluster_name in args.clusters.split(","):
+    for cluster_name in [c for c in args.clusters.split(",") if c]:
         cluster = get_cluster(cluster_name)
         print(f"\n### {cluster.name}\n")
         print("| graph | " + " | ".join(columns) + " |")
@@ -136,6 +260,7 @@ def main() -> None:
                 f"- target: optimize@256 >= annealing@4096 ({mine:.4f} vs {theirs:.4f}): "
                 f"{'met' if mine >= theirs else 'missed'}"
             )
+    joint_tables(graphs, args.joint_clusters, args.joint_calls, args.joint_seconds, args.seed)
     print(f"\n{time.perf_counter() - began:.0f} s in all", flush=True)
 
 

@@ -6,7 +6,13 @@ import numpy as np
 import pytest
 
 from graphopt.baselines._costs import link_arrays, op_times
-from graphopt.baselines.heft import DEFAULT_MAX_GAPS, heft, heft_contention, upward_rank
+from graphopt.baselines.heft import (
+    DEFAULT_MAX_GAPS,
+    heft,
+    heft_contention,
+    list_inputs,
+    upward_rank,
+)
 from graphopt.decoders.placement import (
     AFFINITY_UNIT,
     SHIFT_UNIT,
@@ -209,6 +215,30 @@ def test_colocation_keeps_groups_together():
     assert count > 0
     for g in range(count):
         assert len(set(placed[group == g].tolist())) == 1
+
+
+def test_given_groups_and_prologue_decode_as_colocation_and_a_fresh_prologue_do():
+    graph = resolve_graphs("gnmt-tiny")[0]
+    cluster = get_cluster("v100-nvlink-4")
+    rng = np.random.default_rng(5)
+    n = graph.num_ops
+    inputs = PlacementInputs(
+        shift=rng.normal(size=n), gate=rng.normal(size=n), anchor=rng.integers(0, 4, n)
+    )
+    by_flag = decode_placement(graph, cluster, inputs, contention=True, colocation=True)
+    given = decode_placement(
+        graph,
+        cluster,
+        inputs,
+        contention=True,
+        groups=colocation_groups(graph),
+        prologue=list_inputs(graph, cluster),
+    )
+    np.testing.assert_array_equal(given, by_flag)
+    with pytest.raises(ValueError, match="give groups or colocation=True, not both"):
+        decode_placement(graph, cluster, groups=colocation_groups(graph), colocation=True)
+    with pytest.raises(ValueError, match="groups must be"):
+        decode_placement(graph, cluster, groups=(np.full(n, 3, dtype=np.int64), 2))
 
 
 @pytest.mark.parametrize(
