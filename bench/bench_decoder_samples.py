@@ -6,12 +6,13 @@ Usage:
     python bench/bench_decoder_samples.py train --config graphopt/configs/decoder-samples.yaml
         [--graphs SPEC] [--updates U] [--minutes M] [--seed S] [--name NAME] [--anchor false]
     python bench/bench_decoder_samples.py eval RUN --graphs suite:family-test
-        [--methods greedy,sample:16,sample:64] [--max-ops 1400] [--clusters C]
+        [--methods greedy,sample:16,sample:64] [--max-ops 1400] [--prefix gen:] [--clusters C]
 
 ``train`` writes ``runs/placement-one-pass/<name>_<k>/`` (``config.yaml``, ``progress.jsonl``,
 ``policy.pt``, ``best.pt``). ``eval`` prints, per graph, the speed-up over the best heuristic of
 ``greedy`` (one decode of the mean action) and ``sample:K`` (the fastest of the greedy decode
-and ``K - 1`` sampled ones), with the geometric mean; ``--max-ops`` leaves out larger graphs.
+and ``K - 1`` sampled ones), with the geometric mean; ``--max-ops`` leaves out larger graphs and
+``--prefix`` graphs of other sources.
 The config file holds ``graphs``, ``val_graphs``, ``clusters``, ``name`` and any field of
 :class:`graphopt.train.one_pass.OnePassConfig`.
 """
@@ -58,8 +59,12 @@ def load(path: str, overrides: dict[str, object]) -> tuple[dict[str, str], OnePa
     return run, config
 
 
-def items_of(graphs: str, clusters: str, max_ops: int = 0) -> list:
-    found = [g for g in resolve_run_graphs(graphs) if not max_ops or g.num_ops <= max_ops]
+def items_of(graphs: str, clusters: str, max_ops: int = 0, prefix: str = "") -> list:
+    found = [
+        g
+        for g in resolve_run_graphs(graphs)
+        if (not max_ops or g.num_ops <= max_ops) and g.name.startswith(prefix)
+    ]
     return [make_item(g, c) for c in resolve_clusters(clusters) for g in found]
 
 
@@ -102,7 +107,9 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
-    policy = load_checkpoint(args.run)
+    policy, settings = load_checkpoint(args.run)
+    if args.anchor is not None:  # checkpoints written before they recorded their settings
+        settings = dataclasses.replace(settings, anchor=args.anchor == "true")
     budgets = []
     for part in args.methods.split(","):
         kind, _, k = part.partition(":")
@@ -110,11 +117,11 @@ def cmd_eval(args: argparse.Namespace) -> int:
             raise ValueError(f"unknown method {part!r}; choose greedy or sample:K")
         budgets.append((part, int(k) if k else 1))
     rows = []
-    for item in items_of(args.graphs, args.clusters, args.max_ops):
+    for item in items_of(args.graphs, args.clusters, args.max_ops, args.prefix):
         g = item.graph
         row = Row(g.name, item.cluster.name, g.num_ops, item.reference_name, item.reference_time)
         for label, budget in budgets:
-            placement, speedup = best_of(policy, item, budget, seed=args.seed)
+            placement, speedup = best_of(policy, item, budget, seed=args.seed, settings=settings)
             row.speedup[label], row.placement[label] = speedup, placement
         rows.append(row)
         print(f"{g.name}: " + ", ".join(f"{k} {v:.4f}" for k, v in row.speedup.items()), flush=True)
@@ -143,7 +150,9 @@ def main() -> int:
     e.add_argument("--clusters", default="v100-nvlink-4")
     e.add_argument("--methods", default="greedy,sample:16,sample:64")
     e.add_argument("--max-ops", type=int, default=0, help="leave out larger graphs (0: none)")
+    e.add_argument("--prefix", default="", help="only graphs whose name starts so, e.g. gen:")
     e.add_argument("--seed", type=int, default=0)
+    e.add_argument("--anchor", choices=("true", "false"), help="override the run's anchor")
     e.set_defaults(func=cmd_eval)
     args = ap.parse_args()
     return int(args.func(args))

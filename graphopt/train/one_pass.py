@@ -385,23 +385,31 @@ def greedy_speedups(
 
 # ---------------------------------------------------------------------------- checkpoints
 def save_checkpoint(
-    path: Path, policy: GODecoderPolicy, config: dict[str, Any], extra: dict[str, Any]
+    path: Path,
+    policy: GODecoderPolicy,
+    config: dict[str, Any],
+    extra: dict[str, Any],
+    settings: DecoderSettings | None = None,
 ) -> None:
-    """Write the policy's weights and ``config`` (:func:`make_policy`'s arguments; data only) to
-    ``path`` atomically (:func:`graphopt.rundir.write_atomic`)."""
+    """Write the policy's weights, ``config`` (:func:`make_policy`'s arguments) and the decoder
+    ``settings`` it was trained with (data only) to ``path`` atomically
+    (:func:`graphopt.rundir.write_atomic`)."""
+    settings = settings or DecoderSettings()
     data = {
         "kind": CHECKPOINT_KIND,
         "version": CHECKPOINT_VERSION,
         "policy_config": dumps(config),
+        "decoder": dumps({"model": settings.model, "anchor": settings.anchor}),
         "state_dict": policy.state_dict(),
         "extra": dumps(extra),
     }
     write_atomic(path, lambda tmp: torch.save(data, tmp))
 
 
-def load_checkpoint(path: str | Path) -> GODecoderPolicy:
+def load_checkpoint(path: str | Path) -> tuple[GODecoderPolicy, DecoderSettings]:
     """The policy saved at ``path`` (a file, or a run directory: its ``best.pt``, else
-    ``policy.pt``), read with ``torch.load(weights_only=True)``.
+    ``policy.pt``), read with ``torch.load(weights_only=True)``, and the decoder settings it
+    was trained with (a checkpoint without them: the default, ``heft-lc`` anchored).
 
     Raises:
         ValueError: no such file, or not a one-pass decoder policy's checkpoint.
@@ -431,7 +439,8 @@ def load_checkpoint(path: str | Path) -> GODecoderPolicy:
         )
     policy = make_policy(**json.loads(data["policy_config"]))
     policy.load_state_dict(data["state_dict"])
-    return policy
+    decoder = json.loads(data["decoder"]) if "decoder" in data else {}
+    return policy, DecoderSettings(**decoder)
 
 
 # ---------------------------------------------------------------------------- the loop
@@ -472,6 +481,7 @@ def train(
         **config.policy,
     }
     policy = make_policy(**policy_config)
+    settings = config.settings()
     optimizer = torch.optim.Adam(policy.parameters(), lr=config.learning_rate)
     rows: list[dict[str, float]] = []
     calls = 0
@@ -492,12 +502,12 @@ def train(
         nonlocal best
         if not val_items:
             return
-        speedups = greedy_speedups(policy, val_items, config.settings())
+        speedups = greedy_speedups(policy, val_items, settings)
         score = geomean(speedups)
         record({"update": step, "val/speedup": score, "val/min": float(speedups.min())})
         if out_dir is not None and score >= best:  # a tie: the later, more trained weights
             extra = {"update": step, "val/speedup": score}
-            save_checkpoint(out_dir / "best.pt", policy, policy_config, extra)
+            save_checkpoint(out_dir / "best.pt", policy, policy_config, extra, settings)
         best = max(best, score)
 
     try:
@@ -508,8 +518,7 @@ def train(
                 len(items), size=min(config.graphs_per_update, len(items)), replace=False
             )
             batches = [
-                draw(policy, items[i], config.samples_per_graph, generator, config.settings())
-                for i in picks
+                draw(policy, items[i], config.samples_per_graph, generator, settings) for i in picks
             ]
             calls += sum(len(b.step_times) for b in batches)
             # update: the within-graph standardised returns weight the log-probabilities
@@ -542,7 +551,7 @@ def train(
     finally:
         if out_dir is not None:
             extra = {"calls": calls, "config": asdict(config)}
-            save_checkpoint(out_dir / "policy.pt", policy, policy_config, extra)
+            save_checkpoint(out_dir / "policy.pt", policy, policy_config, extra, settings)
         if progress is not None:
             progress.close()
     return policy, rows

@@ -101,12 +101,14 @@ def test_train_writes_checkpoints_that_load_with_weights_only(items, tmp_path) -
     config = OnePassConfig(
         updates=2, graphs_per_update=2, samples_per_graph=3, eval_every=1, policy=SMALL
     )
+    config.decoder = "heft"  # the decoder settings travel with the checkpoint
     policy, rows = train(items, items[:1], config, out_dir=tmp_path)
     vals = [r["val/speedup"] for r in rows if "val/speedup" in r]
     assert vals == [1.0, 1.0, 1.0]  # greedy (the mean action) is the best heuristic at first
     assert sum("train/speedup" in r for r in rows) == 2
     for name in ("policy.pt", "best.pt"):
-        loaded = load_checkpoint(tmp_path / name)
+        loaded, settings = load_checkpoint(tmp_path / name)
+        assert settings == config.settings()
         with torch.no_grad():
             assert torch.equal(outputs(loaded, items[0]), outputs(policy, items[0]))
     (tmp_path / "other.pt").write_bytes(b"not a checkpoint")
