@@ -106,6 +106,7 @@ class JointDecoder:
         self.ref_priority: IntArray = ref.priority
         self.ref_bits = np.asarray(ref.fusion, dtype=np.int64)
         self._priority_of: tuple[IntArray, IntArray] | None = None  # last (placement, priorities)
+        self._placements: list[tuple[FloatArray, IntArray, IntArray]] = []  # the last two decoded
 
     @property
     def num_channels(self) -> int:
@@ -122,28 +123,35 @@ class JointDecoder:
             ValueError: outputs of the wrong shape or with a NaN (naming the op).
         """
         out = clean_outputs(outputs, self.graph, self.num_channels)
-        d = self.cluster.num_devices
         score = out[self.channel("fusion")]
-        vetoed = score < VETO
-        kept = self.ref_bits * ~vetoed
-        group, num_groups = self._kernels(kept)
+        kept = self.ref_bits * (score >= VETO)
+        placement = self._placement(out[: 2 + self.cluster.num_devices], kept)
+        priority = decode_priorities(self._priorities(placement), out[self.channel("priority")])
+        fusion = self._fusion(placement, priority, kept, score > ADD)
+        return Decision(placement=placement, priority=priority, fusion=fusion)
+
+    def _placement(self, rows: FloatArray, kept: IntArray) -> IntArray:
+        """The placement the placement channels ``rows`` steer, the kernels of ``kept`` moving
+        whole. The last two are kept: a priority or fusion move that leaves the placement channels
+        and the kernels as they were reuses the placement (the list scheduler is most of a
+        decode's time)."""
+        for seen_rows, seen_kept, placement in self._placements:
+            if np.array_equal(seen_rows, rows) and np.array_equal(seen_kept, kept):
+                return placement
+        d = self.cluster.num_devices
         placement = decode_placement(
             self.graph,
             self.cluster,
             PlacementInputs(
-                shift=out[0],
-                gate=out[1],
-                affinity=out[2 : 2 + d].T,
-                anchor=self.ref_placement,
+                shift=rows[0], gate=rows[1], affinity=rows[2 : 2 + d].T, anchor=self.ref_placement
             ),
             contention=True,
             memory=True,
             prologue=self.prologue,
-            groups=(group, num_groups),
+            groups=self._kernels(kept),
         )
-        priority = decode_priorities(self._priorities(placement), out[self.channel("priority")])
-        fusion = self._fusion(placement, priority, kept, score > ADD)
-        return Decision(placement=placement, priority=priority, fusion=fusion)
+        self._placements = [(rows.copy(), kept.copy(), placement), *self._placements[:1]]
+        return placement
 
     def _kernels(self, bits: IntArray) -> tuple[IntArray, int]:
         """Kernel index of each op of two or more (``-1`` for an op alone) and their count."""
