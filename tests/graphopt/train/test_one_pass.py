@@ -130,3 +130,47 @@ def test_train_writes_checkpoints_that_load_with_weights_only(items, tmp_path) -
 def test_bad_configs_name_the_field(field, value, match) -> None:
     with pytest.raises(ValueError, match=match):
         OnePassConfig(**{field: value}).validate()
+
+
+@pytest.mark.expensive  # a subprocess per verb; the validation graphs' references (about 1 min)
+def test_bench_script_trains_and_evaluates_in_a_subprocess(tmp_path) -> None:
+    """bench/bench_decoder_samples.py with a tiny budget: train writes a run from the shipped
+    config, eval prints the table of its checkpoint."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[3]
+    script = str(root / "bench" / "bench_decoder_samples.py")
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    config = str(root / "graphopt" / "configs" / "decoder-samples.yaml")
+    train_args = ["train", "--config", config, "--graphs", "random-sp-100-s0", "--updates", "1"]
+    done = subprocess.run(
+        [sys.executable, script, *train_args, "--runs-dir", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=root,
+    )
+    assert done.returncode == 0, done.stderr
+    run = tmp_path / "placement-one-pass" / "decoder-samples_1"
+    assert (run / "best.pt").exists() and (run / "config.yaml").exists()
+    done = subprocess.run(
+        [
+            sys.executable,
+            script,
+            "eval",
+            str(run),
+            "--graphs",
+            "txl-tiny",
+            "--methods",
+            "greedy,sample:2",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=root,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "| geometric mean | | | | 1.000x |" in done.stdout
