@@ -326,7 +326,7 @@ def constraints(graph: CompGraph, cluster: Cluster) -> Constraints:
             )
     group = None
     names: tuple[str, ...] = ()
-    if cluster.colocation == "enforce" and any(graph.colocation):
+    if cluster.model.enforce_colocation and any(graph.colocation):
         ids: dict[str, int] = {}
         group = np.array(
             [ids.setdefault(c, len(ids)) if c else -1 for c in graph.colocation], dtype=np.int64

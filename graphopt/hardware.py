@@ -134,7 +134,7 @@ import numpy as np
 import yaml
 
 from graphopt import strict_json
-from graphopt.typing import FloatArray, IntArray
+from graphopt.typing import ClusterModel, FloatArray, IntArray
 
 # Kernel launch overhead from the host: a few microseconds per CUDA kernel (an estimate, not a
 # datasheet figure).
@@ -544,6 +544,21 @@ class Cluster:
             return -1
         assert self.host is not None  # filled in by __post_init__
         return [d.name for d in self.devices].index(self.host)
+
+    @cached_property
+    def model(self) -> ClusterModel:
+        """The model options decoded once (:class:`~graphopt.typing.ClusterModel`): the one
+        place that reads their strings; the simulator, the estimates and the heuristics read
+        this."""
+        return ClusterModel(
+            queued=self.contention == "link",
+            host=self.host_index,
+            per_consumer=self.send == "per-consumer",
+            charge_copies=self.copies == "charged",
+            fcfs=self.dispatch == "fcfs",
+            enforce_colocation=self.colocation == "enforce",
+            op_times=self.op_times,
+        )
 
     def model_options(self) -> dict[str, str | bool]:
         """The model options that differ from their defaults, with ``host`` under ``via-host``

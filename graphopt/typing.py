@@ -217,3 +217,42 @@ class ListInputs:
     """``(N,)`` HEFT's ``w̄``: each op's mean time over the devices."""
     rank: FloatArray
     """``(N,)`` HEFT's upward rank (mean op times, mean link cost per edge)."""
+
+
+@dataclass(frozen=True)
+class ClusterModel:
+    """A cluster's model options decoded once (:attr:`graphopt.hardware.Cluster.model`): what the
+    simulator, the estimates and every heuristic that prices a transfer read, never the option
+    strings themselves. The option values and their meaning are in :mod:`graphopt.hardware`;
+    :data:`graphopt.hardware.MODEL_OPTIONS` lists them.
+    """
+
+    queued: bool
+    """``contention: link``: a link carries one transfer at a time, the others queue; False for
+    ``none``: every transfer lands ``latency + bytes / bandwidth`` after it is sent."""
+    host: int
+    """``route: via-host``: the index of the device that relays a transfer between two other
+    devices (two hops, each on its own link); -1 for ``route: direct``."""
+    per_consumer: bool
+    """``send: per-consumer``: one send per consuming op on another device, with that edge's
+    bytes; False for ``per-device``: one send per other device (the largest of its edges)."""
+    charge_copies: bool
+    """``copies: charged``: a received (or relayed) copy uses the receiver's memory."""
+    fcfs: bool
+    """``dispatch: fcfs``: an idle device starts the kernel ready first; False for ``priority``."""
+    enforce_colocation: bool
+    """``colocation: enforce``: each colocation group runs on one device; False for ``hint``."""
+    op_times: str
+    """``op_times``: ``"roofline"``, ``"calibrated"`` or ``"learned"`` (how ops without a measured
+    time are priced)."""
+
+    @property
+    def routed(self) -> bool:
+        """Whether transfers between non-host devices take two hops (``route: via-host``)."""
+        return self.host >= 0
+
+    @property
+    def default_links(self) -> bool:
+        """Whether the link options are all at their defaults (``contention: link``, ``route:
+        direct``, ``send: per-device``): the link model the heuristics were first written for."""
+        return self.queued and self.host < 0 and not self.per_consumer

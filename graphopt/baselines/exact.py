@@ -120,6 +120,25 @@ class ExactResult:
         return self.status == "optimal"
 
 
+def unmodelled_options(cluster: Cluster, *, memory: bool = True) -> list[str]:
+    """The cluster's model options, as ``option: value``, that :func:`solve_exact`'s model does
+    not follow: it queues transfers on direct links, one send per device, dispatches by
+    priority, and (with ``memory``) charges received copies (:class:`~graphopt.typing.ClusterModel`)."""
+    model = cluster.model
+    out = []
+    if not model.queued:
+        out.append(f"contention: {cluster.contention}")
+    if model.routed:
+        out.append(f"route: {cluster.route}")
+    if model.per_consumer:
+        out.append(f"send: {cluster.send}")
+    if model.fcfs:
+        out.append(f"dispatch: {cluster.dispatch}")
+    if memory and not model.charge_copies:
+        out.append(f"copies: {cluster.copies}")
+    return out
+
+
 def solve_exact(
     graph: CompGraph,
     cluster: Cluster,
@@ -150,7 +169,8 @@ def solve_exact(
 
     Raises:
         ValueError: an unknown model, a graph above ``max_ops``, bad limits, op times whose sum
-            overflows, or a cluster with ``contiguous: true`` (not modelled).
+            overflows, or a cluster with ``contiguous: true`` or a model option the model does
+            not follow (:func:`unmodelled_options`).
         ImportError: OR-tools is not installed.
     """
     if model not in MODELS:
@@ -168,6 +188,13 @@ def solve_exact(
         raise ValueError(
             f"solve_exact does not model contiguous stages, and cluster {cluster.name!r} demands "
             "them (contiguous: true); search with annealing, or set contiguous: false"
+        )
+    unmodelled = unmodelled_options(cluster, memory=memory)
+    if unmodelled:
+        raise ValueError(
+            f"solve_exact models the default link and dispatch model only, and cluster "
+            f"{cluster.name!r} sets {', '.join(unmodelled)}; search with annealing, or use "
+            "the defaults"
         )
     try:
         from ortools.sat.python import cp_model

@@ -13,7 +13,8 @@ Here the layers are the chain's groups (a layer's forward and backward ops toget
 runs on the ``m``-th device, fastest first (by the whole graph's time on it, ties by index), so
 ``T`` is the groups' summed time on that device; ``C`` is the bytes of the group edges crossing
 the cut, forward edges over the link from the previous stage's device and backward edges over
-the link back (``latency + bytes / bandwidth`` each way that carries any bytes). An edge that
+the link back (``latency + bytes / bandwidth`` each way that carries any bytes, on the cluster's
+route: two hops through the host under ``route: via-host``). An edge that
 skips stages crosses every cut between, as activations are passed along PipeDream's pipeline.
 Each stage must fit its device's memory (the charge of :mod:`~graphopt.baselines.contiguous`,
 with the activation fraction relaxed as for Tarnawski's program). graphopt places each op on one
@@ -56,10 +57,11 @@ def cut_bytes(chain: Chain) -> tuple[FloatArray, FloatArray]:
 
 def boundary_times(chain: Chain, cluster: Cluster, order: IntArray) -> FloatArray:
     """``(K, G + 1)``: the time to cross the cut before group ``i`` into stage ``k`` (from the
-    device of stage ``k - 1``); row 0 is 0. Priced on the cluster's direct links
-    (:func:`~graphopt.sim.links.link_arrays` with ``route="direct"``) whatever its ``route``."""
+    device of stage ``k - 1``); row 0 is 0. Priced on the cluster's route
+    (:func:`~graphopt.sim.links.link_arrays`: under ``route: via-host`` a cut between two
+    non-host devices pays both hops through the host)."""
     forward, backward = cut_bytes(chain)
-    lat, bw = link_arrays(cluster, route="direct")
+    lat, bw = link_arrays(cluster)
     out = np.zeros((len(order), chain.num_groups + 1))
     for k in range(1, len(order)):
         p, q = order[k - 1], order[k]

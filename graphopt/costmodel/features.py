@@ -119,7 +119,8 @@ class DecisionFeaturizer:
         self.dst = np.asarray(graph.edge_dst, dtype=np.int64)
         self.nbytes = np.asarray(graph.edge_bytes, dtype=np.float64)
         self.in_degree = np.bincount(self.dst, minlength=graph.num_ops)
-        self.latency, self.inv_bw = estimate_links(cluster)
+        # per-edge prices on the cluster's route (two hops under via-host, one figure)
+        self.latency, self.inv_bw = estimate_links(cluster, route=None)
         self.pred_ptr, self.pred_src, self.pred_edge = graph.predecessors_csr
         self.succ_ptr, self.succ_dst = graph.successors_csr
 

@@ -14,7 +14,9 @@ heuristic on the analytic estimate (:mod:`graphopt.baselines.estimate_search`, `
 simulation) whose result is simulated once and kept only if faster than its start: the baseline
 of ``graphopt eval --mode plan:K`` (the same search with the policy's proposals).
 Exact (CP-SAT over placement and schedule, no fusion) runs on small graphs (``<= exact_max_ops``
-ops, ``<= 4`` devices) of the placement, scheduling and joint tasks. For placement its proven
+ops, ``<= 4`` devices, the default link and dispatch model: no row on a cluster that sets an
+option CP-SAT's model does not follow, :func:`~graphopt.baselines.exact.unmodelled_options`) of
+the placement, scheduling and joint tasks. For placement its proven
 optimum is the task's optimum, for scheduling (placement fixed by the best heuristic) a bound on it:
 the row ``optimum``, the reference of the gaps. Fusion can beat it, so for joint it is only the best
 decision *without fusion*: the row ``optimum (no fusion)``, never a reference. The lower bound is
@@ -33,7 +35,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from graphopt.baselines.estimate_search import estimate_search
-from graphopt.baselines.exact import solve_exact
+from graphopt.baselines.exact import solve_exact, unmodelled_options
 from graphopt.baselines.search import check_budget, random_search, simulated_annealing
 from graphopt.baselines.staged import measure_chain
 from graphopt.decoders.search import search_placements
@@ -201,7 +203,9 @@ def compare_on_graph(
         out.results.append(
             estimate_search_row(graph, cluster, best, known, estimate_budget, seed, sim)
         )
-    if task != "fusion" and graph.num_ops <= exact_max_ops and cluster.num_devices <= 4:
+    exact_fits = graph.num_ops <= exact_max_ops and cluster.num_devices <= 4
+    # CP-SAT's model is the default link and dispatch model: no row where the cluster sets another
+    if task != "fusion" and exact_fits and not unmodelled_options(cluster):
         ex = solve_exact(graph, cluster, time_limit=exact_time_limit, seed=seed)
         if ex.measurement is not None:
             label = "optimum" if ex.optimal else f"cp-sat ({ex.status})"

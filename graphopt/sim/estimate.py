@@ -53,6 +53,8 @@ def path_lengths(place, op_time, pred_ptr, pred_src, pred_edge, nbytes, latency,
       device falls idle; priorities are ignored here.
 
     ``comm = latency + bytes / bandwidth`` across devices, 0 on one device; no link queueing.
+    ``latency`` and ``inv_bw`` are the route's (:func:`estimate_links` with ``route=None``):
+    under ``route: via-host`` a relayed edge pays both hops.
     """
     b, n = place.shape
     out = np.zeros((b, 2))
@@ -227,12 +229,16 @@ def contention_schedule(
     return out
 
 
-def estimate_links(cluster: Cluster) -> tuple[np.ndarray, np.ndarray]:
+def estimate_links(
+    cluster: Cluster, *, route: str | None = "direct"
+) -> tuple[np.ndarray, np.ndarray]:
     """``(latency, inverse bandwidth)``, both ``(D, D)`` contiguous float64 (s and s/byte; zero
-    on the diagonal): the cluster's own links (:func:`~graphopt.sim.links.link_arrays` with
-    ``route="direct"``: the via-host route is taken hop by hop by :func:`contention_schedule`),
-    as :func:`path_lengths` and :func:`contention_schedule` take them."""
-    latency, bandwidth = link_arrays(cluster, route="direct")
+    on the diagonal) of :func:`~graphopt.sim.links.link_arrays` on ``route``. The default,
+    the cluster's own links, is what :func:`contention_schedule` takes (it takes the via-host
+    route hop by hop); ``route=None`` (the cluster's route: two hops folded into one figure
+    under ``via-host``) is what a per-edge price without queueing takes, :func:`path_lengths`
+    and the cost model's per-edge features."""
+    latency, bandwidth = link_arrays(cluster, route=route)
     return latency, inverse_bandwidth(bandwidth)
 
 
@@ -276,9 +282,10 @@ class PlacementEstimate:
         self.param_bytes = np.asarray(graph.param_bytes, dtype=np.float64)
         self.memory = np.asarray(cluster.memory, dtype=np.float64)
         self.num_devices = cluster.num_devices
-        self.queued = cluster.contention == "link"
-        self.host = cluster.host_index
-        self.per_consumer = cluster.send == "per-consumer"
+        model = cluster.model
+        self.queued = model.queued
+        self.host = model.host
+        self.per_consumer = model.per_consumer
 
     def __call__(self, placements: IntArray) -> FloatArray:
         place = np.ascontiguousarray(placements, dtype=np.int64)

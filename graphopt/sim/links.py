@@ -65,7 +65,8 @@ def link_arrays(cluster: Cluster, *, route: str | None = None) -> tuple[FloatArr
     Args:
         cluster: the devices and links.
         route: ``"direct"`` (the cluster's own links), ``"via-host"`` (two hops through the host
-            between non-host devices; needs a host) or ``None`` (the cluster's ``route``).
+            between non-host devices; needs a host) or ``None`` (the cluster's route,
+            :attr:`~graphopt.typing.ClusterModel.host`).
 
     Returns:
         ``(latency, bandwidth)``: ``(D, D)`` contiguous float64 seconds and bytes/s, diagonals
@@ -74,7 +75,8 @@ def link_arrays(cluster: Cluster, *, route: str | None = None) -> tuple[FloatArr
     Raises:
         ValueError: an unknown route, or ``"via-host"`` on a cluster without a host.
     """
-    route = cluster.route if route is None else route
+    if route is None:
+        route = "via-host" if cluster.model.routed else "direct"
     if route not in ROUTES:
         raise ValueError(f"unknown route {route!r}; choose one of: {', '.join(ROUTES)}")
     latency = np.array(cluster.latency, dtype=np.float64)
@@ -195,3 +197,82 @@ def book_interval(starts, ends, count, r, pos, begin, end):
     starts[r, pos] = begin
     ends[r, pos] = end
     count[r] = m + 1
+
+
+@njit(cache=True, error_model="numpy")
+def send_on_link(latency, bandwidth, link_free, queued, src, dst, ready, nbytes):
+    """Arrival of one transfer of ``nbytes`` from ``src`` to ``dst`` sent at ``ready``: when
+    ``queued`` (``contention: link``) it starts once the link is free (``link_free[src, dst]``,
+    advanced to its arrival), else at once (``contention: none``)."""
+    seconds = transfer_time(latency, bandwidth, src, dst, nbytes)
+    if not queued:
+        return ready + seconds
+    begin = max(ready, link_free[src, dst])
+    link_free[src, dst] = begin + seconds
+    return begin + seconds
+
+
+@njit(cache=True, inline="always")
+def modelled_ready(v, p, preds, placement, finish, links, booking, model, commit):
+    """Data-ready time of op ``v`` on device ``p`` in a list schedule (HEFT-lc's), under the
+    cluster's link model (``model`` = ``(queued, host, per_consumer)`` of
+    :class:`~graphopt.typing.ClusterModel`; rules 5a-5d of :mod:`graphopt.sim`), each transfer
+    booked after the transfers already on its link, in scheduling order, without insertion.
+
+    - ``send: per-device``: a predecessor's output sent to ``p`` once is reused by every later
+      consumer there (``copy_arrival[u, p]``); ``per-consumer``: every edge sends its own.
+    - ``route: via-host`` (``host >= 0``): a send between two non-host devices goes to the host
+      and on from there once it has landed, each hop on its own (direct) link; per device, the
+      copy at the host (``copy_arrival[u, host]``) is reused by every later relayed send.
+    - ``contention: none`` (not ``queued``): a transfer lands ``latency + bytes / bandwidth``
+      after it is sent; no link is booked.
+
+    ``preds`` is ``(pred_ptr, pred_src, pred_data)``, ``links`` the direct ``(latency,
+    bandwidth)`` and ``booking`` ``(link_free, copy_arrival, tentative)``, the link free times
+    ``(D, D)``, the copies' arrivals ``(N, D)`` (``-1``: not sent) and a ``(D, D)`` scratch for
+    the bookings of ``v``'s own inputs. ``commit`` keeps them.
+    """
+    pred_ptr, pred_src, pred_data = preds
+    latency, bandwidth = links
+    link_free, copy_arrival, tentative = booking
+    queued, host, per_consumer = model
+    num_dev = latency.shape[0]
+    if queued:  # every link v's inputs may take ends at p or at the host
+        for q in range(num_dev):
+            tentative[q, p] = link_free[q, p]
+            if host >= 0:
+                tentative[q, host] = link_free[q, host]
+    ready = 0.0
+    for e in range(pred_ptr[v], pred_ptr[v + 1]):
+        u = pred_src[e]
+        q = placement[u]
+        arrival = finish[u]
+        if q != p:
+            nbytes = pred_data[e]
+            if not per_consumer and copy_arrival[u, p] >= 0.0:
+                arrival = copy_arrival[u, p]
+            else:
+                src = q
+                if host >= 0 and q != host and p != host:  # first hop: to the host
+                    if not per_consumer and copy_arrival[u, host] >= 0.0:
+                        arrival = copy_arrival[u, host]
+                    else:
+                        arrival = send_on_link(
+                            latency, bandwidth, tentative, queued, q, host, arrival, nbytes
+                        )
+                        if commit and not per_consumer:
+                            copy_arrival[u, host] = arrival
+                    src = host
+                arrival = send_on_link(
+                    latency, bandwidth, tentative, queued, src, p, arrival, nbytes
+                )
+                if commit and not per_consumer:
+                    copy_arrival[u, p] = arrival
+        if arrival > ready:
+            ready = arrival
+    if queued and commit:
+        for q in range(num_dev):
+            link_free[q, p] = tentative[q, p]
+            if host >= 0:
+                link_free[q, host] = tentative[q, host]
+    return ready

@@ -150,7 +150,8 @@ class PreparedGraph:
         for d, device in enumerate(cluster.devices):
             if device.kind in graph.measured:
                 op_meas[:, d] = graph.measured[device.kind]
-        if cluster.op_times == "learned":  # the op model prices what was not measured
+        model = cluster.model  # the model options, decoded once
+        if model.op_times == "learned":  # the op model prices what was not measured
             from graphopt.op_model import learned_op_times
 
             op_meas = learned_op_times(graph, cluster, op_meas)
@@ -213,11 +214,11 @@ class PreparedGraph:
             capacity=self.capacity,
             link_bw=self.link_bw,
             link_lat=self.link_lat,
-            contention=cluster.contention == "link",
-            host=cluster.host_index,
-            per_consumer=cluster.send == "per-consumer",
-            charge_copies=cluster.copies == "charged",
-            fcfs=cluster.dispatch == "fcfs",
+            contention=model.queued,
+            host=model.host,
+            per_consumer=model.per_consumer,
+            charge_copies=model.charge_copies,
+            fcfs=model.fcfs,
         )
         self._engine_graph = tuple(self.engine_arrays)  # plain: see engine.simulate_core
         self._zeros = np.zeros(n, dtype=np.int64)
@@ -236,7 +237,7 @@ class PreparedGraph:
         if self._workspace is None:
             num_e = self.graph.num_edges
             # routed through the host, a send may take two transfers (engine.plan_routes)
-            routed = self.cluster.route == "via-host"
+            routed = self.cluster.model.routed
             self._workspace = Workspace.allocate(
                 self.graph.num_ops, num_e, 2 * num_e if routed else num_e
             )
@@ -496,12 +497,12 @@ class Simulator:
     def prepare(self, graph: CompGraph, cluster: Cluster) -> PreparedGraph:
         """The :class:`PreparedGraph` for this pair, from the cache when possible."""
         key: tuple[str, ...] = (graph.fingerprint, cluster.fingerprint)
-        if cluster.colocation == "enforce" or cluster.contiguous:  # the groups (and, for the
+        if cluster.model.enforce_colocation or cluster.contiguous:  # the groups (and, for the
             # blocks of contiguous: true, the layers and forward part) constrain: rule 0
             key += ("\0".join(graph.colocation),)
         if cluster.contiguous:
             key += ("\0".join(graph.layer), repr(graph.metadata.get("forward_ops")))
-        if cluster.op_times == "learned":  # the op model reads the shapes: part of the key
+        if cluster.model.op_times == "learned":  # the op model reads the shapes: part of the key
             key += (graph.tensor_fingerprint,)
         prepared = self._cache.get(key)
         if prepared is None:

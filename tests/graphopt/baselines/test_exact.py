@@ -1,11 +1,13 @@
 from __future__ import annotations
 
+import dataclasses
 import itertools
 
 import numpy as np
 import pytest
+from helpers_baselines import random_cluster, small_random_graphs
 
-from graphopt.baselines.exact import solve_exact
+from graphopt.baselines.exact import solve_exact, unmodelled_options
 from graphopt.baselines.search import random_search, simulated_annealing
 from graphopt.graph import CompGraph
 from graphopt.hardware import Cluster, Device
@@ -278,3 +280,22 @@ def test_larger_graphs_replay_within_tolerance(num_ops):
     assert result.status in ("optimal", "feasible")
     _check_replay(result)
     assert result.bound <= result.makespan + result.tolerance
+
+
+@pytest.mark.parametrize(
+    ("options", "named"),
+    [
+        ({"contention": "none"}, "contention: none"),
+        ({"route": "via-host", "host": "d0"}, "route: via-host"),
+        ({"send": "per-consumer"}, "send: per-consumer"),
+        ({"dispatch": "fcfs"}, "dispatch: fcfs"),
+        ({"copies": "free"}, "copies: free"),
+    ],
+)
+def test_exact_refuses_a_model_option_it_does_not_follow(options, named):
+    graph = small_random_graphs(1, low=6, high=8)[0]
+    cluster = dataclasses.replace(random_cluster(2, seed=0), **options)
+    with pytest.raises(ValueError, match=f"solve_exact .* sets {named};"):
+        solve_exact(graph, cluster, time_limit=1.0)
+    if named == "copies: free":  # without the memory model, free copies change nothing
+        assert unmodelled_options(cluster, memory=False) == []
