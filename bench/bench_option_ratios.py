@@ -166,6 +166,15 @@ def main() -> None:
         changed = {k: v for k, v in options.items() if v != OPTIONS[k][0]} or "defaults"
         print(f"  {c:14s} {worst[c]:.3f}  {changed}")
     print(f"tau >= 0.9 in {sum(r['tau'] >= 0.9 for _, r in rows)}/{len(rows)} combinations")
+    below = [(o, r) for o, r in rows if r["tau"] < 0.9]
+    for name, values in OPTIONS.items():  # what the combinations below 0.9 share
+        for value in values:
+            share = sum(o[name] == value for o, _ in below)
+            if below and share == len(below):
+                print(f"  every one below 0.9 has {name}: {value}")
+    for options, r in below:
+        changed = {k: v for k, v in options.items() if v != OPTIONS[k][0]}
+        print(f"  tau {r['tau']:.3f}  {changed}")
 
 
 if __name__ == "__main__":
