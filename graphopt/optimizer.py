@@ -17,8 +17,14 @@
      best decision so far. (Measured on the eight graphs of ``bench/bench_optimize.py`` at 1 s:
      two such rounds won on 7 of 8 graphs against annealing on both clusters, the decoder
      search alone on 6 of 8; four rounds did worse than two.)
-   - scheduling, fusion, joint (no decoder search for them yet): simulated annealing of the
-     task's arrays (:func:`graphopt.baselines.search.simulated_annealing`).
+   - joint: the same rounds with the joint decoder search
+     (:func:`graphopt.decoders.joint_search.search_joint`) in place of the placement's: the
+     placement windows (a released op of a fused kernel follows the kernel, so kernels move
+     whole), the scheduler of the best heuristic rerun on each new placement with priority
+     shifts, and fusion vetoes and additions, every decoded decision legal; then annealing of
+     all three arrays.
+   - scheduling, fusion (no decoder search for them yet): simulated annealing of the task's
+     array (:func:`graphopt.baselines.search.simulated_annealing`).
 
    Annealing runs in rounds of :data:`ROUND_CALLS` calls, each from the best decision so far.
    Every part of the search runs its stretch of one geometric temperature schedule, from
@@ -222,7 +228,8 @@ def optimize_graph(
     Args:
         graph: a :class:`CompGraph` or a name / file / source naming one graph.
         cluster: a :class:`Cluster`, a preset name or a cluster file.
-        task: placement (the decoder search), scheduling, fusion or joint (annealing).
+        task: placement or joint (the decoder search of the task, then annealing), scheduling
+            or fusion (annealing).
         seconds: wall time of the whole call, heuristics included; or
         calls: simulator calls of the search, its start's included (exactly one of the two).
         seed: seeds the search.
@@ -383,7 +390,7 @@ Report = Callable[[int, Decision, Measurement], None]
 """``(calls of the part so far, a decision, its measurement)``: after every call (or round)."""
 
 ROUNDS = 2
-"""Rounds of decoder search then annealing, for placement."""
+"""Rounds of decoder search then annealing, for placement and joint."""
 DECODER_SHARE = 0.7
 """The decoder search's share of each round's budget (annealing has the rest)."""
 T_START, T_END = 3e-3, 1e-5

@@ -33,8 +33,10 @@ def register(sub: Any) -> None:
         "measured) and search until the budget is spent: for placement, two rounds of the "
         "search through the placement decoder (windows of ops released from the best so far and "
         "re-placed by a list scheduler), each followed by annealing of the placement; for "
-        "scheduling, fusion and joint, simulated annealing of the task's arrays (no decoder "
-        "search exists for them yet). Writes the best decision found to -o as a "
+        "joint, two rounds of the joint decoder search (those windows, moving fused kernels "
+        "whole, with priority shifts and fusion vetoes and additions) each followed by annealing "
+        "of all three; for scheduling and fusion, simulated annealing of the task's array. "
+        "Writes the best decision found to -o as a "
         "decision file (docs/decisions.md: replay it with graphopt simulate GRAPH --decision "
         "FILE) and prints the step time, the speed-up over every heuristic, the peak memory of "
         "each device and what moved. Ctrl-C (or SIGTERM) writes the best decision found so far "
@@ -61,9 +63,8 @@ def register(sub: Any) -> None:
         "--task",
         default="placement",
         choices=TASKS,
-        help="what to decide; placement searches through the decoder, the others anneal "
-        "(joint: annealing of placement, priorities and fusion together, not yet a joint "
-        "decoder search)",
+        help="what to decide; placement and joint search through the decoders (joint: "
+        "placement, priorities and fusion together), scheduling and fusion anneal",
     )
     p.add_argument(
         "--run",
