@@ -32,7 +32,7 @@ RUN_FLAGS = {
 
 def register(sub: Any) -> None:
     from graphopt.tasks import TASKS
-    from graphopt.train.config import POLICIES  # light: the trainer and torch stay unloaded
+    from graphopt.train.policy_registry import POLICIES  # light: no torch, no policies
 
     p = sub.add_parser(
         NAME,

@@ -58,6 +58,7 @@ from graphopt.modes import parse_mode
 from graphopt.sim import Simulator
 from graphopt.tasks import SIMULATED_MOVE_TASKS, get_task
 from graphopt.train.config import TrainConfig, load_config
+from graphopt.train.policy_registry import plans
 from graphopt.train.trainer import load_model
 from graphopt.typing import Decision
 from graphopt.workloads.clusters import EACH, graph_clusters
@@ -78,7 +79,7 @@ def policy_kinds(config: TrainConfig) -> tuple[str, ...]:
     ``sample`` and ``finetune``."""
     if getattr(config, "decoder", "none") != "none":
         return ("sample", "search")
-    if getattr(config, "policy", "go") in ("hdp", "placeto"):  # no per-op device probabilities
+    if not plans(getattr(config, "policy", "go")):  # no per-op device probabilities
         return ("sample", "finetune")
     return POLICY_KINDS.get(config.task, ("sample", "finetune"))
 
@@ -91,7 +92,7 @@ def check_baseline_mode(config: TrainConfig, mode: str) -> None:
         InvalidArgument: one line naming the mode and the modes the run takes.
     """
     policy = getattr(config, "policy", "go")
-    if policy in ("hdp", "placeto") and mode.split(":")[0] in ("plan", "search"):
+    if not plans(policy) and mode.split(":")[0] in ("plan", "search"):
         raise InvalidArgument(
             "{mode} {got} needs per-op device probabilities or candidate moves; a {policy} run "
             "takes greedy, sample:K or finetune:STEPS",

@@ -25,11 +25,10 @@ from graphopt.errors import InvalidArgument
 from graphopt.file_set import write_file
 from graphopt.hardware import Cluster, get_cluster
 from graphopt.tasks import SIMULATED_MOVE_TASKS, get_task
+from graphopt.train import policy_registry
+from graphopt.train.policy_registry import LEARNED_BASELINES
 
 CONFIG_VERSION = 1
-POLICIES = ("go", "mlp", "graph", "gdp", "hdp", "placeto")
-LEARNED_BASELINES = {"gdp": "placement", "hdp": "placement", "placeto": "placement-edit"}
-"""The learned methods peers compare against (docs/learned_baselines.md), each with its task."""
 ALGORITHMS = ("ppo", "reinforce")
 MAX_GROUPS = 1024
 """The most groups of HDP's grouper."""
@@ -162,10 +161,7 @@ class TrainConfig:
         except InvalidArgument as e:  # the config key, not the argument of a command
             raise ValueError(str(e)) from None
         self._cluster = get_cluster(self.cluster)
-        if self.policy not in POLICIES:
-            raise ValueError(
-                f"policy {self.policy!r} is unknown; choose one of: {', '.join(POLICIES)}"
-            )
+        policy_registry.get_policy(self.policy)
         if self.algorithm not in ALGORITHMS:
             raise ValueError(
                 f"algorithm {self.algorithm!r} is unknown; choose one of: {', '.join(ALGORITHMS)}"
@@ -248,19 +244,9 @@ class TrainConfig:
         """The policy the run trains: ``GOPolicy`` (one-shot), ``GODecoderPolicy`` (one-shot with
         a decoder), ``MovePolicy`` or ``GOMovePolicy`` (``policy: graph``) for the edit tasks,
         SB3's stock ``MultiInputPolicy`` / ``MlpPolicy`` by name (``policy: mlp``), or a learned
-        baseline's: ``GDPPolicy``, ``HDPPolicy``, ``PlacetoPolicy``."""
-        edit = not get_task(self.task).one_shot
-        if self.policy == "mlp":
-            return "MlpPolicy" if edit else "MultiInputPolicy"
-        if self.policy in LEARNED_BASELINES:
-            from policies import GDPPolicy, HDPPolicy, PlacetoPolicy
-
-            return {"gdp": GDPPolicy, "hdp": HDPPolicy, "placeto": PlacetoPolicy}[self.policy]
-        from policies import GODecoderPolicy, GOMovePolicy, GOPolicy, MovePolicy
-
-        if edit:
-            return GOMovePolicy if self.policy == "graph" else MovePolicy
-        return GOPolicy if self.decoder == "none" else GODecoderPolicy
+        baseline's: ``GDPPolicy``, ``HDPPolicy``, ``PlacetoPolicy``
+        (:data:`graphopt.train.policy_registry.REGISTRY`)."""
+        return policy_registry.policy_class(self.policy, self.task, self.decoder)
 
     @property
     def decides(self) -> str:
@@ -275,10 +261,11 @@ class TrainConfig:
         ``max_ops`` op slots and ``max_edges`` edge slots (one-shot tasks only; None: sized to
         the environment's graphs)."""
         padded = {"reward_mode": self.reward_mode, "max_ops": max_ops, "max_edges": max_edges}
-        if self.policy == "hdp":  # envs.hierarchical: groups and their devices
-            return {**padded, "variant": "hierarchical", "groups": self.groups}
-        if self.policy == "placeto":  # envs.placeto: one node per step
-            return {**padded, "variant": "placeto"}
+        variant = policy_registry.get_policy(self.policy).variant
+        if variant == "hierarchical":  # envs.hierarchical: groups and their devices
+            return {**padded, "variant": variant, "groups": self.groups}
+        if variant is not None:  # envs.placeto: one node per step
+            return {**padded, "variant": variant}
         if get_task(self.task).one_shot:
             return {
                 **padded,
