@@ -19,7 +19,7 @@
    estimate; ``runs/placement-edit/demo-edit_<k>/``) and evaluates it greedily on the same graphs.
 5. For scheduling, fusion and joint: trains the edit policy of ``graphopt/configs/TASK-edit.yaml``
    for ``--edit-timesteps`` steps (under a minute each: one simulated move per step, the policy
-   choosing which to try) and evaluates it on the same graphs at ``--edit-calls`` simulator
+   choosing which to try; validated on :data:`EDIT_VAL_GRAPHS`) and evaluates it on the same graphs at ``--edit-calls`` simulator
    calls, beside the task's heuristics, random search and annealing at the same calls: one table
    per task.
 6. Trains the step-wise placement policy (``graphopt/configs/stepwise-demo.yaml``, under a minute:
@@ -71,6 +71,10 @@ HELDOUT = "suite:heldout-small"
 REAL = "pipedream:resnet50,pipedream:inception_v3,pipedream:gnmt"
 EVAL_GRAPHS = f"{HELDOUT},{REAL}"
 """The graphs of stage 2 (``--eval-graphs`` replaces them)."""
+EDIT_VAL_GRAPHS = "random-sp-800-s21,random-layered-600-s22"
+"""Validation graphs of the stage-5 runs, in place of their configs' PyTorch imports: the
+fusion heuristics' ``inductor`` fuser has PyTorch Inductor lower every zoo graph it sees (tens of
+seconds each), which would take minutes of a short demo run. Random DAGs, none of them evaluated."""
 
 
 def section(console: Console, title: str) -> None:
@@ -177,7 +181,7 @@ def _main(argv: list[str] | None) -> int:
         evaluate_run(
             run, eval_graphs, mode=f"search:{args.search}", budget=args.search, console=console
         )
-    elif config.task == "placement" and args.plan > 0:
+    elif config.decoder == "none" and config.task == "placement" and args.plan > 0:
         section(
             console,
             f"2b. the same, greedy placement refined by {args.plan:,} analytic estimates "
@@ -206,6 +210,7 @@ def _main(argv: list[str] | None) -> int:
             CONFIG_DIR / f"{task}-edit.yaml",
             name=f"demo-{task}-edit",
             total_timesteps=args.edit_timesteps,
+            val_graphs=EDIT_VAL_GRAPHS,
         )
         section(
             console,

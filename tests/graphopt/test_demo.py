@@ -249,3 +249,30 @@ def test_the_demo_run_steers_the_decoder_and_is_searched_through_it(monkeypatch,
     assert demo.main(args) == 0
     assert configs[0].decoder == "heft-lc" and configs[0].task == "placement"
     assert calls == [("greedy", 64), ("search:256", 256)]
+
+
+def test_search_0_skips_the_decoder_search_and_stage_5_validates_on_random_dags(
+    monkeypatch, tmp_path
+):
+    calls: list[tuple[str, int]] = []
+    configs = []
+
+    def train(config, runs_root):
+        configs.append(config)
+        return tmp_path / "run"
+
+    def evaluate_run(run, graphs, mode, budget, **kwargs):
+        calls.append((mode, budget))
+        return [types.SimpleNamespace(graph="")]
+
+    monkeypatch.setattr(demo, "train", train)
+    monkeypatch.setattr(demo, "evaluate_run", evaluate_run)
+    monkeypatch.setattr(demo, "load_run_model", lambda run: None)
+    monkeypatch.setattr(demo, "_gantt", lambda *args: None)
+    args = ["--runs-dir", str(tmp_path), "--search", "0", "--edit-config", ""]
+    args += ["--edit-tasks", "fusion", "--step-config", ""]
+    assert demo.main(args) == 0
+    # a decoder run is never refined by plan:K (that mode needs device probabilities)
+    assert calls == [("greedy", 64), ("search:256", 256)]
+    assert configs[1].task == "fusion-edit" and configs[1].val_graphs == demo.EDIT_VAL_GRAPHS
+    assert not any(name.startswith("torch:") for name in configs[1].val_graphs.split(","))
