@@ -4,7 +4,8 @@
 option                    check (run by :func:`check` after parsing, before the command's work)
 ========================  ==========================================================================
 ``--cluster``             a preset or cluster file (:func:`graphopt.hardware.get_cluster`); the
-                          resolved :class:`~graphopt.hardware.Cluster` replaces the name;
+                          resolved :class:`~graphopt.hardware.Cluster` replaces the name (or
+                          goes beside it, ``args.resolved_cluster``, for ``train``);
                           ``each`` (baselines, eval): every graph on its own cluster
 ``--workers``,            workers >= 1, Ray installed when work goes to it, an address that answers
 ``--ray-address``         (:func:`graphopt.distributed.check_options`)
@@ -154,24 +155,30 @@ def add_cluster(
     *,
     help: str,
     default: str | None = None,
-    resolve: bool = True,
+    keep_name: bool = False,
     required: bool = False,
     each: bool = False,
 ) -> None:
-    """``--cluster``: a preset or cluster file. ``resolve``: the check replaces the name with
-    the :class:`~graphopt.hardware.Cluster` (False: it only checks it, for a command that keeps
-    the name, as a training config does). ``each``: ``--cluster each`` is taken too, every graph
-    on its own cluster (:mod:`graphopt.workloads.clusters`), and left as it is."""
+    """``--cluster``: a preset or cluster file, resolved once, by the check, which replaces the
+    name with the :class:`~graphopt.hardware.Cluster`. ``keep_name``: the name stays in
+    ``args.cluster`` (for a command that keeps it, as a training config does) and the Cluster
+    goes to ``args.resolved_cluster`` (None without ``--cluster``), for the command to pass on.
+    ``each``: ``--cluster each`` is taken too, every graph on its own cluster
+    (:mod:`graphopt.workloads.clusters`), and left as it is."""
     p.add_argument("--cluster", default=default, required=required, help=help)
 
     def check_cluster(args: argparse.Namespace) -> None:
         spec = args.cluster
+        if keep_name:
+            args.resolved_cluster = None
         if spec is None or (each and spec == EACH):
             return
         from graphopt.hardware import get_cluster
 
         cluster = _wrapped("--cluster", spec, lambda: get_cluster(spec))
-        if resolve:
+        if keep_name:
+            args.resolved_cluster = cluster
+        else:
             args.cluster = cluster
 
     name_flags(p, check_cluster, cluster="--cluster")

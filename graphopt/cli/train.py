@@ -50,7 +50,7 @@ def register(sub: Any) -> None:
         help="training graphs (name, suite:NAME, file, pipedream:/torch: source; comma list)",
     )
     p.add_argument("--val-graphs", help="validation graphs (best model by these)")
-    options.add_cluster(p, help="cluster preset or file (default: the config's)", resolve=False)
+    options.add_cluster(p, help="cluster preset or file (default: the config's)", keep_name=True)
     p.add_argument(
         "--total-timesteps",
         type=int,
@@ -169,6 +169,7 @@ def cmd_train(args: argparse.Namespace) -> int:
             graphs=args.graphs,
             val_graphs=args.val_graphs,
             cluster=args.cluster,
+            resolved_cluster=getattr(args, "resolved_cluster", None),  # by the --cluster check
             total_timesteps=args.total_timesteps,
             seed=args.seed,
             name=args.name,

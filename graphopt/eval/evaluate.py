@@ -101,12 +101,17 @@ def check_baseline_mode(config: TrainConfig, mode: str) -> None:
         )
 
 
-def load_run_model(run: Path, path: Path | None = None, device: str | None = None) -> Any:
+def load_run_model(
+    run: Path,
+    path: Path | None = None,
+    device: str | None = None,
+    config: TrainConfig | None = None,
+) -> Any:
     """The run's best model (PPO; or that of its model file ``path``), on ``device`` (default:
     the run's setting, :mod:`graphopt.accelerator`): rebuilt from the
     run's ``config.yaml`` and ``model.json`` and given the file's weights, read with
     ``torch.load(weights_only=True)`` (:func:`graphopt.train.trainer.load_model`). Nothing of the
-    run is unpickled.
+    run is unpickled. ``config``: the run's configuration, where the caller has loaded it.
 
     Raises:
         ValueError: no model; a run that holds only SB3 ``.zip`` models (older versions; never
@@ -114,7 +119,7 @@ def load_run_model(run: Path, path: Path | None = None, device: str | None = Non
     """
     run = Path(run)
     best = path if path is not None else rundir.best_model_path(run)
-    return load_model(run, best, device=device)
+    return load_model(run, best, device=device, config=config)
 
 
 def model_sizes(model: Any, task: str) -> tuple[int, int]:
@@ -151,8 +156,11 @@ def load_run(
     cluster: str | Cluster | None,
     seed: int,
     device: str | None = None,
+    config: TrainConfig | None = None,
 ) -> LoadedRun:
-    """The run of directory ``run`` with an environment of its task on ``graphs``.
+    """The run of directory ``run`` with an environment of its task on ``graphs``, on
+    ``cluster`` (default: the run's). ``config``: the run's configuration where the caller has
+    loaded it already (it is read from ``config.yaml`` otherwise, once).
 
     Raises:
         ValueError: not a run / no model; a cluster with another device count, for a policy
@@ -160,12 +168,13 @@ def load_run(
             policy's ``max_ops`` (each naming the fix).
     """
     path = rundir.check_run_dir(run)
-    config = load_config(path / rundir.CONFIG_FILE)
+    if config is None:
+        config = load_config(path / rundir.CONFIG_FILE)
     trained = config.resolved_cluster
     target = trained if cluster is None else get_cluster(cluster)
     if device is not None:
         resolve_device(device)  # no such device: refused before the model is read
-    model = load_run_model(path, device=device)
+    model = load_run_model(path, device=device, config=config)
     max_ops, max_edges = model_sizes(model, config.task)
     graph_list = resolve_graph_list(graphs)
     too_big = [g for g in graph_list if g.num_ops > max_ops or g.num_edges > max_edges]
@@ -193,7 +202,8 @@ def load_run(
         if config.policy_kwargs.get("device_agnostic"):
             # its weights do not depend on the device count: the same weights in a model of
             # this cluster's action space
-            model = load_model(path, rundir.best_model_path(path), device=device, spaces=env)
+            best = rundir.best_model_path(path)
+            model = load_model(path, best, device=device, spaces=env, config=config)
             check_compatible(model, env)
             return LoadedRun(path, config, model, env, sim)
         # A policy whose observation does not depend on the device count (the edit tasks: one
@@ -273,18 +283,26 @@ def curve_graph(
 
 
 def load_runs(
-    run: Path, graphs: GraphSpec, cluster: str | Cluster | None, seed: int, device: str | None
+    run: Path,
+    graphs: GraphSpec,
+    cluster: str | Cluster | None,
+    seed: int,
+    device: str | None,
+    config: TrainConfig | None = None,
 ) -> tuple[list[tuple[LoadedRun, list[int]]], str]:
     """:func:`load_run` of ``graphs`` on ``cluster``, or with ``cluster`` :data:`EACH` of every
     graph on its own cluster (:func:`graphopt.workloads.clusters.graph_clusters`; ``graphs`` a
     spec then): one loaded run per distinct cluster, with the positions of its graphs in
-    ``graphs``, and the name of the cluster (or clusters) for a title.
+    ``graphs``, and the name of the cluster (or clusters) for a title. ``config``: the run's
+    configuration, loaded once for them all (by the caller, or here).
 
     Raises:
         ValueError: as :func:`load_run`, and a graph without a cluster of its own.
     """
+    if config is None:
+        config = load_config(Path(run) / rundir.CONFIG_FILE)
     if not (isinstance(cluster, str) and cluster == EACH):
-        loaded = load_run(run, graphs, cluster, seed, device)
+        loaded = load_run(run, graphs, cluster, seed, device, config)
         return [(loaded, list(range(len(loaded.env.graphs))))], loaded.env.cluster.name
     if not isinstance(graphs, str):
         raise ValueError(f"cluster {EACH!r} reads each graph's cluster: give the graphs as a spec")
@@ -293,7 +311,10 @@ def load_runs(
         _, members, positions = groups.setdefault(own.fingerprint, (own, [], []))
         members.append(graph)
         positions.append(i)
-    out = [(load_run(run, list(gs), own, seed, device), idx) for own, gs, idx in groups.values()]
+    out = [
+        (load_run(run, list(gs), own, seed, device, config), idx)
+        for own, gs, idx in groups.values()
+    ]
     names = dict.fromkeys(own.name for own, _, _ in groups.values())
     return out, "each graph's cluster (" + ", ".join(names) + ")"
 
@@ -467,7 +488,7 @@ def evaluate_run(
     out = out_dir or path / "eval" / mode.replace(":", "-")
     rundir.check_output_path(out, "output directory", directory=True)
     saved = decision_dir(save_decisions)
-    groups, where = load_runs(path, graphs, cluster, seed, device)
+    groups, where = load_runs(path, graphs, cluster, seed, device, config)
     if uses_ray(workers, address):
         settings = dict(mode=mode, budget=budget, seed=seed)
         jobs = [job for loaded, _ in groups for job in graph_jobs(loaded, **settings)]

@@ -5,7 +5,9 @@
 errors that name the key. A config is validated once (:meth:`TrainConfig.validate`, which
 :func:`load_config` calls): types and values checked, the device name checked and the cluster
 resolved to a :class:`~graphopt.hardware.Cluster` (:attr:`TrainConfig.resolved_cluster`), which
-every environment of a run then shares.
+every environment of a run then shares. The cluster is resolved once per command: a caller that
+resolved it already passes it on (``graphopt train --cluster``: :func:`load_config`'s
+``resolved_cluster``), and :meth:`TrainConfig.replace` carries it over to a changed copy.
 """
 
 from __future__ import annotations
@@ -137,11 +139,15 @@ class TrainConfig:
     reference included; ``val`` rows: the simulator's; list the training graphs in val_graphs to
     compare on the same graphs). A new key with a default: older config files stay valid."""
 
-    def validate(self) -> TrainConfig:
+    def validate(self, cluster: Cluster | None = None) -> TrainConfig:
         """Check types and values, check the device name and resolve the cluster
         (:attr:`resolved_cluster`); returns self. A config validated before and unchanged since
         is not checked again, so :func:`~graphopt.train.trainer.train` of a config that
         :func:`load_config` returned costs nothing more.
+
+        Args:
+            cluster: the :class:`~graphopt.hardware.Cluster` of :attr:`cluster` where the caller
+                resolved it already (``graphopt train --cluster``); it is not resolved again.
 
         Raises:
             ValueError: naming the bad key (or the cluster preset or file).
@@ -160,7 +166,7 @@ class TrainConfig:
             check_device_name(self.device)
         except InvalidArgument as e:  # the config key, not the argument of a command
             raise ValueError(str(e)) from None
-        self._cluster = get_cluster(self.cluster)
+        self._cluster = cluster if cluster is not None else get_cluster(self.cluster)
         policy_registry.get_policy(self.policy)
         if self.algorithm not in ALGORITHMS:
             raise ValueError(
@@ -247,6 +253,19 @@ class TrainConfig:
         baseline's: ``GDPPolicy``, ``HDPPolicy``, ``PlacetoPolicy``
         (:data:`graphopt.train.policy_registry.REGISTRY`)."""
         return policy_registry.policy_class(self.policy, self.task, self.decoder)
+
+    def replace(self, **changes: Any) -> TrainConfig:
+        """A validated copy of the config with ``changes`` (config keys to values); the cluster
+        of a validated config is carried over, not resolved again, unless ``cluster`` changes.
+
+        Raises:
+            ValueError: as :meth:`validate`.
+        """
+        copy = dataclasses.replace(self, **changes)
+        validated = getattr(self, "_validated", None)  # the keys _cluster was resolved with
+        if validated is not None and copy.cluster == validated["cluster"]:
+            return copy.validate(self._cluster)
+        return copy.validate()
 
     @property
     def decides(self) -> str:
@@ -359,9 +378,13 @@ def _read_yaml(path: Path) -> dict[str, Any]:
     return data
 
 
-def load_config(path: str | Path | None = None, **overrides: Any) -> TrainConfig:
+def load_config(
+    path: str | Path | None = None, *, resolved_cluster: Cluster | None = None, **overrides: Any
+) -> TrainConfig:
     """The defaults of :class:`TrainConfig`, then the YAML file at ``path`` (if any), then
     ``overrides`` (None values skipped); validated (:meth:`TrainConfig.validate`).
+    ``resolved_cluster``: the Cluster of the ``cluster`` override, resolved by the caller (the
+    command line's ``--cluster`` check), so that it is not resolved again.
 
     Raises:
         ValueError: a missing or malformed file, an unknown key (named), a value of the wrong type
@@ -384,4 +407,4 @@ def load_config(path: str | Path | None = None, **overrides: Any) -> TrainConfig
         config = TrainConfig(**data)
     except TypeError as e:  # pragma: no cover - guarded by the key checks above
         raise ValueError(f"bad config: {e}") from e
-    return config.validate()
+    return config.validate(resolved_cluster if overrides.get("cluster") is not None else None)

@@ -14,7 +14,6 @@ Models are saved as weights only (:mod:`policies.checkpoint`) and rebuilt from t
 
 from __future__ import annotations
 
-import dataclasses
 import traceback
 from collections.abc import Callable
 from pathlib import Path
@@ -105,6 +104,7 @@ def load_model(
     weights: dict[str, Any] | None = None,
     device: str | None = None,
     spaces: Any | None = None,
+    config: TrainConfig | None = None,
 ) -> Any:
     """The PPO model of run directory ``run`` with the weights of its model file ``path``: rebuilt
     from the run's ``config.yaml`` and ``model.json`` (or on ``env``, a vectorised environment
@@ -113,7 +113,8 @@ def load_model(
     the weights are read with ``torch.load(weights_only=True)``. ``spaces``: an environment
     whose observation and action spaces replace ``model.json``'s (a device-agnostic policy,
     ``policy_kwargs: {device_agnostic: true}``, on a cluster of another device count: its
-    weights fit any).
+    weights fit any). ``config``: the run's configuration where the caller has loaded it
+    already (it is read from ``config.yaml`` otherwise).
 
     Raises:
         ValueError: an SB3 ``.zip`` or any file that is not a plain weights file (refused before
@@ -122,7 +123,8 @@ def load_model(
     """
     if weights is None:
         weights = checkpoint.read_weights(path)  # refuse a bad file before building anything
-    config = load_config(run / rundir.CONFIG_FILE)
+    if config is None:
+        config = load_config(run / rundir.CONFIG_FILE)
     observation_space, action_space = checkpoint.read_model_info(run, DEFAULTS)
     if spaces is not None:  # a device-agnostic policy on another cluster
         observation_space, action_space = spaces.observation_space, spaces.action_space
@@ -235,7 +237,7 @@ def train(
     if config.cost_model != "simulator":  # config.yaml keeps a path that works from any directory
         absolute = str(Path(config.cost_model).resolve())
         if absolute != config.cost_model:
-            config = dataclasses.replace(config, cost_model=absolute)
+            config = config.replace(cost_model=absolute)  # the cluster carried over
     config.validate()  # once: nothing more for a config that load_config returned
     rundir.check_run_name(config.name)
     rundir.check_output_path(runs_root, "runs directory", directory=True)
@@ -349,7 +351,7 @@ def _resume(
                 path=path,
             )
         if total_timesteps != config.total_timesteps:
-            config = dataclasses.replace(config, total_timesteps=total_timesteps).validate()
+            config = config.replace(total_timesteps=total_timesteps)
             config.save(path / rundir.CONFIG_FILE)
             rundir.write_state(path, total_timesteps=total_timesteps)
     if state.get("status") == "finished" and config.total_timesteps <= done:

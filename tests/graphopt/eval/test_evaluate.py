@@ -192,3 +192,22 @@ def test_cluster_each_evaluates_every_graph_on_its_own_cluster(trained: Path, tm
     assert [g["cluster"] for g in rows] == ["slow-2", "v100-nvlink-2"]
     with pytest.raises(ValueError, match="has no cluster of its own"):
         evaluate_run(trained, "txl-tiny", cluster="each", console=quiet())
+
+
+def test_eval_reads_the_run_config_and_resolves_its_cluster_once(
+    trained: Path, tmp_path: Path, monkeypatch
+):
+    import graphopt.eval.evaluate
+    import graphopt.train.trainer
+    from graphopt.train.config import load_config
+
+    loads: list[Path] = []
+
+    def counting(path=None, **kwargs):
+        loads.append(path)
+        return load_config(path, **kwargs)
+
+    monkeypatch.setattr(graphopt.eval.evaluate, "load_config", counting)
+    monkeypatch.setattr(graphopt.train.trainer, "load_config", counting)
+    evaluate_run(trained, "txl-tiny", out_dir=tmp_path / "out", console=quiet())
+    assert loads == [trained / rundir.CONFIG_FILE]
