@@ -37,6 +37,12 @@ Moves (:func:`joint_move`), one per cost-model call, accepted as in
   (reference bit set) or an addition (bit unset).
 
 :func:`search_joint` runs the search for a budget of calls or seconds.
+
+Performance: a decode is dominated by the placement decoder's list scheduler (on torch:lstm,
+5,348 ops, about 15 ms of a 27 ms decode; a simulator call is 2 ms). The list inputs are computed
+once per search; the last two placements are kept, so a priority or fusion move that leaves the
+placement channels and the kernels as they were skips the list scheduler; the scheduler's
+priorities of the last new placement are kept likewise.
 """
 
 from __future__ import annotations

@@ -123,6 +123,9 @@ def _bad(tmp_path: Path) -> list[tuple[list[str], str]]:
         ([GRAPH, *ok, "--calls", "0"], "--calls must be in 1.."),
         ([GRAPH, *ok, "--calls", "2.5"], "invalid int value: '2.5'"),
         ([GRAPH, *ok, "--calls", "8", "--task", "placement-edit"], "invalid choice"),
+        ([GRAPH, *ok, "--task", "joint", "--calls", "0"], "--calls must be in 1.."),
+        ([GRAPH, *ok, "--task", "joint", "--seconds", "-1"], "got -1.0"),
+        ([GRAPH, *ok, "--task", "joint"], "give exactly one budget"),
         ([GRAPH, "--cluster", CLUSTER, "--calls", "8"], "required: -o/--output"),
         ([GRAPH, "--calls", "8", "-o", out], "required: --cluster"),
         (
