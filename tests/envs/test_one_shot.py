@@ -138,6 +138,7 @@ def _replay(path, cluster: str) -> subprocess.CompletedProcess:
     )
 
 
+@pytest.mark.expensive  # two graphopt subprocesses: seconds of imports (CI runs it)
 def test_replay_with_graphopt_simulate(tmp_path):
     env = envs.JointEnv(graphs=["txl-tiny"], cluster="v100-nvlink-2", seed=5)
     legal = np.maximum(env.hint_action(0), 0)  # the reference decision: a legal fusion
@@ -158,6 +159,7 @@ def test_replay_with_graphopt_simulate(tmp_path):
     assert out.returncode == 2 and info["reason"] in out.stderr
 
 
+@pytest.mark.expensive  # a PPO run: seconds (CI runs it)
 def test_stock_sb3_ppo_runs_on_the_tiny_suite():
     from stable_baselines3 import PPO
 

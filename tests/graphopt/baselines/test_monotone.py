@@ -136,6 +136,7 @@ def test_via_host_subclusters_keep_the_host():
     assert placement.shape == (graph.num_ops,)
 
 
+@pytest.mark.expensive  # every placer on many clusters: seconds (CI runs it)
 def test_slow_cpus_never_make_the_best_heuristic_worse():
     # The case that asked for this: eight slow CPUs beside four GPUs.
     gpus = get_cluster("v100-nvlink-4")

@@ -17,6 +17,7 @@ from graphopt.hardware import Cluster
 RESNET = "torch:resnet?depth=18&width=8&image=32&batch=2&classes=10"
 
 
+@pytest.mark.expensive  # profiles a model on this CPU: seconds (CI runs it)
 def test_profile_writes_a_graph_and_a_cluster_the_simulator_uses(run_cli_here, tmp_path) -> None:
     from graphopt.sim import simulate
 

@@ -28,6 +28,7 @@ def _block() -> tuple[torch.nn.Module, torch.Tensor]:
         return Block(), torch.zeros(16, 32)
 
 
+@pytest.mark.expensive  # Inductor lowers the block: seconds (CI runs it)
 def test_block_forward_groups() -> None:
     model, x = _block()
     found = inductor_groups(model, x)

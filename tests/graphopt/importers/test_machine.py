@@ -48,6 +48,7 @@ def test_memory_and_cache_sizes() -> None:
     assert machine.largest_cache_bytes() >= 0
 
 
+@pytest.mark.expensive  # times matrix products on this CPU: seconds (CI runs it)
 def test_probe_gives_a_device_of_this_cpu(quick: None) -> None:
     before = torch.get_num_threads()
     device = machine.probe_cpu()

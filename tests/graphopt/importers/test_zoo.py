@@ -138,6 +138,7 @@ def test_mobilenet_has_depthwise_convolutions_and_relu6() -> None:
     assert "_native_batch_norm_legit_functional" in training.op_types
 
 
+@pytest.mark.expensive  # exports a ViT: seconds (CI runs it)
 def test_vit_has_patch_convolution_and_attention() -> None:
     forward, training = built("vit", False), built("vit", True)
     [(layer, (x, w, _))] = convolutions(forward)  # the patch embedding alone

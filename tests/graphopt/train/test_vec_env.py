@@ -64,6 +64,7 @@ def test_the_spec_rebuilds_the_environments_of_this_process():
         assert a.step(action)[1] == b.step(action)[1]
 
 
+@pytest.mark.expensive  # a process per environment, spawned: seconds of imports (CI runs it)
 def test_a_process_per_environment_trains_like_in_process(tmp_path):
     """The subproc backend (what auto picks for several environments on more than 2 cores)
     gives the run of the in-process one, and resuming on another backend works."""
