@@ -42,8 +42,10 @@ install: $(COMPILED)
 	@$(PY) $(COMPILE) -q graphopt envs policies || true
 
 # Functional tests on 2 workers; tests marked `expensive` also run when RUN_EXPENSIVE=1 or CI=true.
+# PYTHONDONTWRITEBYTECODE is unset for pytest so that it caches the test modules it rewrites for
+# its assertion messages (otherwise every worker rewrites all of them on every run: about 10 s).
 test: install
-	$(PY) -m pytest -q -n 2 tests
+	env -u PYTHONDONTWRITEBYTECODE $(PY) -m pytest -q -n 2 tests
 
 # The tests that need Ray: installs the extra graphopt[ray] (about 10 s from a warm cache) and runs
 # them on a local Ray with 2 CPUs; without the extra `make test` skips them, naming this target.
