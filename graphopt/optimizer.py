@@ -48,6 +48,7 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -445,26 +446,7 @@ def _decoder_search(
     (:func:`graphopt.decoders.search.search_placements`, or for joint
     :func:`graphopt.decoders.joint_search.search_joint`, which reruns the scheduler of
     ``chain_name`` on new placements), over the temperatures of ``shares``; returns its calls."""
-    if task == "joint":
-        return search_joint(
-            graph,
-            cluster,
-            anchor,
-            chain_name,
-            calls,
-            seed=seed,
-            seconds=seconds,
-            t_start=_temperature(shares[0]),
-            t_end=_temperature(shares[1]),
-            on_step=report,
-            clock=clock,
-            cost_model=sim,
-        ).calls
-    found = search_placements(
-        graph,
-        cluster,
-        anchor,
-        calls,
+    options: dict[str, Any] = dict(
         seed=seed,
         seconds=seconds,
         t_start=_temperature(shares[0]),
@@ -473,7 +455,9 @@ def _decoder_search(
         clock=clock,
         cost_model=sim,
     )
-    return found.calls
+    if task == "joint":
+        return search_joint(graph, cluster, anchor, chain_name, calls, **options).calls
+    return search_placements(graph, cluster, anchor, calls, **options).calls
 
 
 def _annealing(

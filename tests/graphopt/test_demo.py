@@ -220,7 +220,9 @@ def test_demo_graphs_resolve_from_a_copy_of_the_repository_alone(
     assert {"wavenet-tiny", "torch:resnet"} <= set(found["names"])  # held-out, validation
 
 
-def test_the_demo_run_steers_the_decoder_and_is_searched_through_it(monkeypatch, tmp_path):
+def _record_stages(monkeypatch, tmp_path) -> tuple[list[tuple[str, int]], list]:
+    """Training and evaluation replaced by recorders: the (mode, budget) of every evaluation and
+    the config of every training run, in order."""
     calls: list[tuple[str, int]] = []
     configs = []
 
@@ -236,6 +238,11 @@ def test_the_demo_run_steers_the_decoder_and_is_searched_through_it(monkeypatch,
     monkeypatch.setattr(demo, "evaluate_run", evaluate_run)
     monkeypatch.setattr(demo, "load_run_model", lambda run: None)
     monkeypatch.setattr(demo, "_gantt", lambda *args: None)
+    return calls, configs
+
+
+def test_the_demo_run_steers_the_decoder_and_is_searched_through_it(monkeypatch, tmp_path):
+    calls, configs = _record_stages(monkeypatch, tmp_path)
     args = [
         "--runs-dir",
         str(tmp_path),
@@ -254,21 +261,7 @@ def test_the_demo_run_steers_the_decoder_and_is_searched_through_it(monkeypatch,
 def test_search_0_skips_the_decoder_search_and_stage_5_validates_on_random_dags(
     monkeypatch, tmp_path
 ):
-    calls: list[tuple[str, int]] = []
-    configs = []
-
-    def train(config, runs_root):
-        configs.append(config)
-        return tmp_path / "run"
-
-    def evaluate_run(run, graphs, mode, budget, **kwargs):
-        calls.append((mode, budget))
-        return [types.SimpleNamespace(graph="")]
-
-    monkeypatch.setattr(demo, "train", train)
-    monkeypatch.setattr(demo, "evaluate_run", evaluate_run)
-    monkeypatch.setattr(demo, "load_run_model", lambda run: None)
-    monkeypatch.setattr(demo, "_gantt", lambda *args: None)
+    calls, configs = _record_stages(monkeypatch, tmp_path)
     args = ["--runs-dir", str(tmp_path), "--search", "0", "--edit-config", ""]
     args += ["--edit-tasks", "fusion", "--step-config", ""]
     assert demo.main(args) == 0
