@@ -2,7 +2,7 @@
 # (`make install VENV=/tmp/venv` installs elsewhere).
 #
 # pip installs torch (pinned by constraints.txt: the local CPU build on these machines) and uv;
-# uv installs the rest, downloading in parallel (about 5 s against pip's 60 s). uv does not look
+# uv installs the rest, downloading in parallel (5-7 s against pip's 62 s). uv does not look
 # at the local torch file, so torch must come first: with it installed, the pin is satisfied and
 # uv downloads no other torch.
 #

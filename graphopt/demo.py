@@ -19,9 +19,9 @@
    estimate; ``runs/placement-edit/demo-edit_<k>/``) and evaluates it greedily on the same graphs.
 5. For scheduling, fusion and joint: trains the edit policy of ``graphopt/configs/TASK-edit.yaml``
    for ``--edit-timesteps`` steps (under a minute each: one simulated move per step, the policy
-   choosing which to try; validated on :data:`EDIT_VAL_GRAPHS`) and evaluates it on the same graphs at ``--edit-calls`` simulator
-   calls, beside the task's heuristics, random search and annealing at the same calls: one table
-   per task.
+   choosing which to try; validated on :data:`EDIT_VAL_GRAPHS`) and evaluates it on the same
+   graphs at ``--edit-calls`` simulator calls, beside the task's heuristics, random search and
+   annealing at the same calls: one table per task.
 6. Trains the step-wise placement policy (``graphopt/configs/stepwise-demo.yaml``, under a minute:
    one op per step inside the list scheduler, reading the partial schedule; imitation of the
    best heuristic, then PPO) and evaluates it on the same graphs: greedy, the best of
