@@ -2,7 +2,10 @@
 end to end; and the start-up of a fresh step-wise training run.
 
 Usage: python bench/bench_train_throughput.py [--ops 1000] [--graphs 8] [--updates 6]
-       [--threads 2] [--skip-one-shot]
+       [--threads 2] [--device cpu|cuda|auto] [--skip-one-shot] [--skip-startup]
+
+``--device`` is where the encoders and the updates compute (the step-wise decoder and its head
+always run on the CPU, one core); ``cuda`` is the GPU bench (``bench/gpu_train.sh``).
 
 Step-wise policy (:mod:`graphopt.train.stepwise`), on ``--graphs`` random graphs of ``--ops`` ops
 (``gen:layered`` and ``gen:sp``, alternating) on ``v100-nvlink-4``, at the training defaults
@@ -73,7 +76,7 @@ def startup() -> None:
         )
 
 
-def stepwise(num_ops: int, num_graphs: int, updates: int, threads: int) -> None:
+def stepwise(num_ops: int, num_graphs: int, updates: int, threads: int, device: str) -> None:
     from graphopt.hardware import get_cluster
     from graphopt.train.step_run import build_items, resolve_run_graphs
     from graphopt.train.stepwise import StepTrainConfig, ppo_update, rollout_with, train
@@ -85,8 +88,14 @@ def stepwise(num_ops: int, num_graphs: int, updates: int, threads: int) -> None:
     ]
     items = build_items(resolve_run_graphs(",".join(names)), [get_cluster("v100-nvlink-4")])
     print(
-        f"step-wise policy: {num_graphs} graphs of {num_ops:,} ops, v100-nvlink-4, {threads} threads"
+        f"step-wise policy: {num_graphs} graphs of {num_ops:,} ops, v100-nvlink-4, {threads} "
+        f"threads, torch on {device}"
     )
+
+    def sync() -> None:
+        if device.startswith("cuda"):
+            torch.cuda.synchronize()
+
     print(
         "| encoder | rollouts: graphs/s | rollouts: decisions/s | updates: decisions/s | end to end: decisions/s |"
     )
@@ -98,9 +107,10 @@ def stepwise(num_ops: int, num_graphs: int, updates: int, threads: int) -> None:
             imitation_updates=0,
             eval_every=10**6,
             threads=threads,
+            device=device,
             policy={"encoder": encoder},
         )
-        policy = StepPolicy(encoder=encoder)
+        policy = StepPolicy(encoder=encoder).to(device)
         optimizer = torch.optim.Adam(policy.parameters(), lr=config.learning_rate)
         rng = np.random.default_rng(0)
         # one warm-up update (numba and torch first calls)
@@ -111,6 +121,7 @@ def stepwise(num_ops: int, num_graphs: int, updates: int, threads: int) -> None:
             for it, p in zip(items, pres, strict=True)
         ]
         ppo_update(policy, optimizer, batches, config)
+        sync()
         start = time.perf_counter()
         with torch.no_grad():
             pres = policy.embed_many([it.observation for it in items])
@@ -122,6 +133,7 @@ def stepwise(num_ops: int, num_graphs: int, updates: int, threads: int) -> None:
         decisions = sum(b.decisions for b in batches)
         start = time.perf_counter()
         ppo_update(policy, optimizer, batches, config)
+        sync()
         t_upd = time.perf_counter() - start
         start = time.perf_counter()
         _, rows = train(items, [], config, policy=policy)
@@ -132,19 +144,19 @@ def stepwise(num_ops: int, num_graphs: int, updates: int, threads: int) -> None:
         )
 
 
-def one_shot(timesteps: int) -> None:
+def one_shot(timesteps: int, device: str) -> None:
     from graphopt.train.config import load_config
     from graphopt.train.trainer import train
     from graphopt.workloads import resolve_graphs
 
-    config = load_config(None, total_timesteps=timesteps, eval_every=10**9)
+    config = load_config(None, total_timesteps=timesteps, eval_every=10**9, device=device)
     ops = np.mean([g.num_ops for g in resolve_graphs(config.graphs)])
     with tempfile.TemporaryDirectory() as tmp:
         start = time.perf_counter()
         train(config, runs_root=tmp, show_progress=False)
         wall = time.perf_counter() - start
     print(
-        f"one-shot GO policy (SB3 PPO, {config.graphs}, mean {ops:,.0f} ops, {timesteps} episodes "
+        f"one-shot GO policy (SB3 PPO on {device}, {config.graphs}, mean {ops:,.0f} ops, {timesteps} episodes "
         f"incl. set-up and one validation): {timesteps / wall:,.1f} episodes/s = "
         f"{timesteps * ops / wall:,.0f} op decisions/s"
     )
@@ -156,15 +168,19 @@ def main() -> None:
     ap.add_argument("--graphs", type=int, default=8)
     ap.add_argument("--updates", type=int, default=6)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--device", default="cpu", help="auto, cpu, cuda or cuda:N (default cpu)")
     ap.add_argument("--skip-one-shot", action="store_true")
     ap.add_argument("--skip-startup", action="store_true")
     args = ap.parse_args()
+    from graphopt.accelerator import resolve_device
+
+    device = resolve_device(args.device)
     torch.set_num_threads(args.threads)
     if not args.skip_startup:
         startup()
-    stepwise(args.ops, args.graphs, args.updates, args.threads)
+    stepwise(args.ops, args.graphs, args.updates, args.threads, device)
     if not args.skip_one_shot:
-        one_shot(256)
+        one_shot(256, device)
 
 
 if __name__ == "__main__":

@@ -132,7 +132,9 @@ class StepPolicy(nn.Module):
 
     def embed_many(self, observations: Sequence[Mapping[str, np.ndarray]]) -> list[Tensor]:
         """``pre`` ``(N_b, H)`` of each of several encoded graphs, in one batched pass."""
-        batch = graph_batch(stack_observations(list(observations)))
+        device = self.proj.weight.device
+        stacked = stack_observations(list(observations))
+        batch = graph_batch({k: v.to(device) for k, v in stacked.items()})
         packed = pack(batch)
         counts = [int(c) for c in batch.num_ops]
         if self.encoder_kind == "mlp":
@@ -159,15 +161,15 @@ class StepPolicy(nn.Module):
         return out.masked_fill(~masks, float("-inf"))
 
     def head_params(self, pre: Tensor) -> HeadParams:
-        """The head's weights for the compiled decoder, with ``pre`` ``(N, H)`` of one graph;
-        the feature mask is folded into ``w_feat``."""
+        """The head's weights for the compiled decoder (numpy, on the CPU), with ``pre``
+        ``(N, H)`` of one graph; the feature mask is folded into ``w_feat``."""
         with torch.no_grad():
             w_feat = (self.w_feat.weight * self.feature_keep[None, :]).T  # (F, H)
             return HeadParams(
-                pre=pre.detach().double().numpy(),
-                w_feat=w_feat.double().numpy(),
-                b1=self.w_feat.bias.detach().double().numpy(),
-                w2=self.out.weight.detach()[0].double().numpy(),
+                pre=pre.detach().double().cpu().numpy(),
+                w_feat=w_feat.double().cpu().numpy(),
+                b1=self.w_feat.bias.detach().double().cpu().numpy(),
+                w2=self.out.weight.detach()[0].double().cpu().numpy(),
                 b2=float(self.out.bias.detach()[0]),
                 anchor_weight=float(self.anchor_weight.detach()),
             )

@@ -52,6 +52,11 @@ def register(sub: Any) -> None:
         help=f"imitation updates first (0..{MAX_COUNT})",
     )
     options.add_seed(t, default=None, help="seeds torch and the samples (default: the config's)")
+    options.add_device(
+        t,
+        help="where the encoder and the updates compute: auto, cpu, cuda or cuda:N (config key "
+        "device; default auto); the decoder runs on the CPU",
+    )
     options.add_runs_dir(t, help="where runs are written")
     options.name_flags(
         t,
@@ -98,6 +103,7 @@ def cmd_train(args: argparse.Namespace) -> int:
         updates=args.updates,
         imitation_updates=args.imitation_updates,
         seed=args.seed,
+        device=args.device,
     )
     try:
         run = run_training(config, args.runs_dir, log=lambda line: print(line, flush=True))

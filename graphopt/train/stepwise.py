@@ -39,6 +39,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from graphopt.accelerator import check_device_name, resolve_device
 from graphopt.decoders.stepwise import Episode, StepGraph, decode, lookahead, step_graph
 from graphopt.encoding import encode
 from graphopt.graph import CompGraph
@@ -106,6 +107,9 @@ class StepTrainConfig:
     """Seeds torch and the decoders' samples."""
     threads: int = 2
     """torch.set_num_threads (the decoder and simulator run on one core)."""
+    device: str = "auto"
+    """Where the encoder and the updates compute: ``auto|cpu|cuda[:N]``
+    (:func:`graphopt.accelerator.resolve_device`; the decoder and its head run on the CPU)."""
     policy: dict[str, Any] = field(default_factory=dict)
     """Keyword arguments of :class:`policies.step_policy.StepPolicy`."""
 
@@ -142,6 +146,7 @@ class StepTrainConfig:
             raise ValueError(
                 f"algorithm must be one of {', '.join(ALGORITHMS)}, got {self.algorithm!r}"
             )
+        check_device_name(self.device)
         for name in ("ent_coef", "imitation_coef", "lookahead_margin"):
             value = getattr(self, name)
             if not isinstance(value, (int, float)) or not 0 <= value < math.inf:
@@ -265,13 +270,14 @@ def _batch(
     masks = np.concatenate([e.masks for e in episodes])
     episode = np.repeat(np.arange(len(episodes)), [len(e.ops) for e in episodes])
     keep = masks.sum(axis=1) >= 2
+    device = pre.device
     return Batch(
         item=item,
-        ops=torch.from_numpy(ops[keep]),
-        actions=torch.from_numpy(actions[keep]),
-        feats=torch.from_numpy(feats[keep]),
-        masks=torch.from_numpy(masks[keep]),
-        episode=torch.from_numpy(episode[keep]),
+        ops=torch.from_numpy(ops[keep]).to(device),
+        actions=torch.from_numpy(actions[keep]).to(device),
+        feats=torch.from_numpy(feats[keep]).to(device),
+        masks=torch.from_numpy(masks[keep]).to(device),
+        episode=torch.from_numpy(episode[keep]).to(device),
         step_times=np.asarray(step_times, dtype=np.float64),
         valid=np.asarray(valid, dtype=bool),
         decisions=int(len(ops)),
@@ -340,7 +346,7 @@ def minibatch_steps(
             group_steps = max(sum(len(b.ops) for b in chosen), 1)
             optimizer.zero_grad()
             pres = policy.embed_many([b.item.observation for b in chosen])
-            loss = torch.zeros(())
+            loss = torch.zeros((), device=pres[0].device)
             for i, b, pre in zip(group, chosen, pres, strict=True):
                 part, found = loss_fn(int(i), b, pre)
                 loss = loss + part / group_steps
@@ -371,7 +377,7 @@ def imitation_update(
 def imitation_loss(logits: torch.Tensor, b: Batch) -> tuple[torch.Tensor, dict[str, float]]:
     """Summed cross-entropy of the item's target devices at the batch's steps, and the figures
     ``imitation/loss`` and ``imitation/accuracy`` (sums, per step once divided)."""
-    target = torch.from_numpy(b.item.target)[b.ops]
+    target = torch.from_numpy(b.item.target).to(logits.device)[b.ops]
     loss = F.cross_entropy(logits, target, reduction="sum")
     correct = float((logits.argmax(dim=1) == target).sum())
     return loss, {"imitation/loss": float(loss.detach()), "imitation/accuracy": correct}
@@ -387,7 +393,7 @@ def ppo_update(
     adv_steps, old_logp = [], []
     for b in batches:
         adv = advantages(returns(b), config.adv_floor)
-        adv_steps.append(torch.from_numpy(adv).float()[b.episode])
+        adv_steps.append(torch.from_numpy(adv).float().to(b.pre.device)[b.episode])
         with torch.no_grad():
             old_logp.append(step_log_probs(policy, b, b.pre)[0])
     low, high = 1 - config.clip_range, 1 + config.clip_range
@@ -461,19 +467,20 @@ def lookahead_batch(
             j, d = np.unravel_index(int(branch_times.argmin()), branch_times.shape)
             item.target = branches[j, d].copy()
             item.target_return = r
+    device = pre.device
     return Batch(
         item=item,
-        ops=torch.from_numpy(episode.ops[chosen]),
-        actions=torch.from_numpy(labels.astype(np.int64)),
-        feats=torch.from_numpy(episode.feats[chosen]),
-        masks=torch.from_numpy(episode.masks[chosen]),
-        episode=torch.zeros(len(chosen), dtype=torch.int64),
+        ops=torch.from_numpy(episode.ops[chosen]).to(device),
+        actions=torch.from_numpy(labels.astype(np.int64)).to(device),
+        feats=torch.from_numpy(episode.feats[chosen]).to(device),
+        masks=torch.from_numpy(episode.masks[chosen]).to(device),
+        episode=torch.zeros(len(chosen), dtype=torch.int64, device=device),
         step_times=times[:1],
         valid=np.asarray(priced.valid[:1], dtype=bool),
         decisions=int(n + int(priced_rows.sum()) * n // 2),
         pre=pre.detach(),
         calls=len(times),
-        own=torch.from_numpy(own.astype(np.int64)),
+        own=torch.from_numpy(own.astype(np.int64)).to(device),
     )
 
 
@@ -581,7 +588,7 @@ def train(
     torch.manual_seed(config.seed)
     torch.set_num_threads(config.threads)
     rng = np.random.default_rng(config.seed)
-    policy = policy or StepPolicy(**config.policy)
+    policy = (policy or StepPolicy(**config.policy)).to(resolve_device(config.device))
     optimizer = torch.optim.Adam(policy.parameters(), lr=config.learning_rate)
     rows: list[dict[str, float]] = []
     decisions = calls = 0

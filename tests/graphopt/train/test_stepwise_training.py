@@ -157,11 +157,37 @@ def test_checkpoint_errors(tmp_path) -> None:
         ("ent_coef", -0.1, "ent_coef must be a finite number >= 0"),
         ("algorithm", "reinforce", "algorithm must be one of ppo, lookahead"),
         ("lookahead_steps", 0, "lookahead_steps must be an integer in 1..1000000"),
+        ("device", "gpu", "device 'gpu' is unknown; use auto, cpu, cuda or cuda:N"),
     ],
 )
 def test_config_ranges(field, value, match) -> None:
     with pytest.raises(ValueError, match=match):
         StepTrainConfig(**{field: value}).validate()
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_training_on_cuda(items, tmp_path) -> None:
+    """The encoder and the updates on the GPU, the decoder on the CPU; the checkpoint loads on a
+    machine without one."""
+    config = StepTrainConfig(
+        updates=1,
+        imitation_updates=1,
+        samples_per_graph=4,
+        eval_every=1,
+        policy=SMALL,
+        threads=1,
+        device="cuda",
+    )
+    torch.manual_seed(0)
+    start = StepPolicy(**SMALL)
+    before = {k: v.clone() for k, v in start.state_dict().items()}
+    policy, rows = train(items, items[:1], config, out_dir=tmp_path, policy=start)
+    assert policy.proj.weight.is_cuda
+    assert [r["update"] for r in rows if "val/speedup" in r] == [0, 1, 2]
+    again = load_checkpoint(tmp_path / "policy.pt")
+    assert not again.proj.weight.is_cuda
+    changed = [k for k, v in again.state_dict().items() if not torch.equal(v, before[k])]
+    assert "w_feat.weight" in changed
 
 
 def test_no_training_graph() -> None:
