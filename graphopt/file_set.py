@@ -26,6 +26,11 @@ directory, and any parent folders made for it, so the directory holds the comple
 new. A set that is given up without :meth:`~FileSet.commit` or :meth:`~FileSet.discard` is
 discarded when the object is collected, at the latest when the interpreter exits.
 
+:func:`write_together` writes files that lie in different directories as one set: a
+:class:`FileSet` per directory, all staged before any is moved into place, the moves of all
+inside one :func:`graphopt.signals.held` block (``--json FILE --plot FILE``: the two appear
+together or neither).
+
 Every file name is a plain name inside the directory (:func:`check_name`): a name that could
 resolve elsewhere (``../x``, ``/etc/x``, ``a/b``) is refused, never followed.
 
@@ -44,7 +49,7 @@ import os
 import shutil
 import uuid
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -418,3 +423,58 @@ class FileSet:
         if self._finalizer is not None:
             self._finalizer.detach()
         self._stage = self._finalizer = None
+
+
+def write_together(files: Mapping[Path, str | bytes], what: str = "output directory") -> list[Path]:
+    """Write ``files``, which may lie in different directories, as one set: every one of them or
+    nothing new (module docstring); returns their paths, in the order given.
+
+    The files of one directory are one :class:`FileSet`. Every set is staged and written before
+    any is moved into place; the moves of all sets run inside one :func:`graphopt.signals.held`
+    block, directory after directory in the order the directories first appear, so Ctrl-C or
+    SIGTERM comes before the first rename or after the last. An error or an interrupt before
+    the moves removes every staging directory, and the folders made for them.
+
+    Args:
+        files: each path (missing parent folders are made) with its text (UTF-8) or bytes.
+        what: how error messages name a directory.
+
+    Raises:
+        ValueError: a path given twice; a directory that cannot be written or created
+            (nothing is created); a file that cannot be written or moved into place. Files in
+            one directory are put back as they were when one of them cannot be moved into place;
+            when that happens in a later directory, the files of the earlier ones are in place
+            already, and the message names them.
+    """
+    paths = [Path(p) for p in files]
+    sets: dict[Path, FileSet] = {}  # one per directory, in the order they first appear
+    names: dict[Path, set[str]] = {}
+    for path in paths:
+        key = path.parent.resolve()
+        if path.name in names.setdefault(key, set()):
+            raise ValueError(f"{str(path)!r} is given twice; give each output its own file")
+        names[key].add(path.name)
+        if key not in sets:
+            sets[key] = FileSet(path.parent, what)  # checked before anything is written
+    try:
+        for path, content in zip(paths, files.values(), strict=True):
+            sets[path.parent.resolve()].write(path.name, content)
+        for fs in sets.values():
+            fs.flush()
+    except BaseException:
+        for fs in reversed(sets.values()):  # a later staging directory may lie in a folder
+            fs.discard()  # an earlier one made
+        raise
+    moved: list[Path] = []
+    with held():
+        for fs in sets.values():
+            try:
+                moved.append(fs.commit())
+            except ValueError as e:
+                for other in reversed(sets.values()):
+                    other.discard()
+                if moved:
+                    shown = ", ".join(repr(str(p)) for p in moved)
+                    raise ValueError(f"{e}; the files in {shown} were written") from None
+                raise
+    return paths

@@ -113,12 +113,23 @@ def csv_path_for(json_path: Path) -> Path:
     return csv_path
 
 
-def write_json_and_csv(comparisons: list[GraphComparison], json_path: Path) -> tuple[Path, Path]:
-    """Write ``json_path`` and :func:`csv_path_for` of it (and nothing else); returns both."""
-    from graphopt.eval.report import write_comparisons
+def write_outputs(
+    comparisons: list[GraphComparison], json_path: Path | None, plot: Path | None, title: str
+) -> list[Path]:
+    """Write ``--json FILE`` with its CSV (:func:`csv_path_for`) and ``--plot FILE``, each when
+    given, as one set: all of them or nothing new, wherever they lie
+    (:func:`graphopt.file_set.write_together`); returns the paths written."""
+    from graphopt.eval.report import comparison_files, comparison_plot
+    from graphopt.file_set import write_together
 
-    csv_path_for(json_path)  # refuses a JSON name whose CSV would overwrite it
-    return write_comparisons(comparisons, json_path.parent, json_path.name)
+    files: dict[Path, str | bytes] = {}
+    if json_path is not None:
+        csv_path_for(json_path)  # refuses a JSON name whose CSV would overwrite it
+        for name, text in comparison_files(comparisons, json_path.name).items():
+            files[json_path.with_name(name)] = text
+    if plot is not None:
+        files[plot] = comparison_plot(comparisons, title, plot.suffix[1:].lower())
+    return write_together(files)
 
 
 PLOT_SUFFIXES = (
@@ -214,7 +225,7 @@ def cmd_baselines(args: argparse.Namespace) -> int:
 
     from graphopt.distributed import map_jobs, uses_ray
     from graphopt.eval.compare import compare_on_graph
-    from graphopt.eval.report import plot_comparisons, print_comparisons
+    from graphopt.eval.report import print_comparisons
     from graphopt.sim import Simulator
 
     settings = dict(
@@ -240,11 +251,15 @@ def cmd_baselines(args: argparse.Namespace) -> int:
         index = save_decisions(comparisons, pairs, saved, task=args.task, seed=args.seed)
         count = sum(r.decision_file is not None for c in comparisons for r in c.results)
         print(f"wrote {count} decisions and {index}")
-    if args.json:
-        json_path, csv_path = write_json_and_csv(comparisons, Path(args.json))
-        print(f"wrote {json_path} and {csv_path}")
-    if args.plot:
-        print(f"wrote {plot_comparisons(comparisons, Path(args.plot), title)}")
+    if args.json or args.plot:
+        written = write_outputs(
+            comparisons,
+            Path(args.json) if args.json else None,
+            Path(args.plot) if args.plot else None,
+            title,
+        )
+        *first, final = [str(p) for p in written]
+        print(f"wrote {', '.join(first) + ' and ' if first else ''}{final}")
     return 0
 
 

@@ -40,7 +40,7 @@ def register(sub: Any) -> None:
         "decision file (docs/decisions.md: replay it with graphopt simulate GRAPH --decision "
         "FILE) and prints the step time, the speed-up over every heuristic, the peak memory of "
         "each device and what moved. Ctrl-C (or SIGTERM) writes the best decision found so far "
-        "and exits with 130.",
+        "(with its Gantt chart when --gantt is given) and exits with 130.",
     )
     p.add_argument(
         "graph",
@@ -80,7 +80,12 @@ def register(sub: Any) -> None:
         required=True,
         help="the decision file to write (whole or not at all; missing folders are created)",
     )
-    p.add_argument("--gantt", metavar="OUT.png", help="also write the best decision's Gantt chart")
+    p.add_argument(
+        "--gantt",
+        metavar="OUT.png",
+        help="also write the best decision's Gantt chart (.png, .svg, ...: the suffix says the "
+        "type); it and -o appear together or neither",
+    )
     options.name_flags(
         p,
         check_optimize,
@@ -109,9 +114,16 @@ def check_optimize(args: argparse.Namespace) -> None:
     if Path(args.output).suffix.lower() != ".json":
         raise ValueError(f"-o {args.output!r}: a decision file is JSON; name it e.g. best.json")
     if args.gantt:
+        from graphopt.cli.baselines import PLOT_SUFFIXES
+
         check_output_path(args.gantt, "--gantt")
         if Path(args.gantt).resolve() == Path(args.output).resolve():
             raise ValueError(f"--gantt {args.gantt!r} would overwrite the decision file (-o)")
+        if Path(args.gantt).suffix.lower() not in (*PLOT_SUFFIXES, ""):
+            raise ValueError(
+                f"--gantt {args.gantt!r}: the suffix says the image type; use one of "
+                f"{', '.join(PLOT_SUFFIXES)}"
+            )
     if args.run:
         try:
             check_run_dir(args.run)
@@ -148,18 +160,7 @@ def cmd_optimize(args: argparse.Namespace) -> int:
         if not is_interrupt(e):
             raise
         return interrupted(args, graph, cluster, bar.latest)
-    write_decision(
-        Path(args.output),
-        graph,
-        cluster,
-        result.decision,
-        result.measurement,
-        method=method_name(result.method, args),
-        task=args.task,
-        seed=args.seed,
-    )
-    if args.gantt:
-        write_gantt(Path(args.gantt), graph, cluster, result.decision, result.method)
+    write_outputs(args, graph, cluster, result.decision, result.measurement, result.method)
     print("\n".join(summary(result, graph, cluster, args)))
     return 0
 
@@ -195,50 +196,57 @@ def method_name(method: str, args: argparse.Namespace) -> str:
     return f"{method}@{axis}={budget:g}"
 
 
-def write_decision(
-    path: Path,
+def write_outputs(
+    args: argparse.Namespace,
     graph: CompGraph,
     cluster: Cluster,
     decision: Decision,
     measurement: Measurement,
-    *,
     method: str,
-    task: str,
-    seed: int,
 ) -> None:
-    """Write the decision file (:mod:`graphopt.decision_format`, as ``--save-decisions`` writes
-    them) through a temporary file in the same directory renamed into place: a reader never sees
-    half of it (:func:`graphopt.file_set.write_file`).
+    """Write the decision file (-o; :mod:`graphopt.decision_format`, as ``--save-decisions``
+    writes them) and, with ``--gantt``, its Gantt chart, as one set: both or nothing new, each
+    whole (:func:`graphopt.file_set.write_together`).
 
     Raises:
-        ValueError: the file cannot be written (one line naming it).
+        ValueError: a file cannot be written (one line naming it).
     """
     from graphopt.decision_files import dumps
     from graphopt.decision_format import record_of, to_json
-    from graphopt.file_set import write_file
+    from graphopt.file_set import write_together
 
     record = record_of(
-        graph, cluster, decision, method=method, measurement=measurement, task=task, seed=seed
+        graph,
+        cluster,
+        decision,
+        method=method_name(method, args),
+        measurement=measurement,
+        task=args.task,
+        seed=args.seed,
     )
-    try:
-        write_file(path, dumps(to_json(record)))
-    except ValueError as e:
-        raise ValueError(f"-o: {e}") from e
+    files: dict[Path, str | bytes] = {Path(args.output): dumps(to_json(record))}
+    if args.gantt:
+        files[Path(args.gantt)] = gantt_chart(Path(args.gantt), graph, cluster, decision, method)
+    write_together(files)
 
 
-def write_gantt(
+def gantt_chart(
     path: Path, graph: CompGraph, cluster: Cluster, decision: Decision, method: str
-) -> None:
-    """The Gantt chart of ``decision`` (:func:`graphopt.eval.gantt.plot_gantt`)."""
-    from graphopt.eval.gantt import plot_gantt
+) -> bytes:
+    """The Gantt chart of ``decision`` as the bytes of a file of ``path``'s type
+    (:func:`graphopt.eval.gantt.gantt_plot`).
+
+    Raises:
+        ValueError: ``--gantt``'s suffix is not an image type matplotlib writes.
+    """
+    from graphopt.eval.gantt import gantt_plot
     from graphopt.sim import Simulator
 
     m = Simulator().evaluate(graph, cluster, decision, schedule=True)
     assert m.schedule is not None
+    title = f"{graph.name} on {cluster.name}, {method}"
     try:
-        plot_gantt(
-            graph, cluster, m.schedule, path, title=f"{graph.name} on {cluster.name}, {method}"
-        )
+        return gantt_plot(graph, cluster, m.schedule, title, path.suffix[1:].lower() or "png")
     except ValueError as e:
         raise ValueError(f"--gantt: {e}") from e
 
@@ -246,24 +254,17 @@ def write_gantt(
 def interrupted(
     args: argparse.Namespace, graph: CompGraph, cluster: Cluster, latest: Progress | None
 ) -> int:
-    """Ctrl-C or SIGTERM: write the best decision found so far (none before the search began),
-    say so in one line, exit status 130."""
+    """Ctrl-C or SIGTERM: write the best decision found so far, with its Gantt chart when asked
+    (none before the search began), say so in one line, exit status 130."""
     if latest is None:
         print("graphopt: interrupted before the search began; nothing written", file=sys.stderr)
         return 130
-    write_decision(
-        Path(args.output),
-        graph,
-        cluster,
-        latest.decision,
-        latest.measurement,
-        method=method_name(latest.method, args),
-        task=args.task,
-        seed=args.seed,
-    )
+    write_outputs(args, graph, cluster, latest.decision, latest.measurement, latest.method)
+    gantt = f" and its Gantt chart to {args.gantt}" if args.gantt else ""
     print(
         f"graphopt: interrupted after {latest.calls:,} calls ({latest.seconds:.1f} s): wrote the "
-        f"best decision so far, {latest.speedup:.4f}x over {latest.start}, to {args.output}",
+        f"best decision so far, {latest.speedup:.4f}x over {latest.start}, to {args.output}"
+        f"{gantt}",
         file=sys.stderr,
     )
     return 130

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
-from graphopt.file_set import write_figure
+from graphopt.file_set import figure_bytes, write_file
 from graphopt.graph import CompGraph
 from graphopt.hardware import Cluster
 from graphopt.typing import Schedule
@@ -22,7 +22,23 @@ def plot_gantt(
     path: str | Path,
     title: str | None = None,
 ) -> Path:
-    """Write a PNG Gantt chart of ``schedule`` to ``path`` and return the path.
+    """Write :func:`gantt_plot` of ``schedule`` to ``path``, in the type of its suffix (PNG
+    without one), whole or not at all (:func:`graphopt.file_set.write_file`); return the path."""
+    path = Path(path)
+    return write_file(
+        path, gantt_plot(graph, cluster, schedule, title, path.suffix[1:].lower() or "png")
+    )
+
+
+def gantt_plot(
+    graph: CompGraph,
+    cluster: Cluster,
+    schedule: Schedule,
+    title: str | None = None,
+    kind: str = "png",
+) -> bytes:
+    """A Gantt chart of ``schedule`` as the bytes of a ``kind`` file (``png``, ``svg``, ...):
+    one row per device and one per link that carried data.
 
     Kernels are coloured by the op type of their root (the ten most frequent types get their own
     colour, the rest share grey); transfers are drawn on one row per link that carried data.
@@ -34,7 +50,6 @@ def plot_gantt(
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    path = Path(path)
     root_type = [graph.op_types[k.ops[-1]] for k in schedule.kernels]
     top = [t for t, _ in Counter(root_type).most_common(MAX_LEGEND_TYPES)]
     cmap = plt.get_cmap("tab10")
@@ -74,7 +89,7 @@ def plot_gantt(
         ax.legend(handles, labels, loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8)
     fig.tight_layout()
     try:
-        return write_figure(path, fig, dpi=110)
+        return figure_bytes(fig, kind, dpi=110)
     finally:
         plt.close(fig)
 

@@ -13,7 +13,7 @@ from rich.table import Table
 from graphopt import strict_json
 from graphopt.eval.compare import GraphComparison, geomean_speedups
 from graphopt.eval.console import make_console
-from graphopt.file_set import FileSet, write_figure
+from graphopt.file_set import FileSet, figure_bytes, write_figure, write_file
 
 
 def print_comparisons(
@@ -68,10 +68,8 @@ def print_comparisons(
 def write_comparisons(
     comparisons: list[GraphComparison], out_dir: Path, json_name: str = "results.json"
 ) -> tuple[Path, Path]:
-    """Write ``out_dir / json_name`` (everything) and the same path with the suffix ``.csv`` (one
-    row per graph and method; ``decision_file`` names the row's saved decision, empty when none
-    was saved); return both paths. Both appear together or neither
-    (:class:`graphopt.file_set.FileSet`); ``out_dir`` is made with them.
+    """Write :func:`comparison_files` into ``out_dir`` and return both paths. Both appear
+    together or neither (:class:`graphopt.file_set.FileSet`); ``out_dir`` is made with them.
 
     Raises:
         ValueError: a file cannot be written; nothing is left.
@@ -79,15 +77,23 @@ def write_comparisons(
     json_path = out_dir / json_name
     csv_path = json_path.with_suffix(".csv")
     files = FileSet(out_dir)  # both files appear together, or neither
-    files.write(
-        json_path.name,
-        strict_json.dumps(
-            {
-                "graphs": [c.to_dict() for c in comparisons],
-                "geomean_speedup_over_best_heuristic": geomean_speedups(comparisons),
-            },
-            indent=2,
-        ),
+    for name, text in comparison_files(comparisons, json_name).items():
+        files.write(name, text)
+    files.commit(last=(csv_path.name,))
+    return json_path, csv_path
+
+
+def comparison_files(comparisons: list[GraphComparison], json_name: str) -> dict[str, str]:
+    """The files of a comparison by name: ``json_name`` (everything) and the same name with the
+    suffix ``.csv`` (one row per graph and method; ``decision_file`` names the row's saved
+    decision, empty when none was saved), the JSON first."""
+    csv_name = Path(json_name).with_suffix(".csv").name
+    text = strict_json.dumps(
+        {
+            "graphs": [c.to_dict() for c in comparisons],
+            "geomean_speedup_over_best_heuristic": geomean_speedups(comparisons),
+        },
+        indent=2,
     )
     with io.StringIO(newline="") as f:
         w = csv.writer(f)
@@ -131,14 +137,19 @@ def write_comparisons(
                         r.decision_file or "",
                     ]
                 )
-        files.write(csv_path.name, f.getvalue())
-    files.commit(last=(csv_path.name,))
-    return json_path, csv_path
+        return {json_name: text, csv_name: f.getvalue()}
 
 
 def plot_comparisons(comparisons: list[GraphComparison], path: Path, title: str) -> Path:
-    """Grouped bars: per graph, each method's step time relative to the best heuristic (lower is
-    better; invalid decisions are drawn as empty slots)."""
+    """Write :func:`comparison_plot` to ``path`` in the type of its suffix, whole or not at all
+    (:func:`graphopt.file_set.write_file`); returns the path."""
+    return write_file(path, comparison_plot(comparisons, title, path.suffix[1:].lower() or "png"))
+
+
+def comparison_plot(comparisons: list[GraphComparison], title: str, kind: str = "png") -> bytes:
+    """Grouped bars, as the bytes of a ``kind`` file (``png``, ``svg``, ...): per graph, each
+    method's step time relative to the best heuristic (lower is better; invalid decisions are
+    drawn as empty slots)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -173,7 +184,7 @@ def plot_comparisons(comparisons: list[GraphComparison], path: Path, title: str)
     ax.legend(fontsize=7, ncol=2, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     fig.tight_layout()
     try:
-        return write_figure(path, fig, dpi=110)
+        return figure_bytes(fig, kind, dpi=110)
     finally:
         plt.close(fig)
 

@@ -259,3 +259,85 @@ def test_a_set_takes_bytes_too(tmp_path):
     files.commit()
     assert (tmp_path / "out" / "a.png").read_bytes() == b"\x89PNG\x00"
     assert (tmp_path / "out" / "a.csv").read_bytes() == b"x\r\n"
+
+
+# ------------------------------------------------- files in several directories: write_together
+def test_files_in_several_directories_appear_together(tmp_path):
+    (tmp_path / "old").mkdir()
+    (tmp_path / "old" / "r.png").write_text("old")
+    files = {
+        tmp_path / "new" / "r.json": "j",
+        tmp_path / "old" / "r.png": b"png",
+        tmp_path / "new" / "deeper" / "r.csv": "c",  # inside a directory of the same set
+    }
+    assert file_set.write_together(files) == list(files)
+    assert listing(tmp_path) == {
+        "new/r.json": "j",
+        "new/deeper/r.csv": "c",
+        "old/r.png": "png",
+    }
+
+
+def test_a_file_given_twice_is_refused_before_anything_is_made(tmp_path):
+    with pytest.raises(ValueError, match="is given twice"):
+        file_set.write_together({tmp_path / "a" / "x.json": "1", tmp_path / "a/../a/x.json": "2"})
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("at", range(4))
+def test_sigterm_before_the_moves_leaves_nothing_in_any_directory(tmp_path, monkeypatch, at):
+    (tmp_path / "old").mkdir()
+    (tmp_path / "old" / "r.png").write_text("old")
+    before = listing(tmp_path)
+    written = []
+    write = FileSet.write
+
+    def signalled(self, name, text):
+        if len(written) == at:
+            os.kill(os.getpid(), signal.SIGTERM)
+        written.append(name)
+        write(self, name, text)
+
+    monkeypatch.setattr(FileSet, "write", signalled)
+    if at == 3:  # every file written, none moved yet
+        monkeypatch.setattr(FileSet, "flush", lambda self: os.kill(os.getpid(), signal.SIGTERM))
+    files = {
+        tmp_path / "new" / "r.json": "j",
+        tmp_path / "new" / "deeper" / "r.csv": "c",
+        tmp_path / "old" / "r.png": "png",
+    }
+    with pytest.raises(KeyboardInterrupt), interrupts():
+        file_set.write_together(files)
+    gc.collect()
+    assert listing(tmp_path) == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["old"]
+
+
+def test_sigterm_during_the_moves_comes_after_every_directory(tmp_path, monkeypatch):
+    rename = os.rename
+
+    def signalled(src, dst):
+        os.kill(os.getpid(), signal.SIGTERM)  # held: handled once every file is in place
+        rename(src, dst)
+
+    monkeypatch.setattr(file_set.os, "rename", signalled)
+    with pytest.raises(KeyboardInterrupt), interrupts():
+        file_set.write_together({tmp_path / "a" / "x.json": "x", tmp_path / "b" / "y.png": "y"})
+    monkeypatch.undo()
+    assert listing(tmp_path) == {"a/x.json": "x", "b/y.png": "y"}
+
+
+def test_a_later_directory_that_fails_names_the_files_already_in_place(tmp_path, monkeypatch):
+    rename = os.rename
+
+    def failing(src, dst):
+        if "b" in (Path(dst).name, Path(dst).parent.name):
+            raise OSError(28, "No space left on device")
+        rename(src, dst)
+
+    monkeypatch.setattr(file_set.os, "rename", failing)
+    with pytest.raises(ValueError, match=r"No space left on device.*the files in '.*a' were"):
+        file_set.write_together({tmp_path / "a" / "x.json": "x", tmp_path / "b" / "y.png": "y"})
+    monkeypatch.undo()
+    assert listing(tmp_path) == {"a/x.json": "x"}
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a"]  # no staging directory left

@@ -36,6 +36,22 @@ def test_json_writes_exactly_the_named_files_and_says_so(run_cli, tmp_path):
     assert {r["method"] for r in rows} == {r["method"] for r in data["graphs"][0]["results"]}
 
 
+def test_json_and_plot_in_two_directories_are_written_as_one_set(run_cli_here, tmp_path):
+    mine, plot = tmp_path / "tables" / "mine.json", tmp_path / "plots" / "bars.svg"
+    out = run_cli_here(
+        "baselines", "txl-tiny", "--budget", "8", "--json", str(mine), "--plot", str(plot)
+    ).stdout
+    assert f"wrote {mine}, {mine.with_suffix('.csv')} and {plot}" in out.replace("\n", "")
+    assert sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*")) == [
+        "plots",
+        "plots/bars.svg",
+        "tables",
+        "tables/mine.csv",
+        "tables/mine.json",
+    ]
+    assert b"<svg" in plot.read_bytes() and json.loads(mine.read_text())["graphs"]
+
+
 def test_json_that_would_be_its_own_csv_is_refused(run_cli, tmp_path):
     proc = run_cli(
         "baselines", "random-layered-20-s0", "--json", str(tmp_path / "t.csv"), check=False

@@ -68,18 +68,62 @@ def test_ctrl_c_writes_the_best_so_far_and_exits_130(run_cli_here, tmp_path: Pat
         return decode(*args, **kwargs)
 
     monkeypatch.setattr(graphopt.decoders.search, "decode", interrupted_decode)
-    out = tmp_path / "best.json"
+    out, chart = tmp_path / "best.json", tmp_path / "charts" / "best.svg"
     proc = run_cli_here(
-        "optimize", GRAPH, "--cluster", CLUSTER, "--calls", "100000", "-o", str(out), check=False
+        "optimize",
+        GRAPH,
+        "--cluster",
+        CLUSTER,
+        "--calls",
+        "100000",
+        "-o",
+        str(out),
+        "--gantt",
+        str(chart),
+        check=False,
     )
     assert proc.returncode == 130 and proc.stdout == ""
     assert proc.stderr.count("\n") == 1 and "interrupted after 11 calls" in proc.stderr
     assert "wrote the best decision so far" in proc.stderr and str(out) in proc.stderr
+    assert f"and its Gantt chart to {chart}" in proc.stderr  # the set is whole: both files
     saved = json.loads(out.read_text())
+    assert b"<svg" in chart.read_bytes()
     monkeypatch.setattr(graphopt.decoders.search, "decode", decode)
     replay = run_cli_here("simulate", GRAPH, "--decision", str(out), "--json")
     assert _step_time(replay.stdout) == saved["step_time"]
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["best.json"]
+    assert sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*")) == [
+        "best.json",
+        "charts",
+        "charts/best.svg",
+    ]
+
+
+def test_the_decision_and_its_gantt_chart_are_written_as_one_set(
+    run_cli_here, tmp_path: Path, monkeypatch
+):
+    from graphopt import file_set
+
+    out, chart = tmp_path / "d" / "best.json", tmp_path / "g" / "best.png"
+    args = ["optimize", GRAPH, "--cluster", CLUSTER, "--calls", "8", "-o", str(out)]
+    proc = run_cli_here(*args, "--gantt", str(chart))
+    assert f"wrote {chart}" in proc.stdout
+    assert json.loads(out.read_text())["graph"] == GRAPH
+    assert chart.read_bytes()[:4] == b"\x89PNG"
+    before = sorted(p.name for p in tmp_path.iterdir())
+    again = tmp_path / "again"
+    rename = file_set.os.rename
+
+    def failing(src, dst):
+        if again in (Path(dst), Path(dst).parent):  # the pair cannot be moved into place
+            raise OSError(28, "No space left on device")
+        rename(src, dst)
+
+    monkeypatch.setattr(file_set.os, "rename", failing)
+    proc = run_cli_here(
+        *args[:-1], str(again / "best.json"), "--gantt", str(again / "best.png"), check=False
+    )
+    assert proc.returncode == 2 and "No space left on device" in proc.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == before  # neither file, no staging
 
 
 def test_ctrl_c_before_the_search_writes_nothing(run_cli_here, tmp_path: Path, monkeypatch):
@@ -148,6 +192,7 @@ def _bad(tmp_path: Path) -> list[tuple[list[str], str]]:
         ([GRAPH, *ok, "--calls", "8", "--run", str(tmp_path / "no-run")], "--run"),
         ([GRAPH, *ok, "--calls", "8", "--seed", "-1"], "--seed must be an integer"),
         ([GRAPH, *ok, "--calls", "8", "--gantt", out], "would overwrite the decision file"),
+        ([GRAPH, *ok, "--calls", "8", "--gantt", str(tmp_path / "g.xyz")], "use one of .png"),
     ]
 
 

@@ -92,23 +92,8 @@ def _start(args: list[str], out: Path) -> subprocess.Popen[str]:
     )
 
 
-PARTIAL = {"baselines --json --plot", "optimize -o --gantt"}
-PARTIAL_REASON = (
-    "the two outputs are written one after the other, not as one set: a signal between the two "
-    "leaves the first alone (found by this test; not fixed yet)"
-)
-
-
 @pytest.mark.expensive
-@pytest.mark.parametrize(
-    "name",
-    [
-        pytest.param(n, marks=pytest.mark.xfail(reason=PARTIAL_REASON, strict=False))
-        if n in PARTIAL
-        else n
-        for n in COMMANDS
-    ],
-)
+@pytest.mark.parametrize("name", list(COMMANDS))
 def test_sigterm_at_a_random_moment_leaves_nothing_or_the_whole_output(
     name: str, tmp_path: Path
 ) -> None:
