@@ -134,6 +134,7 @@ import numpy as np
 import yaml
 
 from graphopt import strict_json
+from graphopt.file_set import write_file
 from graphopt.typing import ClusterModel, FloatArray, IntArray
 
 # Kernel launch overhead from the host: a few microseconds per CUDA kernel (an estimate, not a
@@ -708,12 +709,18 @@ class Cluster:
         )
 
     def save(self, path: str | os.PathLike) -> None:
-        """Write :meth:`to_dict` to ``path``: YAML for ``.yaml`` / ``.yml``, else JSON."""
+        """Write :meth:`to_dict` to ``path``: YAML for ``.yaml`` / ``.yml``, else JSON; whole or
+        not at all, missing folders made (:func:`graphopt.file_set.write_file`).
+
+        Raises:
+            ValueError: the file cannot be written (one line naming it); ``path`` is as it was.
+        """
         path = Path(path)
         if path.suffix.lower() in (".yaml", ".yml"):
-            path.write_text(yaml.safe_dump(self.to_dict(), sort_keys=False))
+            text = yaml.safe_dump(self.to_dict(), sort_keys=False)
         else:
-            path.write_text(strict_json.dumps(self.to_dict(), indent=2) + "\n")
+            text = strict_json.dumps(self.to_dict(), indent=2) + "\n"
+        write_file(path, text)
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> Cluster:

@@ -275,6 +275,30 @@ def test_save_load_round_trip(tmp_path: Path, suffix: str, name: str) -> None:
     assert_same(Cluster.from_dict(json.loads(json.dumps(c.to_dict()))), c)
 
 
+@pytest.mark.parametrize("suffix", [".yaml", ".json"])
+def test_save_is_whole_or_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, suffix: str
+) -> None:
+    from graphopt import file_set
+
+    old, new = get_cluster("v100-nvlink-2"), get_cluster("v100-nvlink-4")
+    path = tmp_path / f"c{suffix}"
+    old.save(path)
+    before = path.read_text()
+
+    def failing(src: str, dst: str) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(file_set.os, "replace", failing)  # the written file cannot take its place
+    with pytest.raises(ValueError, match=r"^cannot write '.*c\.\w+': No space left on device$"):
+        new.save(path)
+    monkeypatch.undo()
+    assert path.read_text() == before  # the old file whole, no temporary beside it
+    assert [p.name for p in tmp_path.iterdir()] == [path.name]
+    new.save(tmp_path / "missing" / "folders" / f"c{suffix}")  # folders made
+    assert_same(Cluster.load(tmp_path / "missing" / "folders" / f"c{suffix}"), new)
+
+
 def test_count_and_preset_expansion() -> None:
     data = {
         "name": "x",
