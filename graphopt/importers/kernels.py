@@ -49,6 +49,7 @@ from unittest import mock
 import torch
 
 from graphopt import strict_json
+from graphopt.errors import check_integer
 from graphopt.file_set import write_file
 from graphopt.importers import inductor as inductor_groups_
 from graphopt.importers import profile as profiler
@@ -229,15 +230,22 @@ def profile_kernels(
     """Compile the forward graph of zoo model ``spec`` with Inductor and measure its kernels
     (see the module docstring).
 
+    Args:
+        spec: a zoo model (``torch:NAME?...``).
+        iterations: timed runs, 1..:data:`graphopt.importers.profile.MAX_ITERATIONS`; a
+            kernel's time is the median over them.
+        warmup: untimed runs first, 0..:data:`~graphopt.importers.profile.MAX_ITERATIONS`.
+        threads: torch threads, 1..:data:`~graphopt.importers.profile.MAX_THREADS`.
+
     Raises:
-        ValueError: a bad spec or argument, a model that cannot be captured, Inductor failing,
-            or profiler events that do not line up with the recorded kernel calls.
+        ValueError: a bad spec or argument (an argument out of its range is refused before any
+            work, naming it: :class:`graphopt.errors.InvalidArgument`), a model that cannot be
+            captured, Inductor failing, or profiler events that do not line up with the
+            recorded kernel calls.
     """
-    if iterations < 1 or warmup < 0 or threads < 1:
-        raise ValueError(
-            f"iterations >= 1, warmup >= 0 and threads >= 1 expected, got {iterations}, "
-            f"{warmup}, {threads}"
-        )
+    check_integer(iterations, "iterations", 1, profiler.MAX_ITERATIONS)
+    check_integer(warmup, "warmup", 0, profiler.MAX_ITERATIONS)
+    check_integer(threads, "threads", 1, profiler.MAX_THREADS)
     import torch._inductor.config as inductor_config
     from torch._inductor.compile_fx import compile_fx
 

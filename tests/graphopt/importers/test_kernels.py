@@ -76,9 +76,32 @@ def test_a_binary_or_pickled_profile_is_one_line(tmp_path: Path) -> None:
         KernelProfile.load(path)
 
 
-def test_bad_arguments() -> None:
-    with pytest.raises(ValueError, match="iterations >= 1"):
-        profile_kernels("torch:resnet", iterations=0)
+@pytest.mark.parametrize(
+    ("argument", "value", "says"),
+    [
+        ("iterations", 0, "iterations must be an integer in 1..1000, got 0"),
+        ("iterations", 10**12, "iterations must be an integer in 1..1000, got 1000000000000"),
+        ("iterations", 2.5, "iterations must be an integer in 1..1000, got 2.5"),
+        ("warmup", -1, "warmup must be an integer in 0..1000, got -1"),
+        ("warmup", 1001, "warmup must be an integer in 0..1000, got 1001"),
+        ("threads", 0, "threads must be an integer in 1..1024, got 0"),
+        ("threads", 4096, "threads must be an integer in 1..1024, got 4096"),
+        ("threads", True, "threads must be an integer in 1..1024, got True"),
+    ],
+)
+def test_counts_out_of_range_are_refused_before_any_work(
+    monkeypatch: pytest.MonkeyPatch, argument: str, value: object, says: str
+) -> None:
+    from graphopt.errors import InvalidArgument
+    from graphopt.importers import profile
+
+    def no_work(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the model was built before the arguments were checked")
+
+    monkeypatch.setattr(profile, "_zoo_workload", no_work)
+    with pytest.raises(InvalidArgument) as info:
+        profile_kernels("torch:resnet", **{argument: value})  # type: ignore[arg-type]
+    assert str(info.value) == says and info.value.arguments == (argument,)
 
 
 @pytest.mark.expensive
