@@ -103,6 +103,10 @@ def _check_array(name: str, value: object, n: int, high: int | None) -> IntArray
         else:
             raise ValueError(f"decision.{name} must hold integers, got dtype {arr.dtype}")
     arr = arr.astype(np.int64, copy=False)
+    if not arr.flags.writeable:
+        # numba types a read-only array apart from a writable one: the engine would be compiled
+        # a second time (half a minute on a cold cache) for read-only decisions (frozen arrays)
+        arr = arr.copy()
     if n and arr.min() < 0:
         raise ValueError(
             f"decision.{name} has negative entry {int(arr.min())} at op {int(arr.argmin())}"
