@@ -64,6 +64,8 @@ class Compiled:
     wall: float = 0.0
     first_by: str = ""
     """For a library function: the graphopt function whose compilation needed it first."""
+    callers: list[str] = field(default_factory=list)
+    """Per signature compiled, in order: the function whose compilation called it (or Python)."""
 
 
 @dataclass
@@ -109,6 +111,7 @@ class CompileLog:
                 parent = log.stack[-1] if log.stack else None
                 if frame.ours:
                     entry = log.by_name[frame.name]
+                    entry.callers.append(parent.name if parent else "(Python)")
                     entry.own_cpu += cpu - frame.children_cpu - frame.lib_cpu
                     entry.lib_cpu += frame.lib_cpu
                     if parent is not None:
@@ -231,6 +234,10 @@ def report(log: CompileLog, top: int, start_cpu: float, startup_cpu: float) -> N
           f"in {sum(1 for d in held.values() if d.overloads)} functions; several:")  # fmt: skip
     for name, disp in sorted(several.items()):
         print(f"  {name.removeprefix('graphopt.')}: {len(disp.overloads)}")
+        callers = log.by_name[name].callers if name in log.by_name else []
+        if callers:
+            shown = ", ".join(c.removeprefix("graphopt.") for c in callers)
+            print(f"      compiled here, called by: {shown}")
         for line in signature_differences(disp):
             print(f"      {line[:160]}")
     usage = resource.getrusage(resource.RUSAGE_SELF)

@@ -231,11 +231,11 @@ def list_schedule(
                 room = room or memory[p] <= 0.0 or resident[p] + params[v] <= memory[p]
             if not room:
                 forced = int(np.argmin(resident))
-        best_p = -1
+        best_p = np.int64(-1)  # not literals: numba would compile book_interval for them too
         best_score = np.inf
         best_est = 0.0
         best_eft = 0.0
-        best_pos = 0
+        best_pos = np.int64(0)
         for p in range(num_dev):
             if forced >= 0 and p != forced:
                 continue
@@ -285,19 +285,28 @@ Csr = tuple[IntArray, IntArray, IntArray, IntArray, FloatArray]
 the edges (the predecessor side carries each edge's data)."""
 
 
+def _frozen(array: np.ndarray) -> np.ndarray:
+    """A read-only view of ``array``. numba types a read-only array apart from a writable one and
+    compiles a function again for each (list_schedule: seconds on a cold cache); a graph's CSR
+    arrays are read-only, so the compiled functions here are given read-only arrays throughout."""
+    view = array.view()
+    view.flags.writeable = False
+    return view
+
+
 def _csr(n: int, src: IntArray, dst: IntArray, data: FloatArray) -> Csr:
-    """The :data:`Csr` of edges already sorted by ``(src, dst)``."""
+    """The :data:`Csr` of edges already sorted by ``(src, dst)``, read-only as a graph's."""
     succ_ptr = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(np.bincount(src, minlength=n), out=succ_ptr[1:])
     perm = np.lexsort((src, dst))
     pred_ptr = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(np.bincount(dst, minlength=n), out=pred_ptr[1:])
     return (
-        succ_ptr,
-        dst,
-        pred_ptr,
-        np.ascontiguousarray(src[perm]),
-        np.ascontiguousarray(data[perm]),
+        _frozen(succ_ptr),
+        _frozen(dst),
+        _frozen(pred_ptr),
+        _frozen(np.ascontiguousarray(src[perm])),
+        _frozen(np.ascontiguousarray(data[perm])),
     )
 
 
@@ -332,20 +341,20 @@ def run_list_schedule(
     ``(placement, start, finish, order)``."""
     n, num_dev = comp.shape
     latency, bandwidth = links
-    return list_schedule(
-        key,
-        np.zeros((n, num_dev)) if bias is None else np.ascontiguousarray(bias),
-        np.zeros(n, dtype=np.int64) if anchor is None else anchor,
-        np.ones(n, dtype=np.bool_) if free is None else free,
-        comp,
-        *csr,
-        latency,
+    return list_schedule(  # every array read-only: one compiled list_schedule (see _frozen)
+        _frozen(key),
+        _frozen(np.zeros((n, num_dev)) if bias is None else np.ascontiguousarray(bias)),
+        _frozen(np.zeros(n, dtype=np.int64) if anchor is None else anchor),
+        _frozen(np.ones(n, dtype=np.bool_) if free is None else free),
+        _frozen(comp),
+        *(_frozen(a) for a in csr),
+        latency,  # writable, as the stepwise decoder's and the engine's links
         bandwidth,
         max_gaps,
         contention,
-        np.zeros(n) if params is None else params,
-        np.zeros(num_dev) if memory is None else memory,
-        np.full(n, -1, dtype=np.int64) if group is None else group,
+        _frozen(np.zeros(n) if params is None else params),
+        _frozen(np.zeros(num_dev) if memory is None else memory),
+        _frozen(np.full(n, -1, dtype=np.int64) if group is None else group),
         num_groups,
         True if model is None else model.queued,
         -1 if model is None else model.host,
@@ -421,7 +430,7 @@ def heft_schedule_from_costs(
     np.fill_diagonal(bw, np.inf)
     gaps = _gaps(max_gaps, n)
     csr = _csr(n, src, dst, data)
-    w_mean, c_mean = mean_costs(comp, data, lat, bw)
+    w_mean, c_mean = mean_costs(comp, _frozen(data), lat, bw)  # read-only as a graph's
     rank = longest_path_to_sink(csr[0], csr[1], w_mean, c_mean)
     return HeftSchedule.of(
         rank, *run_list_schedule(rank, comp, csr, (lat, bw), max_gaps=gaps, contention=contention)

@@ -486,7 +486,7 @@ def head_logits(v, feat, mask, pre, w_feat, b1, w2, b2, anchor_weight, logits):
 @njit(cache=True, inline="always")
 def _argmax(mask, logits):
     """The allowed device of highest logit (ties: the lower device)."""
-    p = -1
+    p = np.int64(-1)  # not the literal -1: numba would compile commit for it too
     best = -np.inf
     for q in range(mask.shape[0]):
         if mask[q] and (p < 0 or logits[q] > best):
@@ -516,7 +516,7 @@ def run_episode(
         feat = feats[k]
         mask = masks[k]
         candidates(v, g, st, feat, mask)
-        p = -1
+        p = np.int64(-1)  # not the literal -1: numba would compile commit for it too
         if mode in (MODE_ANCHOR, MODE_GIVEN):
             p = anchor[v] if mode == MODE_ANCHOR else given[v]
             if not mask[p]:  # the reference breaks a mask (e.g. a projected group): keep it

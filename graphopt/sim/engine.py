@@ -61,6 +61,13 @@ Performance notes (why the code looks like this):
   :class:`Workspace`, defined with :class:`CoreResult` in :mod:`graphopt.sim.arrays`) instead of
   27 arguments; numba compiles them to structs, so reading a field costs what reading an argument
   did. Only the border with Python uses plain tuples (:func:`simulate_core` says why).
+- Compile time (numba's, on a cold cache): a compiled function is compiled once per signature
+  it is called with, and numba compiles a non-inlined callee for the argument types it knows
+  *so far* while typing the caller: a variable that starts as ``0`` and is later updated is
+  first a literal, so the callee would be compiled twice (for ``Literal[int](0)``, then
+  ``int64``). Such variables start as ``np.int64(0)``. Likewise the decision arrays are always
+  writable (numba types a read-only array apart: :func:`~graphopt.sim.simulator._check_array`
+  copies one).
 """
 
 from __future__ import annotations
@@ -738,7 +745,7 @@ def _simulate(g, placement, priority, fusion, ws):
     num_slots = num_r if contention else num_r + num_t
     ev_time = np.empty(num_slots, dtype=np.float64)
     ev_res = np.empty(num_slots, dtype=np.int64)
-    num_ev = 0
+    num_ev = np.int64(0)  # not the literal 0: see the module docstring's last note
     busy_res = np.zeros(num_r, dtype=np.bool_)
     job = np.empty(num_r, dtype=np.int64)  # running kernel or transfer
     job_op = np.empty(num_r, dtype=np.int64)  # a running transfer's producer
