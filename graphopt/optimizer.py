@@ -69,6 +69,9 @@ MAX_SECONDS = 7 * 24 * 3600.0
 """The largest time budget: a week."""
 ROUND_CALLS = 64
 """Simulator calls per round of the annealing fallback (between two progress reports)."""
+PROBE_CALLS = 8
+"""Calls of the first annealing round under a time budget when the calls per second are not
+known yet (a round of :data:`ROUND_CALLS` on a large graph can take seconds)."""
 NUM_PRIORITIES = 8
 """Priority levels the annealing fallback searches (``graphopt baselines``' default)."""
 
@@ -299,6 +302,7 @@ def optimize_graph(
             )
         )
 
+    annealing_rate = 0.0
     for kind, lo, hi in phases(task):
         part_calls, part_seconds = None, None
         if calls is not None:
@@ -331,7 +335,7 @@ def optimize_graph(
                 clock,
             )
         else:
-            used += _annealing(
+            done, annealing_rate = _annealing(
                 graph,
                 cluster,
                 task,
@@ -342,7 +346,9 @@ def optimize_graph(
                 seed + used,
                 part_report,
                 clock,
+                annealing_rate,  # the last annealing phase's calls per second (0: none yet)
             )
+            used += done
     decision, m = incumbent.decision, incumbent.measurement
     return Optimized(
         graph=graph.name,
@@ -471,14 +477,22 @@ def _annealing(
     seed: int,
     report: Report,
     clock: Callable[[], float],
-) -> int:
+    rate_hint: float = 0.0,
+) -> tuple[int, float]:
     """Annealing of ``task``'s arrays from ``start`` in rounds of :data:`ROUND_CALLS` calls, each
-    from the best so far, over the temperatures of ``shares`` (under ``seconds``, a round's share
-    estimated from the calls per second so far); returns its calls."""
+    from the best so far, over the temperatures of ``shares``; returns its calls and its calls
+    per second (0 when not measured).
+
+    Under ``seconds``, a round's share of the temperatures and its size come from the calls per
+    second so far (before the first round: ``rate_hint``, an earlier phase's; 0, unknown: a
+    first round of :data:`PROBE_CALLS`): a round is cut to the calls the time left allows (at
+    least one), so that on a large graph, where a call takes a tenth of a second, the budget is
+    not overrun by a whole round."""
     began = clock()
     best: tuple[Decision, Measurement] | None = None
     used, k = 0, 0
     lo, hi = shares
+    rate = 0.0
     while True:
         spent = clock() - began
         if calls is not None:
@@ -488,10 +502,12 @@ def _annealing(
             share, end = used / calls, (used + size) / calls
         else:
             assert seconds is not None
+            rate = used / spent if used and spent > 0 else rate_hint
             if spent >= seconds and used > 0:
                 break
-            size = ROUND_CALLS
-            rate = used / spent if used and spent > 0 else 0.0
+            size = PROBE_CALLS
+            if rate > 0:
+                size = int(min(ROUND_CALLS, max(1.0, rate * (seconds - spent))))
             share = min(spent / seconds, 1.0)
             end = min(1.0, share + size / (rate * seconds)) if rate > 0 else share
         found = simulated_annealing(
@@ -509,4 +525,4 @@ def _annealing(
         if best is None or _key(found.measurement) < _key(best[1]):
             best = (found.decision, found.measurement)
         report(used, best[0], best[1])
-    return used
+    return used, rate

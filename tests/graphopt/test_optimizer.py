@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import graphopt
+from graphopt import optimizer
 from graphopt.baselines.staged import best_heuristic
 from graphopt.errors import InvalidArgument
 from graphopt.hardware import get_cluster
@@ -30,6 +31,23 @@ class FakeClock:
     def __call__(self) -> float:
         self.now += self.tick
         return self.now
+
+
+@pytest.mark.parametrize("task", ["placement", "scheduling"])
+def test_annealing_rounds_fit_the_time_left(task, monkeypatch) -> None:
+    """Where a call takes long (a large graph), an annealing round is cut to the calls the time
+    left allows instead of overrunning the budget by a whole round."""
+    clock = FakeClock(0.001)  # the decoder search's steps: a millisecond a clock reading
+    real = optimizer.simulated_annealing
+
+    def slow(graph, cluster, task, budget, seed, **kwargs):  # noqa: ANN001, ANN202
+        clock.now += 0.05 * budget  # 50 ms a call
+        return real(graph, cluster, task, budget, seed, **kwargs)
+
+    monkeypatch.setattr(optimizer, "simulated_annealing", slow)
+    result = optimize_graph(GRAPH, CLUSTER, task=task, seconds=2.0, clock=clock)
+    assert result.calls >= 2
+    assert result.seconds <= 2.0 + 0.05  # at most one call past the budget
 
 
 def _replayed(result: Optimized) -> float:
