@@ -9,15 +9,20 @@ compiles, and listens to numba's ``numba:compile`` events: one per compiled sign
 compiling a function compiles a non-inlined callee (an ``inline="always"`` callee is typed into its
 caller and counted there).
 
-Printed, sorted by CPU time: per graphopt function the signatures compiled, its own CPU seconds
-(its nested graphopt callees subtracted; the numba library functions it compiles for the first time,
-``np.full`` and the like, counted in), how much of it LLVM took (optimisation and machine code: the
-rest is numba's typing and lowering in Python; a caller's LLVM time includes optimising its
-non-inlined callees' code again, linked into its module) and the time with its callees (``with
-callees``); then the
-signatures each function holds at the end (compiled or loaded from the cache) and, where it holds
-several, the arguments in which they differ; then the totals: CPU seconds compiling and of the
-whole process.
+Printed:
+
+- per graphopt function, sorted by CPU time: the signatures compiled; its own CPU seconds (typing,
+  lowering and LLVM of its code, its graphopt callees subtracted); of it LLVM's (optimisation and
+  machine code; a caller's includes optimising its non-inlined callees' code again, linked into
+  its module); ``numba lib``, the numba library functions (``np.zeros``, slice assignment's error
+  message, ...) it was the first to need: compiled once a process, never cached on disk; and the
+  time with its callees;
+- the numba library functions over 0.2 s and the graphopt function that needed each first;
+- the functions holding several signatures at the end (compiled or loaded from the cache): the
+  callers each was compiled for and the arguments in which they differ;
+- the array-to-slice assignments compiled (``a[i] = b``: each needs numba's shape-mismatch message,
+  seconds of library compilation once a process);
+- the CPU seconds compiling and of the whole process.
 
 Two sources of compiling code:
 
@@ -29,7 +34,7 @@ Two sources of compiling code:
   the signatures are of interest.
 
 Run: ``python bench/bench_compile_time.py [--parts NAME,...] [--pytest ARGS] [--cache-dir DIR]
-[--top N]``. The whole warm-up compiles for about three minutes of CPU on one core.
+[--top N]``. The whole warm-up compiled for about two minutes of CPU on one core (was 117 s).
 """
 
 from __future__ import annotations
@@ -202,6 +207,30 @@ def signature_differences(dispatcher) -> list[str]:
     return lines
 
 
+def slice_assignments(held: dict[str, object]) -> list[str]:
+    """Every assignment of an array into an array slice (``a[i] = b``, ``a[:, j] = b``) in the
+    signatures compiled in this process (not those loaded from the cache), as ``function
+    file:line``. Each needs numba's shape-mismatch error message, whose library function takes
+    seconds to compile once a process and signature."""
+    from numba.core import ir, types
+
+    found = []
+    for name, disp in held.items():
+        for cres in disp.overloads.values():
+            annotation = getattr(cres, "type_annotation", None)
+            if annotation is None:
+                continue
+            for inst, sig in annotation.calltypes.items():
+                if (
+                    isinstance(inst, (ir.SetItem, ir.StaticSetItem))
+                    and sig is not None
+                    and isinstance(sig.args[2], types.Array)
+                ):
+                    where = f"{Path(inst.loc.filename).name}:{inst.loc.line}"
+                    found.append(f"{name.removeprefix('graphopt.')} {where}")
+    return sorted(set(found))
+
+
 def report(log: CompileLog, top: int, start_cpu: float, startup_cpu: float) -> None:
     rows = sorted(log.by_name.items(), key=lambda kv: -kv[1].own_cpu - kv[1].lib_cpu)
     print(
@@ -240,6 +269,10 @@ def report(log: CompileLog, top: int, start_cpu: float, startup_cpu: float) -> N
             print(f"      compiled here, called by: {shown}")
         for line in signature_differences(disp):
             print(f"      {line[:160]}")
+    assignments = slice_assignments(held)
+    print(f"\narray-to-slice assignments compiled: {len(assignments)}")
+    for line in assignments:
+        print(f"  {line}")
     usage = resource.getrusage(resource.RUSAGE_SELF)
     print(
         f"\nprocess CPU {usage.ru_utime + usage.ru_stime:.1f} s "

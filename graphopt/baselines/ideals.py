@@ -183,7 +183,8 @@ def _ideal_dp(
     for i in range(1, n):
         p = link_sub[link_ptr[i]]
         b = link_block[link_ptr[i]]
-        work_i[i] = work_i[p] + work[b]
+        for d in range(num_dev):  # not work_i[i] = work_i[p] + work[b]: an array expression
+            work_i[i, d] = work_i[p, d] + work[b, d]  # and a slice assignment compile for seconds
         charge_i[i] = charge_i[p] + charge[b]
         total = 0.0
         inside = 0.0

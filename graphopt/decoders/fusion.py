@@ -82,8 +82,9 @@ def is_acyclic(graph: CompGraph, bits: IntArray) -> bool:
     """Whether the kernels ``bits`` form leave the kernel graph acyclic (rule 2e)."""
     succ_ptr, succ_dst = graph.successors_csr
     op_int = np.zeros((6, graph.num_ops + 1), dtype=np.int32)
+    # the simulator's types (int32 CSR, writable int64 bits): build_kernels compiled once for both
     kernel_of, roots, _, _ = build_kernels(
-        succ_ptr, succ_dst, np.ascontiguousarray(bits, dtype=np.int64), op_int
+        succ_ptr.astype(np.int32), succ_dst.astype(np.int32), np.array(bits, dtype=np.int64), op_int
     )
     return bool(_kernel_graph_acyclic(kernel_of, len(roots), graph.edge_src, graph.edge_dst))
 

@@ -164,7 +164,9 @@ class JointDecoder:
         n = self.graph.num_ops
         succ_ptr, succ_dst = self.graph.successors_csr
         op_int = np.zeros((6, n + 1), dtype=np.int32)
-        kernel_of, _, _, _ = build_kernels(succ_ptr, succ_dst, np.ascontiguousarray(bits), op_int)
+        # the simulator's types (int32 CSR, writable int64 bits): build_kernels compiled once
+        csr = succ_ptr.astype(np.int32), succ_dst.astype(np.int32)
+        kernel_of, _, _, _ = build_kernels(*csr, np.array(bits, dtype=np.int64), op_int)
         kernel_of = np.asarray(kernel_of, dtype=np.int64)
         size = np.bincount(kernel_of, minlength=n)
         shared = size >= 2

@@ -615,7 +615,8 @@ def branch_makespans(g, pre, w_feat, b1, w2, b2, anchor_weight, actions, steps, 
                 branch = copy_state(st)
                 commit(v, d, g, branch)
                 out[j, d] = finish_greedy(g, branch, pre, w_feat, b1, w2, b2, anchor_weight)
-                placements[j, d, :] = branch[0]
+                for u in range(n):  # not placements[j, d, :] = branch[0]: a slice assignment
+                    placements[j, d, u] = branch[0][u]  # compiles numba's error message, seconds
             j += 1
         commit(v, actions[k], g, st)
     return st[17][0]

@@ -118,10 +118,13 @@ def lower_bounds(graph: CompGraph, cluster: Cluster, fusion: object | None = Non
     g = prepared.engine_arrays
     ws = prepared.workspace()
     kernel_of, roots, mptr, members = engine.build_kernels(g.succ_ptr, g.succ_dst, bits, ws.op_int)
-    e_kernel = kernel_of[g.succ_dst]
+    # the types the engine's own call of kernel_durations has (one compiled signature): the
+    # kernels' consumers a column of the workspace's e_cons, the devices int32
+    e_kernel = ws.edge_pair[0][:, 0]
+    e_kernel[: len(g.succ_dst)] = kernel_of[g.succ_dst]
     fastest = np.full(len(roots), np.inf)
     for d in range(cluster.num_devices):
-        on_d = np.full(len(roots), d, dtype=np.int64)
+        on_d = np.full(len(roots), d, dtype=np.int32)
         dur = engine.kernel_durations(g, roots, mptr, members, on_d, e_kernel, ws.op_float[0])
         np.minimum(fastest, dur, out=fastest)
     if len(roots) == 0:
@@ -147,14 +150,15 @@ def any_fusion_lower_bounds(graph: CompGraph, cluster: Cluster) -> LowerBounds:
     left = graph.bytes_accessed - in_bytes - np.where(has_consumer, graph.output_bytes, 0.0)
     measured = prepared.op_meas - prepared.launch[None, :]  # NaN where not measured: fmin skips it
     launch = float(prepared.launch.min())
-    ops = np.arange(n, dtype=np.int64)
+    ops = np.arange(n, dtype=np.int32)  # int32 as lower_bounds' kernels: one _longest_path compiled
     paths, works = [], []
     compute = graph.flops[:, None] * prepared.class_cinv[:, prepared.dev_class]
     memory = left[:, None] * prepared.class_binv[:, prepared.dev_class]
     for per_device in (compute, memory):
         w = np.fmin(per_device, measured).min(axis=1)
         negative = float(np.minimum(w, 0.0).sum())
-        path = _longest_path(ops, np.arange(n + 1), ops, succ_ptr, succ_dst, np.maximum(w, 0.0))
+        ptr = np.arange(n + 1, dtype=np.int32)
+        path = _longest_path(ops, ptr, ops, succ_ptr, succ_dst, np.maximum(w, 0.0))
         paths.append(float(path) + launch + negative)
         works.append((float(w.sum()) + launch) / cluster.num_devices)
     return LowerBounds(critical_path=max(0.0, *paths), work=max(0.0, *works))

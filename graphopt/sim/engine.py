@@ -67,7 +67,9 @@ Performance notes (why the code looks like this):
   first a literal, so the callee would be compiled twice (for ``Literal[int](0)``, then
   ``int64``). Such variables start as ``np.int64(0)``. Likewise the decision arrays are always
   writable (numba types a read-only array apart: :func:`~graphopt.sim.simulator._check_array`
-  copies one).
+  copies one). Arrays are copied into slices element by element: an array assigned to a slice
+  (``busy[b] = out.busy``) needs numba's shape-mismatch error message, a library function of
+  seconds to compile in every process (it is not cached on disk).
 """
 
 from __future__ import annotations
@@ -310,7 +312,8 @@ def _close_plan(g, n, num_sent, num_t, op_rec, t_src, t_dst, t_link, t_bytes, t_
     for i in range(num_t):
         s = t_src[i]
         t = t_dst[i]
-        t_dur[i] = transfer_time(g.link_lat, g.link_bw, s, t, t_bytes[i])
+        # int64 devices, as the other callers of transfer_time pass (one compiled signature)
+        t_dur[i] = transfer_time(g.link_lat, g.link_bw, np.int64(s), np.int64(t), t_bytes[i])
         t_link[i] = link_index(s, t, num_dev)
         link_count[t_link[i]] += 1
     return link_count
@@ -974,7 +977,8 @@ def simulate_batch(graph, placements, priorities, fusions, workspace):
         status[b] = out.status
         culprit[b] = out.culprit
         step[b] = out.step
-        busy[b] = out.busy
-        peak_mem[b] = out.peak_mem
+        for d in range(num_dev):  # a loop, not busy[b] = out.busy: see the module docstring
+            busy[b, d] = out.busy[d]
+            peak_mem[b, d] = out.peak_mem[d]
         moved[b] = out.moved
     return status, culprit, step, busy, peak_mem, moved
