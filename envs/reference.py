@@ -9,7 +9,11 @@ rewards, and for the scheduling and fusion tasks it supplies the decisions the a
 step time (an invalid one only if none is valid).
 
 A placer name (e.g. ``"single"``) uses that placer instead, with topological order and no fusion.
-Results are cached in-process, keyed by the graph's and cluster's fingerprints and the cost model.
+Results are cached in-process, keyed by the task, the reference and what a measurement depends on:
+under the simulator :func:`graphopt.sim.simulator.pair_key` (every :class:`~graphopt.sim.Simulator`
+prices alike, so an environment made again, as each validation makes its own, finds the reference
+of its graphs computed); under another cost model the graph's and cluster's fingerprints and that
+cost model's identity.
 """
 
 from __future__ import annotations
@@ -20,6 +24,8 @@ from graphopt.baselines.placement import PLACERS
 from graphopt.baselines.staged import best_heuristic
 from graphopt.graph import CompGraph
 from graphopt.hardware import Cluster
+from graphopt.sim import Simulator
+from graphopt.sim.simulator import pair_key
 from graphopt.tasks import ONE_SHOT_TASKS, get_task
 from graphopt.typing import CostModel, Decision, Measurement
 
@@ -34,7 +40,7 @@ class Reference:
     """Which heuristics produced it, e.g. ``"heft"`` or ``"heft+critical-path+xla"``."""
 
 
-_CACHE: dict[tuple[str, str, str, str, int], Reference] = {}
+_CACHE: dict[tuple[object, ...], Reference] = {}
 
 
 def check_reference(reference: str) -> str:
@@ -57,7 +63,10 @@ def reference_decision(
     """
     get_task(task, ONE_SHOT_TASKS)
     check_reference(reference)
-    key = (graph.fingerprint, cluster.fingerprint, task, reference, id(cost_model))
+    if type(cost_model) is Simulator:
+        key: tuple[object, ...] = (task, reference, "simulator", *pair_key(graph, cluster))
+    else:
+        key = (task, reference, id(cost_model), graph.fingerprint, cluster.fingerprint)
     cached = _CACHE.get(key)
     if cached is not None:
         return cached

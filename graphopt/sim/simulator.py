@@ -487,6 +487,22 @@ class PreparedGraph:
         )
 
 
+def pair_key(graph: CompGraph, cluster: Cluster) -> tuple[str, ...]:
+    """Everything a simulated measurement of ``graph`` on ``cluster`` depends on: the two
+    fingerprints, and what the simulator reads beyond them (the colocation groups where they
+    constrain; the layers and forward part under ``contiguous: true``; the shapes under learned op
+    times). Two pairs with equal keys measure alike under every :class:`Simulator`."""
+    key: tuple[str, ...] = (graph.fingerprint, cluster.fingerprint)
+    if cluster.model.enforce_colocation or cluster.contiguous:  # the groups (and, for the
+        # blocks of contiguous: true, the layers and forward part) constrain: rule 0
+        key += ("\0".join(graph.colocation),)
+    if cluster.contiguous:
+        key += ("\0".join(graph.layer), repr(graph.metadata.get("forward_ops")))
+    if cluster.model.op_times == "learned":  # the op model reads the shapes: part of the key
+        key += (graph.tensor_fingerprint,)
+    return key
+
+
 class Simulator:
     """The simulator as a :class:`~graphopt.typing.CostModel`, caching prepared graphs.
 
@@ -500,14 +516,7 @@ class Simulator:
 
     def prepare(self, graph: CompGraph, cluster: Cluster) -> PreparedGraph:
         """The :class:`PreparedGraph` for this pair, from the cache when possible."""
-        key: tuple[str, ...] = (graph.fingerprint, cluster.fingerprint)
-        if cluster.model.enforce_colocation or cluster.contiguous:  # the groups (and, for the
-            # blocks of contiguous: true, the layers and forward part) constrain: rule 0
-            key += ("\0".join(graph.colocation),)
-        if cluster.contiguous:
-            key += ("\0".join(graph.layer), repr(graph.metadata.get("forward_ops")))
-        if cluster.model.op_times == "learned":  # the op model reads the shapes: part of the key
-            key += (graph.tensor_fingerprint,)
+        key = pair_key(graph, cluster)
         prepared = self._cache.get(key)
         if prepared is None:
             prepared = PreparedGraph(graph, cluster)
