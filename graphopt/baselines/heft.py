@@ -456,6 +456,17 @@ def list_inputs(
     return ListInputs(comp, csr, (latency, bandwidth), w_mean, rank)
 
 
+def schedule_links(
+    cluster: Cluster, links: tuple[FloatArray, FloatArray], contention: bool
+) -> tuple[FloatArray, FloatArray]:
+    """The ``(latency, bandwidth)`` a list schedule of ``cluster`` reads: ``links`` (the
+    prologue's, the cluster's route folded in), except under ``contention`` with a routed model
+    (``route: via-host``), where a relayed send is taken hop by hop on the direct links."""
+    if contention and cluster.model.routed:
+        return link_arrays(cluster, route="direct")
+    return links
+
+
 def upward_rank(graph: CompGraph, cluster: Cluster, times: FloatArray | None = None) -> FloatArray:
     """HEFT's upward rank of every op (mean op time over devices, mean link cost per edge)."""
     return list_inputs(graph, cluster, times=times).rank
@@ -490,19 +501,15 @@ def heft_schedule(
     gaps = _gaps(max_gaps, graph.num_ops)
     inputs = list_inputs(graph, cluster)
     bias = None if rules.allowed is None else rules.barred_bias()
-    model = cluster.model
-    links = inputs.links
-    if contention and model.routed:  # a relayed send is taken hop by hop, on the direct links
-        links = link_arrays(cluster, route="direct")
     schedule = run_list_schedule(
         inputs.rank,
         inputs.comp,
         inputs.csr,
-        links,
+        schedule_links(cluster, inputs.links, contention),
         max_gaps=gaps,
         contention=contention,
         bias=bias,
-        model=model,
+        model=cluster.model,
     )
     return HeftSchedule.of(inputs.rank, *schedule)
 

@@ -18,7 +18,8 @@ per-op inputs, all optional (``None`` means zeros):
   releases are placed by the score above, against the timeline the anchored ops have built so
   far. With zero gates the result is the anchor exactly; without an anchor every op is free.
 
-Options: ``contention`` (the link-contention model of ``heft-lc``), ``memory`` (a free op never
+Options: ``contention`` (the link-contention model of ``heft-lc``: transfers priced under the
+cluster's link model, :attr:`Cluster.model <graphopt.hardware.Cluster.model>`), ``memory`` (a free op never
 goes to a device whose resident parameters it would push past the device's memory; an anchored op
 is not checked) and ``colocation`` (a free op of a colocation group goes where the group's first
 placed op went). With all inputs zero, no anchor and these options off, the decoder returns
@@ -42,7 +43,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from graphopt.baselines.heft import DEFAULT_MAX_GAPS, list_inputs, run_list_schedule
+from graphopt.baselines.heft import (
+    DEFAULT_MAX_GAPS,
+    list_inputs,
+    run_list_schedule,
+    schedule_links,
+)
 from graphopt.constraints import constraints
 from graphopt.graph import CompGraph
 from graphopt.hardware import Cluster
@@ -161,9 +167,10 @@ def decode_placement(
         key,
         prologue.comp,
         prologue.csr,
-        prologue.links,
+        schedule_links(cluster, prologue.links, contention),
         max_gaps=int(max_gaps),
         contention=contention,
+        model=cluster.model,
         bias=bias,
         anchor=anchor,
         free=free,

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import bisect
+import dataclasses
 
 import numpy as np
 import pytest
@@ -151,6 +152,28 @@ def test_zero_inputs_reproduce_heft_exactly(contention):
             )
             got = decode_placement(graph, cluster, zeros, contention=contention)
             np.testing.assert_array_equal(got, expected)
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"route": "via-host", "host": "cpu0"},
+        {"send": "per-consumer"},
+        {"contention": "none"},
+        {"route": "via-host", "host": "cpu0", "send": "per-consumer", "contention": "none"},
+    ],
+)
+def test_zero_inputs_reproduce_heft_lc_under_every_link_option(options):
+    """The decoder prices transfers under the cluster's link model as ``heft-lc`` does, so with
+    zero inputs it is ``heft-lc`` under any option, not the default model's schedule."""
+    cluster = dataclasses.replace(get_cluster("hetero-cpu-2gpu"), **options)
+    differs = 0
+    for graph in graphs():
+        expected = heft_contention(graph, cluster)
+        np.testing.assert_array_equal(decode_placement(graph, cluster, contention=True), expected)
+        default = heft_contention(graph, get_cluster("hetero-cpu-2gpu"))
+        differs += int(not np.array_equal(expected, default))
+    assert differs > 0  # the option changes heft-lc's placement of some graph
 
 
 def test_zero_gates_reproduce_the_anchor_whatever_the_other_inputs():
