@@ -140,7 +140,9 @@ def step_graph(
 
     Raises:
         ValueError: an anchor of the wrong shape or out of range; placement constraints no
-            placement can meet; a cluster with ``contiguous: true``.
+            placement can meet; a cluster with ``contiguous: true``; under ``contention``, a
+            cluster whose link model the decoder does not price (``contention: none``, ``route:
+            via-host``, ``send: per-consumer``: it would price them as the defaults).
     """
     n, num_dev = graph.num_ops, cluster.num_devices
     prologue = list_inputs(graph, cluster)
@@ -149,6 +151,22 @@ def step_graph(
     latency, bandwidth = prologue.links
     scale = float(rank.max()) if n else 1.0
     scale = scale if scale > 0 else 1.0
+    model = cluster.model
+    unmodelled = [
+        option
+        for option, set_ in (
+            ("contention: none", not model.queued),
+            ("route: via-host", model.routed),
+            ("send: per-consumer", model.per_consumer),
+        )
+        if set_
+    ]
+    if contention and unmodelled:
+        raise ValueError(
+            f"the step-wise decoder queues transfers as heft-lc does under the default link "
+            f"model and cannot price {', '.join(unmodelled)} of cluster {cluster.name!r}; use "
+            "graphopt optimize (the placement decoder honours it) or a cluster without it"
+        )
     rules = constraints(graph, cluster)
     if rules.contiguous:
         raise ValueError(

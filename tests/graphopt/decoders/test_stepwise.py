@@ -253,6 +253,17 @@ def test_bad_inputs() -> None:
         decode(sg, "greedy", HeadParams.zeros(graph.num_ops + 1))
 
 
+@pytest.mark.parametrize(
+    ("preset", "named"),
+    [("doppler-4", "contention: none, send: per-consumer"), ("accel-host", "route: via-host")],
+)
+def test_a_link_model_it_does_not_price_is_refused(preset: str, named: str) -> None:
+    graph = get_graph("txl-tiny")
+    with pytest.raises(ValueError, match=f"cannot price {named} of cluster '{preset}'"):
+        step_graph(graph, get_cluster(preset))
+    step_graph(graph, get_cluster(preset), contention=False)  # no queue: every edge pays its cost
+
+
 def head_argmax(head: HeadParams, op: int, feat: np.ndarray, mask: np.ndarray) -> int:
     """The head's greedy device, written out in numpy (ties: the lower device)."""
     hidden = np.maximum(head.pre[op] + feat.astype(np.float64) @ head.w_feat + head.b1, 0.0)
