@@ -17,8 +17,6 @@ In code, :func:`make_env` builds the environment of a task by name.
 
 from __future__ import annotations
 
-import inspect
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -34,13 +32,14 @@ from envs.placement import PlacementEnv
 from envs.placement_edit import PlacementEditEnv
 from envs.placeto import PlacetoEnv
 from envs.scheduling import SchedulingEnv
+from envs.settings import EnvSettings
 from envs.step_placement import ENV_ID as STEP_PLACEMENT_ID
 from envs.step_placement import StepPlacementEnv
 from graphopt.hardware import Cluster
 from graphopt.tasks import TASKS, get_task
 from graphopt.typing import CostModel
 
-ENV_CLASSES: dict[str, Callable[..., GraphEnv]] = {
+ENV_CLASSES: dict[str, type[GraphEnv]] = {
     cls.task: cls
     for cls in (
         PlacementEnv,
@@ -59,7 +58,7 @@ for _name, _cls in ENV_CLASSES.items():
     if TASKS[_name].env_id not in registry:
         register(id=TASKS[_name].env_id, entry_point=f"{_cls.__module__}:{_cls.__name__}")
 
-VARIANTS: dict[str, tuple[str, Callable[..., GraphEnv], str]] = {
+VARIANTS: dict[str, tuple[str, type[GraphEnv], str]] = {
     "hierarchical": ("placement", HierarchicalPlacementEnv, "graphopt/HierarchicalPlacement-v0"),
     "placeto": ("placement-edit", PlacetoEnv, "graphopt/Placeto-v0"),
 }
@@ -90,7 +89,8 @@ def make_env(
             baseline, :data:`VARIANTS`, for its task), then the task's other arguments (``reward_mode``, ``reference``; ``max_ops``,
             ``max_edges``, ``num_priorities``, ``obs_mode``, ``hint`` for the one-shot tasks;
             ``candidates``, ``horizon``, ``reward_scale`` for the edit tasks), as
-            ``env.settings()`` returns them.
+            ``env.settings()`` returns them (the shared ones are the fields of
+            :class:`~envs.settings.EnvSettings`).
 
     Raises:
         ValueError: an unknown task, or a setting the task does not take.
@@ -102,7 +102,7 @@ def make_env(
             known = ", ".join(f"{v} (task {t})" for v, (t, _, _) in VARIANTS.items())
             raise ValueError(f"no environment variant {variant!r} for task {task}; known: {known}")
         cls = VARIANTS[variant][1]
-    taken = set(inspect.signature(cls).parameters) - {"graphs", "cluster", "cost_model", "seed"}
+    taken = cls.setting_names()
     unknown = sorted(set(settings) - taken)
     if unknown:
         raise ValueError(
@@ -115,6 +115,7 @@ def make_env(
 __all__ = [
     "ENV_CLASSES",
     "DecisionEditEnv",
+    "EnvSettings",
     "FusionEditEnv",
     "FusionEnv",
     "GraphEnv",

@@ -1,9 +1,8 @@
 """What every graphopt environment shares: its graphs, cluster, cost model, reward and reference.
 
-:class:`GraphEnv` is the small base of the one-shot environments (:mod:`envs.one_shot`) and of the
-placement-edit environment (:mod:`envs.placement_edit`): it resolves the graphs and the cluster,
-checks the cost model, reward mode and reference, caches each graph's reference decision and
-placement constraints, and picks the graph of an episode. A subclass sets :attr:`GraphEnv.task` (a
+:class:`GraphEnv` is the small base of every environment: it takes the shared settings
+(:class:`envs.settings.EnvSettings`, checked there), resolves the graphs and the cluster, caches
+each graph's reference decision and placement constraints, and picks the graph of an episode. A subclass sets :attr:`GraphEnv.task` (a
 name of :data:`graphopt.tasks.TASKS`) and adds its spaces, ``reset`` and ``step``.
 :class:`EditEnv` adds what the two edit environments share (candidates, horizon, reward scale,
 ``reset``); :func:`check_action`, :func:`check_action_values`, :func:`padding_sizes` and
@@ -12,7 +11,9 @@ name of :data:`graphopt.tasks.TASKS`) and adds its spaces, ``reset`` and ``step`
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -20,17 +21,16 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.error import ResetNeeded
 
-from envs.reference import Reference, check_reference, reference_decision
-from envs.rewards import check_reward_mode, speedup
+from envs.reference import Reference, reference_decision
+from envs.rewards import speedup
+from envs.settings import EnvSettings, GraphSpec
 from graphopt.constraints import Constraints, constraints
 from graphopt.graph import CompGraph
-from graphopt.hardware import Cluster, get_cluster
+from graphopt.hardware import get_cluster
 from graphopt.sim import Simulator
 from graphopt.tasks import get_task
 from graphopt.typing import CostModel
 from graphopt.workloads import resolve_graphs
-
-GraphSpec = str | Path | CompGraph | Sequence[str | Path | CompGraph]
 
 
 def resolve_graph_list(graphs: GraphSpec) -> list[CompGraph]:
@@ -153,37 +153,61 @@ class GraphEnv(gym.Env[Any, Any]):
     """The shared base (module docstring).
 
     Args:
-        graphs: a graph name, ``suite:NAME``, a graph file, a ``CompGraph``, or a list of those.
-        cluster: a preset name, a cluster file or a ``Cluster``.
-        cost_model: any :class:`~graphopt.typing.CostModel` (default: the simulator).
-        reward_mode: ``"speedup"``, ``"neg_sqrt_time"`` or ``"log_speedup"`` (:mod:`envs.rewards`).
-        reference: ``"best"`` or a placer name (:mod:`envs.reference`).
+        *args: an :class:`~envs.settings.EnvSettings`, or its first fields by position:
+            ``graphs``, ``cluster``, ``cost_model``.
+        **shared: fields of :class:`~envs.settings.EnvSettings` (documented there), those the
+            class names in :attr:`takes` besides graphs, cluster and cost model.
+
+    Raises:
+        TypeError: a setting the environment does not take.
+        ValueError: a bad value (:meth:`EnvSettings.validate`), graph or cluster.
     """
 
     task: ClassVar[str] = ""
+    takes: ClassVar[tuple[str, ...]] = ("reward_mode", "reference")
+    """The :class:`~envs.settings.EnvSettings` fields the environment reads beyond graphs,
+    cluster and cost model: the shared part of :meth:`settings`."""
     metadata = {"render_modes": []}  # noqa: RUF012 (Gymnasium's convention)
 
-    def __init__(
-        self,
-        graphs: GraphSpec,
-        cluster: str | Path | Cluster,
-        cost_model: CostModel | None,
-        reward_mode: str,
-        reference: str,
-    ) -> None:
-        self.graphs: list[CompGraph] = resolve_graph_list(graphs)
-        self.cluster = get_cluster(cluster)
-        self.cost_model: CostModel = cost_model if cost_model is not None else Simulator()
-        if not isinstance(self.cost_model, CostModel):
-            raise ValueError(
-                f"cost_model {cost_model!r} does not implement evaluate(graph, cluster, decision)"
-            )
-        self.reward_mode = check_reward_mode(reward_mode)
-        self.reference_name = check_reference(reference)
+    def __init__(self, *args: Any, **shared: Any) -> None:
+        self.config = EnvSettings.of(type(self).__name__, self.takes, args, shared)
+        """The environment's settings (padding resolved where the environment pads)."""
+        self.graphs: list[CompGraph] = resolve_graph_list(self.config.graphs)
+        self.cluster = get_cluster(self.config.cluster)
+        given = self.config.cost_model
+        self.cost_model: CostModel = given if given is not None else Simulator()
         self._references: dict[int, Reference] = {}
         self._rules: dict[int, Constraints] = {}
         self._current = 0
         self._was_reset = False
+
+    @classmethod
+    def setting_names(cls) -> set[str]:
+        """The keywords of :func:`envs.make_env` the environment takes: :attr:`takes` and its
+        constructor's own (``seed`` aside)."""
+        own = inspect.signature(cls).parameters.values()
+        named = {p.name for p in own if p.kind is inspect.Parameter.KEYWORD_ONLY}
+        return (set(cls.takes) | named) - {"seed"}
+
+    @property
+    def reward_mode(self) -> str:
+        """The reward mode (:mod:`envs.rewards`)."""
+        return self.config.reward_mode
+
+    @property
+    def reference_name(self) -> str:
+        """``"best"`` or the placer of the reference (:mod:`envs.reference`)."""
+        return self.config.reference
+
+    def _pad(self, zero_is_default: bool = False) -> None:
+        """Resolve the padding of the settings (:func:`padding_sizes`; None, and 0 where
+        ``zero_is_default``: the default) into :attr:`max_ops`, :attr:`max_edges` and
+        :attr:`config`."""
+        max_ops, max_edges = self.config.max_ops, self.config.max_edges
+        if zero_is_default:
+            max_ops, max_edges = max_ops or None, max_edges or None
+        self.max_ops, self.max_edges = padding_sizes(self.graphs, max_ops, max_edges)
+        self.config = replace(self.config, max_ops=self.max_ops, max_edges=self.max_edges)
 
     def _pick(self, options: dict[str, Any] | None) -> int:
         """The graph of the episode ``reset`` starts (:func:`pick_graph`); ``step`` may run after."""
@@ -206,8 +230,9 @@ class GraphEnv(gym.Env[Any, Any]):
 
     def settings(self) -> dict[str, Any]:
         """The keyword arguments of :func:`envs.make_env` beyond graphs, cluster, cost model and
-        seed that recreate this environment (the subclass adds its own)."""
-        return {"reward_mode": self.reward_mode, "reference": self.reference_name}
+        seed that recreate this environment: the :attr:`takes` fields of :attr:`config` (the
+        subclass adds its own)."""
+        return {name: getattr(self.config, name) for name in self.takes}
 
     def reference(self, index: int) -> Reference:
         """The reference decision of graph ``index`` (computed once, then cached)."""
@@ -232,37 +257,34 @@ class EditEnv(GraphEnv):
     """The base of the edit environments (:mod:`envs.placement_edit`, :mod:`envs.decision_edit`):
     an episode improves a start decision in ``horizon`` steps, each choosing one of the
     ``candidates`` moves drawn for it, rewarded ``reward_scale`` times the change of the task
-    reward.
+    reward (all three settings of :class:`~envs.settings.EnvSettings`).
 
-    A subclass calls :meth:`_set_budget` in its constructor and defines ``_start(index)`` (the
-    start of graph ``index``'s episode) and ``_draw()`` (the next candidates' observation).
+    A subclass defines ``_start(index)`` (the start of graph ``index``'s episode) and
+    ``_draw()`` (the next candidates' observation).
     """
 
-    candidates: int
-    horizon: int
-    reward_scale: float
+    takes: ClassVar[tuple[str, ...]] = (
+        "reward_mode",
+        "reference",
+        "candidates",
+        "horizon",
+        "reward_scale",
+    )
 
-    def _set_budget(self, candidates: int, horizon: int, reward_scale: float) -> None:
-        """Check and keep the moves per step, steps per episode and reward scale.
+    @property
+    def candidates(self) -> int:
+        """Moves offered per step."""
+        return int(self.config.candidates)
 
-        Raises:
-            ValueError: ``candidates`` or ``horizon`` below 1.
-        """
-        if candidates < 1 or horizon < 1:
-            raise ValueError(f"candidates and horizon must be >= 1, got {candidates} and {horizon}")
-        self.candidates = int(candidates)
-        self.horizon = int(horizon)
-        self.reward_scale = float(reward_scale)
+    @property
+    def horizon(self) -> int:
+        """Steps per episode."""
+        return int(self.config.horizon)
 
-    def settings(self) -> dict[str, Any]:
-        """Keyword arguments of :func:`envs.make_env` that recreate this environment (with its
-        graphs, cluster, cost model and seed)."""
-        return {
-            **super().settings(),
-            "candidates": self.candidates,
-            "horizon": self.horizon,
-            "reward_scale": self.reward_scale,
-        }
+    @property
+    def reward_scale(self) -> float:
+        """What the reward is multiplied by."""
+        return float(self.config.reward_scale)
 
     def _start(self, index: int) -> None:
         raise NotImplementedError

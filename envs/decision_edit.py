@@ -13,22 +13,20 @@ simulator calls (the start's included), the budget of annealing it is compared w
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any, ClassVar, NamedTuple
 
 import numpy as np
 from gymnasium import spaces
 
-from envs.base import EditEnv, GraphEnv, GraphSpec, check_action, episode_end, padding_sizes
+from envs.base import EditEnv, GraphEnv, check_action, episode_end
 from envs.placement_edit import CLIP, percent_gain, symlog
 from envs.rewards import reward
 from graphopt.baselines.search import placement_groups
 from graphopt.encoding import encode, observation_space
-from graphopt.hardware import DEFAULT_CLUSTER, Cluster
 from graphopt.sim import PreparedGraph, Simulator, Timeline
 from graphopt.sim.critical import ScheduleTimes, timeline_times
 from graphopt.sim.fusion_rules import fusion_mask
-from graphopt.typing import CostModel, Decision, IntArray, Measurement
+from graphopt.typing import Decision, IntArray, Measurement
 
 FAMILIES = ("priority", "fusion", "placement", "group")
 """Kinds of move:
@@ -176,29 +174,18 @@ class DecisionEditEnv(EditEnv):
 
     families: ClassVar[tuple[str, ...]] = ()
 
+    takes = EditEnv.takes + ("max_ops", "max_edges")
+
     def __init__(
-        self,
-        graphs: GraphSpec = "suite:tiny",
-        cluster: str | Path | Cluster = DEFAULT_CLUSTER,
-        cost_model: CostModel | None = None,
-        reward_mode: str = "speedup",
-        reference: str = "best",
-        candidates: int = 16,
-        horizon: int = 64,
-        reward_scale: float = 100.0,
-        obs_mode: str = "rows",
-        max_ops: int | None = None,
-        max_edges: int | None = None,
-        seed: int | None = None,
+        self, *args: Any, obs_mode: str = "rows", seed: int | None = None, **shared: Any
     ) -> None:
-        super().__init__(graphs, cluster, cost_model, reward_mode, reference)
+        super().__init__(*args, **shared)
         if not isinstance(self.cost_model, Simulator):
             raise ValueError(
                 f"the {self.task} environment reads the simulator's schedules; it takes no other "
                 f"cost model (got {type(self.cost_model).__name__}): use cost_model: simulator"
             )
         self.sim: Simulator = self.cost_model
-        self._set_budget(candidates, horizon, reward_scale)
         self.action_space = spaces.Discrete(self.candidates)
         rows = spaces.Box(-CLIP, CLIP, (self.candidates, len(FEATURES)), np.float32)
         if obs_mode not in OBS_MODES:
@@ -206,10 +193,7 @@ class DecisionEditEnv(EditEnv):
                 f"unknown obs_mode {obs_mode!r}; choose one of: {', '.join(OBS_MODES)}"
             )
         self.obs_mode = obs_mode
-        # 0 or None: the default padding
-        self.max_ops, self.max_edges = padding_sizes(
-            self.graphs, max_ops or None, max_edges or None
-        )
+        self._pad(zero_is_default=True)
         self.observation_space: spaces.Space = rows
         self._encoded: list[dict[str, np.ndarray]] = []
         if obs_mode == "graph":
@@ -237,8 +221,6 @@ class DecisionEditEnv(EditEnv):
         return {
             **super().settings(),
             "obs_mode": self.obs_mode,
-            "max_ops": self.max_ops,
-            "max_edges": self.max_edges,
         }
 
     # ------------------------------------------------------------------ state

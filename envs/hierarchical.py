@@ -8,17 +8,15 @@ log-probability, so the action carries both; the placement is ``device[group[op]
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 from gymnasium import spaces
 
-from envs.base import GraphSpec, check_action_values
+from envs.base import check_action_values
 from envs.one_shot import COMMON_SECTIONS
 from envs.placement import PlacementEnv
-from graphopt.hardware import DEFAULT_CLUSTER, Cluster
-from graphopt.typing import CostModel, Decision
+from graphopt.typing import Decision
 
 
 class HierarchicalPlacementEnv(PlacementEnv):
@@ -46,31 +44,12 @@ class HierarchicalPlacementEnv(PlacementEnv):
     variant = "hierarchical"
 
     def __init__(
-        self,
-        graphs: GraphSpec = "suite:tiny",
-        cluster: str | Path | Cluster = DEFAULT_CLUSTER,
-        cost_model: CostModel | None = None,
-        reward_mode: str = "speedup",
-        max_ops: int | None = None,
-        max_edges: int | None = None,
-        groups: int = 16,
-        reference: str = "best",
-        seed: int | None = None,
+        self, *args: Any, groups: int = 16, seed: int | None = None, **shared: Any
     ) -> None:
         if isinstance(groups, bool) or not isinstance(groups, (int, np.integer)) or groups < 1:
             raise ValueError(f"groups must be an integer >= 1, got {groups!r}")
         self.groups = int(groups)
-        super().__init__(
-            graphs,
-            cluster,
-            cost_model,
-            reward_mode=reward_mode,
-            max_ops=max_ops,
-            max_edges=max_edges,
-            reference=reference,
-            hint=False,
-            seed=None,
-        )
+        super().__init__(*args, hint=False, seed=None, **shared)
         devices = self.cluster.num_devices
         self.nvec = np.concatenate(
             [np.full(self.max_ops, self.groups, np.int64), np.full(self.groups, devices, np.int64)]

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 from gymnasium import spaces
 
-from envs.base import GraphEnv, GraphSpec, check_action_values, padding_sizes
+from envs.base import GraphEnv, check_action_values
 from envs.reference import Reference
 from envs.rewards import reward, speedup
 from graphopt import encoding, strict_json
@@ -22,10 +22,10 @@ from graphopt.decoders.decision import LIMIT, DecoderSettings, channels
 from graphopt.decoders.decision import decode as decode_outputs
 from graphopt.file_set import write_file
 from graphopt.graph import CompGraph
-from graphopt.hardware import DEFAULT_CLUSTER, Cluster
+from graphopt.hardware import Cluster
 from graphopt.sim.fusion_rules import fusion_mask
 from graphopt.tasks import ARRAYS, get_task
-from graphopt.typing import CostModel, Decision, Measurement
+from graphopt.typing import Decision, Measurement
 
 COMMON_SECTIONS = """
     ## Observation Space
@@ -108,6 +108,10 @@ COMMON_SECTIONS = """
       ``gate`` output is positive (default True); False places every op by the list scheduler.
     - ``seed``: seeds the first ``reset``.
 
+    ``graphs``, ``cluster``, ``cost_model``, ``reward_mode``, ``reference``, ``max_ops`` and
+    ``max_edges`` are the fields of :class:`envs.settings.EnvSettings`, which may also be given
+    whole, as the first argument.
+
     ## Version History
 
     - v0: initial version; the ``decoder`` setting added later (default ``"none"``: unchanged);
@@ -146,23 +150,20 @@ class GraphOptEnv(GraphEnv):
     each block is one value per op slot, ``placement`` in ``[0, D)``, ``scheduling`` in
     ``[0, P)``, ``fusion`` in ``{0, 1}``; the arrays of no block come from the reference."""
 
+    takes = ("reward_mode", "reference", "max_ops", "max_edges")
+
     def __init__(
         self,
-        graphs: GraphSpec = "suite:tiny",
-        cluster: str | Path | Cluster = DEFAULT_CLUSTER,
-        cost_model: CostModel | None = None,
-        reward_mode: str = "speedup",
-        max_ops: int | None = None,
-        max_edges: int | None = None,
+        *args: Any,
         num_priorities: int = 8,
-        reference: str = "best",
         obs_mode: str = "full",
         hint: bool = True,
         decoder: str = "none",
         decoder_anchor: bool = True,
         seed: int | None = None,
+        **shared: Any,
     ) -> None:
-        super().__init__(graphs, cluster, cost_model, reward_mode, reference)
+        super().__init__(*args, **shared)
         self.decoder: DecoderSettings | None = None
         """How actions are decoded (None: the action is the decision)."""
         if decoder != "none":
@@ -180,7 +181,7 @@ class GraphOptEnv(GraphEnv):
         self.num_priorities = int(num_priorities)
         self.blocks = get_task(self.task).blocks
         """The action blocks, in layout order (``placement``, ``scheduling``, ``fusion``)."""
-        self.max_ops, self.max_edges = padding_sizes(self.graphs, max_ops, max_edges)
+        self._pad()
         # encode every graph now: bad sizes fail at construction, not in the middle of training
         self._encoded = [
             encoding.encode(g, self.cluster, self.max_ops, self.max_edges) for g in self.graphs
@@ -223,8 +224,6 @@ class GraphOptEnv(GraphEnv):
         graphs, cluster, cost model and seed)."""
         return {
             **super().settings(),
-            "max_ops": self.max_ops,
-            "max_edges": self.max_edges,
             "num_priorities": self.num_priorities,
             "obs_mode": self.obs_mode,
             "hint": self.hint,

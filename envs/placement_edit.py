@@ -3,18 +3,16 @@ analytic estimate before it is made."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 from gymnasium import spaces
 
-from envs.base import EditEnv, GraphSpec, check_action, episode_end
+from envs.base import EditEnv, check_action, episode_end
 from envs.rewards import reward
 from graphopt.encoding import symlog
-from graphopt.hardware import DEFAULT_CLUSTER, Cluster
 from graphopt.sim.estimate import PlacementEstimate
-from graphopt.typing import CostModel, Decision, FloatArray, IntArray
+from graphopt.typing import Decision, FloatArray, IntArray
 
 FEATURES = (
     "gain",  # symlog of the move's vetted estimated gain, % (see vetted_gain; pass: 0)
@@ -194,25 +192,13 @@ class PlacementEditEnv(EditEnv):
 
     task = "placement-edit"
 
-    def __init__(
-        self,
-        graphs: GraphSpec = "suite:tiny",
-        cluster: str | Path | Cluster = DEFAULT_CLUSTER,
-        cost_model: CostModel | None = None,
-        reward_mode: str = "speedup",
-        reference: str = "best",
-        candidates: int = 16,
-        horizon: int = 64,
-        reward_scale: float = 100.0,
-        seed: int | None = None,
-    ) -> None:
-        super().__init__(graphs, cluster, cost_model, reward_mode, reference)
+    def __init__(self, *args: Any, seed: int | None = None, **shared: Any) -> None:
+        super().__init__(*args, **shared)
         if self.cluster.num_devices < 2:
             raise ValueError(
                 f"cluster {self.cluster.name} has one device: nothing to move; use a cluster "
                 "with at least 2 devices"
             )
-        self._set_budget(candidates, horizon, reward_scale)
         self.action_space = spaces.Discrete(self.candidates + 1)
         self.observation_space = spaces.Box(
             -CLIP, CLIP, (self.candidates + 1, len(FEATURES)), np.float32

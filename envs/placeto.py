@@ -11,7 +11,6 @@ offers a few candidate moves chosen by an estimate, in no fixed order, so Placet
 from __future__ import annotations
 
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -19,12 +18,11 @@ from gymnasium import spaces
 from scipy.sparse import csr_matrix
 from scipy.sparse.csgraph import breadth_first_order
 
-from envs.base import GraphEnv, GraphSpec, check_action, episode_end, padding_sizes
+from envs.base import GraphEnv, check_action, episode_end
 from envs.rewards import reward
 from graphopt import encoding
 from graphopt.graph import CompGraph
-from graphopt.hardware import DEFAULT_CLUSTER, Cluster
-from graphopt.typing import CostModel, Decision, Measurement
+from graphopt.typing import Decision, Measurement
 
 PARALLEL, ANCESTOR, DESCENDANT, CURRENT = 0, 1, 2, 3
 """The values of the observation's ``relation``: each op's relation to the visited node."""
@@ -93,23 +91,16 @@ class PlacetoEnv(GraphEnv):
     task = "placement-edit"
     variant = "placeto"
 
+    takes = ("reward_mode", "reference", "max_ops", "max_edges")
+
     def __init__(
-        self,
-        graphs: GraphSpec = "suite:tiny",
-        cluster: str | Path | Cluster = DEFAULT_CLUSTER,
-        cost_model: CostModel | None = None,
-        reward_mode: str = "speedup",
-        max_ops: int | None = None,
-        max_edges: int | None = None,
-        start: str = "random",
-        reference: str = "best",
-        seed: int | None = None,
+        self, *args: Any, start: str = "random", seed: int | None = None, **shared: Any
     ) -> None:
-        super().__init__(graphs, cluster, cost_model, reward_mode, reference)
+        super().__init__(*args, **shared)
         if start not in STARTS:
             raise ValueError(f"unknown start {start!r}; choose one of: {', '.join(STARTS)}")
         self.start = start
-        self.max_ops, self.max_edges = padding_sizes(self.graphs, max_ops, max_edges)
+        self._pad()
         self._encoded = [
             encoding.encode(g, self.cluster, self.max_ops, self.max_edges) for g in self.graphs
         ]
@@ -140,8 +131,6 @@ class PlacetoEnv(GraphEnv):
         return {
             **super().settings(),
             "variant": self.variant,
-            "max_ops": self.max_ops,
-            "max_edges": self.max_edges,
             "start": self.start,
         }
 

@@ -57,7 +57,7 @@ from typing import Any
 import numpy as np
 from gymnasium import spaces
 
-from envs.base import GraphEnv, GraphSpec, check_action, episode_end
+from envs.base import GraphEnv, check_action, episode_end
 from envs.rewards import INVALID
 from graphopt.decoders.stepwise import (
     NUM_FEATURES,
@@ -69,8 +69,7 @@ from graphopt.decoders.stepwise import (
     step_graph,
 )
 from graphopt.encoding import MAX_DEVICES, EncodedGraph, encode
-from graphopt.hardware import Cluster
-from graphopt.typing import CostModel, Decision
+from graphopt.typing import Decision
 
 ENV_ID = "graphopt/StepPlacement-v0"
 
@@ -80,16 +79,12 @@ class StepPlacementEnv(GraphEnv):
 
     task = "placement"
 
+    takes = ("reference",)
+
     def __init__(
-        self,
-        graphs: GraphSpec = "suite:tiny",
-        cluster: str | Cluster = "v100-nvlink-4",
-        cost_model: CostModel | None = None,
-        seed: int | None = None,
-        reference: str = "best",
-        contention: bool = True,
+        self, *args: Any, contention: bool = True, seed: int | None = None, **shared: Any
     ) -> None:
-        super().__init__(graphs, cluster, cost_model, "speedup", reference)
+        super().__init__(*args, **shared)
         num_dev = self.cluster.num_devices
         if num_dev > MAX_DEVICES:
             raise ValueError(
@@ -119,7 +114,7 @@ class StepPlacementEnv(GraphEnv):
             self.reset(seed=seed)
 
     def settings(self) -> dict[str, Any]:
-        return {"reference": self.reference_name, "contention": self.contention}
+        return {**super().settings(), "contention": self.contention}
 
     def step_graph(self, index: int) -> StepGraph:
         """The decoder's arrays of graph ``index``, anchored at its reference (cached)."""
