@@ -104,7 +104,7 @@ class WindowScorer(nn.Module):
         self.net = GONetwork(
             {"placement": devices}, context_features=len(CONTEXT_FEATURES), **network
         )
-        hidden = network.get("hidden", 64)
+        hidden = self.net.settings.hidden
         self.mlp = nn.Sequential(
             nn.Linear(3 * hidden + 4 * devices + 3, 128),
             nn.ReLU(),

@@ -116,7 +116,10 @@ class GODecoderPolicy(GOPolicy):
         if self.graphs is not None and "op_context" in self.graphs[0]:  # obs_mode="id"
             width = int(np.asarray(self.graphs[0]["op_context"]).shape[-1])
         self.network = GONetwork(
-            self.num_classes, context_features=width, outputs=len(self.scalars), **self.net_kwargs
+            self.num_classes,
+            self.network_settings,
+            context_features=width,
+            outputs=len(self.scalars),
         )
         head = self.network.output_head
         assert head is not None

@@ -34,6 +34,7 @@ from graphopt.nn.batching import GraphBatch, graph_batch, pack, to_padded
 from graphopt.nn.graph_encoder import GraphEncoder
 from policies.distributions import GOActionDistribution
 from policies.film import context_dim, graph_context
+from policies.go_network import GOSettings
 from policies.heads import ValueHead
 from policies.sb3_policy import GOPolicy, check_kwargs, own_parameters
 from policies.segment_attention import SegmentAttention
@@ -158,6 +159,6 @@ class GDPPolicy(GOPolicy):
 
     def _get_constructor_parameters(self) -> dict[str, Any]:
         data = super()._get_constructor_parameters()
-        for key in self.net_kwargs:  # GO's network arguments, which GDP does not take
+        for key in GOSettings.names():  # GO's network arguments, which GDP does not take
             data.pop(key, None)
         return own_parameters(data, **self.gdp_kwargs)

@@ -11,16 +11,17 @@ Data flow for a batch of ``B`` observations (``M`` op slots, ``L = max_b n_b`` r
         ──TaskHeads (head_layers per block, FiLM)──> logits per block (B, L, K) ──pad──> (B, M, K)
         ──graph_context──> c (B, 2d+18) ──ValueHead──> value (B,)
 
-Every hyper-parameter is a keyword argument of :class:`GONetwork` (and of
-``policy_kwargs`` for :class:`policies.sb3_policy.GOPolicy`). The defaults are sized for a
-2-core CPU; one forward pass on an 86,562-op graph takes under a second there
-(``bench/bench_policy.py``).
+Every hyper-parameter is a field of :class:`GOSettings`, defined there once: a keyword argument
+of :class:`GONetwork` and of ``policy_kwargs`` for :class:`policies.sb3_policy.GOPolicy` and the
+policies built on it. The defaults are sized for a 2-core CPU; one forward pass on an
+86,562-op graph takes under a second there (``bench/bench_policy.py``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import replace
+from dataclasses import asdict, dataclass, fields, replace
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -34,6 +35,56 @@ from policies.heads import TaskHeads, ValueHead
 from policies.segment_attention import SegmentAttention
 
 
+@dataclass(frozen=True)
+class GOSettings:
+    """The hyper-parameters of :class:`GONetwork`, each documented under its field; their names
+    are the keys of ``policy_kwargs`` in the training configs."""
+
+    hidden: int = 64
+    """Width ``d`` of every embedding."""
+    sage_layers: int = 2
+    """GraphSAGE layers."""
+    attn_layers: int = 2
+    """Segment-attention layers of the shared trunk."""
+    head_layers: int | None = None
+    """Segment-attention layers of each block's own head; None: 1 when there are several blocks
+    (joint task), 0 for a single block."""
+    heads: int = 4
+    """Attention heads (must divide ``hidden``)."""
+    segment_len: int = 128
+    """Ops per attention segment."""
+    mem_len: int = 128
+    """Cached ops before a segment that it also attends to."""
+    ffn_mult: int = 2
+    """Feed-forward width of the attention layers, as a multiple of ``hidden``."""
+    dropout: float = 0.0
+    """Dropout everywhere."""
+    film: bool = True
+    """Modulate every attention layer with FiLM from the graph context."""
+    hint_weight: float = 4.0
+    """Initial weight ``w_j`` of the hint bias (:class:`GONetwork`)."""
+    device_agnostic: bool = False
+    """The placement block's weights do not depend on the device count: each device is a row
+    embedded from its features (:data:`graphopt.encoding.DEVICE_FEATURES`), ops are scored
+    against the rows (:class:`~policies.heads.TaskHeads`), and the hinted device enters as its
+    row's embedding; so a policy trained on one cluster runs on another of any size."""
+
+    @classmethod
+    def names(cls) -> tuple[str, ...]:
+        """The hyper-parameters' names, in field order."""
+        return tuple(f.name for f in fields(cls))
+
+    @classmethod
+    def pop_from(cls, kwargs: dict[str, Any]) -> GOSettings:
+        """The settings of the hyper-parameters in ``kwargs`` (the others at their defaults),
+        removed from ``kwargs``."""
+        return cls(**{name: kwargs.pop(name) for name in cls.names() if name in kwargs})
+
+    def to_kwargs(self) -> dict[str, Any]:
+        """The hyper-parameters as keyword arguments (``policy_kwargs``)."""
+        return asdict(self)
+
+
 class GONetwork(nn.Module):
     """GO's policy and value network over padded graph observations.
 
@@ -41,29 +92,15 @@ class GONetwork(nn.Module):
         num_classes: classes per action block in action-layout order, e.g. ``{"placement": 4}``
             or ``{"placement": 4, "scheduling": 8, "fusion": 2}`` (see
             :data:`graphopt.tasks.TASKS`).
-        hidden: width ``d`` of every embedding (default 64).
-        sage_layers: GraphSAGE layers (default 2).
-        attn_layers: segment-attention layers of the shared trunk (default 2).
-        head_layers: segment-attention layers of each block's own head; None (default) means 1
-            when there are several blocks (joint task) and 0 for a single block.
-        heads: attention heads (default 4; must divide ``hidden``).
-        segment_len: ops per attention segment (default 128).
-        mem_len: cached ops before a segment that it also attends to (default 128).
-        ffn_mult: feed-forward width of attention layers, as a multiple of ``hidden`` (default 2).
-        dropout: dropout everywhere (default 0).
-        film: modulate every attention layer with FiLM from the graph context (default True).
-        hint_weight: initial weight ``w_j`` of the hint bias (default 4.0; see below).
-        device_agnostic: the placement block's weights do not depend on the device count
-            (default False): each device is a row embedded from its features
-            (:data:`graphopt.encoding.DEVICE_FEATURES`), ops are scored against the rows
-            (:class:`~policies.heads.TaskHeads`), and the hinted device enters as its row's
-            embedding; so a policy trained on one cluster runs on another of any size.
+        settings: the hyper-parameters (default: :class:`GOSettings`'s defaults).
         context_features: per-op context features the observations carry (key ``op_context``,
             e.g. the reference schedule's slack and waits; default 0: none), read beside the op
             features by the GraphSAGE encoder.
         outputs: real-valued outputs per op (default 0: none), a linear map of the trunk
             returned as ``logits["outputs"]`` ``(B, M, outputs)``: the per-op inputs of a
             decoder (:class:`policies.decoder_policy.GODecoderPolicy`).
+        **hyper: fields of :class:`GOSettings` (``hidden=32``, ...), replacing those of
+            ``settings``.
 
     The hint (observation key ``hint``: the reference decision, e.g. the best heuristic's
     placement) enters twice when present: an embedding of each op's hinted value per block is added
@@ -81,47 +118,42 @@ class GONetwork(nn.Module):
     def __init__(
         self,
         num_classes: Mapping[str, int],
-        hidden: int = 64,
-        sage_layers: int = 2,
-        attn_layers: int = 2,
-        head_layers: int | None = None,
-        heads: int = 4,
-        segment_len: int = 128,
-        mem_len: int = 128,
-        ffn_mult: int = 2,
-        dropout: float = 0.0,
-        film: bool = True,
-        hint_weight: float = 4.0,
-        device_agnostic: bool = False,
+        settings: GOSettings | None = None,
+        *,
         context_features: int = 0,
         outputs: int = 0,
+        **hyper: Any,
     ) -> None:
         super().__init__()
         if not num_classes:
             raise ValueError("num_classes: give at least one action block, e.g. {'placement': 4}")
+        self.settings = replace(settings if settings is not None else GOSettings(), **hyper)
+        """The hyper-parameters the network was built with."""
+        hidden, attn_layers = self.settings.hidden, self.settings.attn_layers
+        head_layers = self.settings.head_layers
         if head_layers is None:
             head_layers = 1 if len(num_classes) > 1 else 0
         attn = dict(
             hidden=hidden,
-            heads=heads,
-            segment_len=segment_len,
-            mem_len=mem_len,
-            ffn_mult=ffn_mult,
-            dropout=dropout,
+            heads=self.settings.heads,
+            segment_len=self.settings.segment_len,
+            mem_len=self.settings.mem_len,
+            ffn_mult=self.settings.ffn_mult,
+            dropout=self.settings.dropout,
         )
         self.num_classes = dict(num_classes)
         self.context_features = int(context_features)
         self.encoder = GraphEncoder(
             hidden,
-            sage_layers,
+            self.settings.sage_layers,
             num_op_features=len(OP_FEATURES) + self.context_features,
-            dropout=dropout,
+            dropout=self.settings.dropout,
         )
         self.trunk = SegmentAttention(attn_layers, **attn)  # type: ignore[arg-type]
         self.heads = TaskHeads(
             num_classes,
             head_layers=head_layers,
-            device_agnostic=device_agnostic,
+            device_agnostic=self.settings.device_agnostic,
             **attn,  # type: ignore[arg-type]
         )
         self.device_agnostic = self.heads.device_agnostic
@@ -134,7 +166,7 @@ class GONetwork(nn.Module):
         )
         self.attn_layers = attn_layers
         num_film = attn_layers + self.heads.num_film_layers
-        self.film = FiLM(context_dim(hidden), hidden, num_film) if film else None
+        self.film = FiLM(context_dim(hidden), hidden, num_film) if self.settings.film else None
         self.value_head = ValueHead(context_dim(hidden), hidden)
         # a device-agnostic placement block's hint is its device's row (a table of D + 1 would
         # tie the weights to D): the first row of its table stands for "no hint"
@@ -145,7 +177,8 @@ class GONetwork(nn.Module):
         for emb in self.hint_embed:
             assert isinstance(emb, nn.Embedding)
             nn.init.normal_(emb.weight, std=0.02)
-        self.hint_weight = nn.Parameter(torch.full((len(self.num_classes),), float(hint_weight)))
+        weight = float(self.settings.hint_weight)
+        self.hint_weight = nn.Parameter(torch.full((len(self.num_classes),), weight))
         self.output_head = nn.Linear(hidden, outputs) if outputs > 0 else None
 
     def forward(

@@ -42,7 +42,7 @@ from torch import Tensor
 from graphopt.nn.batching import GraphBatch, graph_batch
 from policies.dedup import observation_keys, unique_rows
 from policies.distributions import GOActionDistribution
-from policies.go_network import GONetwork
+from policies.go_network import GONetwork, GOSettings
 from policies.heads import blocks_of
 
 # ActorCriticPolicy arguments that GOPolicy accepts (SB3 passes them back on load) but ignores.
@@ -59,21 +59,6 @@ _IGNORED_SB3_KWARGS = (
     "share_features_extractor",
     "normalize_images",
 )
-NETWORK_DEFAULTS: dict[str, Any] = dict(
-    hidden=64,
-    sage_layers=2,
-    attn_layers=2,
-    head_layers=None,
-    heads=4,
-    segment_len=128,
-    mem_len=128,
-    ffn_mult=2,
-    dropout=0.0,
-    film=True,
-    hint_weight=4.0,
-    device_agnostic=False,
-)
-"""Keyword arguments of :class:`~policies.go_network.GONetwork`, documented there."""
 
 
 def check_kwargs(policy: str, kwargs: dict[str, Any], allowed: str) -> dict[str, Any]:
@@ -121,7 +106,7 @@ def check_argument_types(
 
 def argument_defaults(policy_class: type) -> dict[str, Any]:
     """The keyword arguments of a graphopt policy class with their defaults (its constructor's,
-    and :data:`NETWORK_DEFAULTS` for the GO policies)."""
+    and :class:`~policies.go_network.GOSettings`'s for the GO policies)."""
     import inspect
 
     defaults = {
@@ -130,7 +115,7 @@ def argument_defaults(policy_class: type) -> dict[str, Any]:
         if p.default is not inspect.Parameter.empty
     }
     if issubclass(policy_class, GOPolicy):
-        defaults.update(NETWORK_DEFAULTS)
+        defaults.update(GOSettings().to_kwargs())
     return defaults
 
 
@@ -265,11 +250,10 @@ class GOPolicy(NetworkPolicy):
             (``env.unwrapped.task``).
         graphs: for ``obs_mode="id"``: ``env.encoded_graphs()``, the observation of each graph id.
         dedup: embed each distinct observation of a batch once (default True).
-        hidden, sage_layers, attn_layers, head_layers, heads, segment_len, mem_len, ffn_mult,
-            dropout, film, hint_weight: network hyper-parameters, see :class:`~policies.go_network.GONetwork`
-            (defaults :data:`NETWORK_DEFAULTS`).
-        **kwargs: ``optimizer_class``, ``optimizer_kwargs`` of SB3's ``ActorCriticPolicy``; its
-            MLP arguments (``net_arch``, ``ortho_init``, ...) are accepted and ignored.
+        **kwargs: the network's hyper-parameters, the fields of
+            :class:`~policies.go_network.GOSettings` (``hidden``, ``sage_layers``, ...);
+            ``optimizer_class``, ``optimizer_kwargs`` of SB3's ``ActorCriticPolicy``; its MLP
+            arguments (``net_arch``, ``ortho_init``, ...) are accepted and ignored.
     """
 
     def __init__(
@@ -284,8 +268,8 @@ class GOPolicy(NetworkPolicy):
     ) -> None:
         if kwargs.pop("use_sde", False):
             raise ValueError("GOPolicy has discrete actions: use_sde must be False")
-        net_kwargs = {k: kwargs.pop(k, v) for k, v in NETWORK_DEFAULTS.items()}
-        check_kwargs("GOPolicy", kwargs, f"task, graphs, dedup, {', '.join(NETWORK_DEFAULTS)}")
+        network = GOSettings.pop_from(kwargs)
+        check_kwargs("GOPolicy", kwargs, f"task, graphs, dedup, {', '.join(GOSettings.names())}")
         if not isinstance(observation_space, spaces.Dict):
             raise ValueError(
                 f"GOPolicy needs the Dict observation of envs, got {observation_space}"
@@ -312,7 +296,8 @@ class GOPolicy(NetworkPolicy):
         self.max_ops = max_ops
         self.graphs = list(graphs) if graphs is not None else None
         self.dedup = dedup
-        self.net_kwargs = net_kwargs
+        self.network_settings = network
+        """The network's hyper-parameters."""
         self._graph_cache: dict[str, GraphBatch] = {}
         super().__init__(observation_space, action_space, lr_schedule, **kwargs)
 
@@ -323,7 +308,7 @@ class GOPolicy(NetworkPolicy):
         return check_blocks(action_space, max_ops, task)
 
     def _build_network(self) -> None:
-        self.network = GONetwork(self.num_classes, **self.net_kwargs)
+        self.network = GONetwork(self.num_classes, self.network_settings)
         self.action_dist = GOActionDistribution(list(self.num_classes.values()))
 
     def _get_constructor_parameters(self) -> dict[str, Any]:
@@ -332,7 +317,7 @@ class GOPolicy(NetworkPolicy):
             task=self.task,
             graphs=self.graphs,
             dedup=self.dedup,
-            **self.net_kwargs,
+            **self.network_settings.to_kwargs(),
         )
 
     # ------------------------------------------------------------------ network on a batch

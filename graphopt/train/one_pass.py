@@ -61,7 +61,7 @@ MAX_COUNT = 1_000_000
 """The largest value of every count of :class:`OnePassConfig`."""
 NETWORK_DEFAULTS: dict[str, Any] = dict(device_agnostic=True)
 """The network's keyword arguments unless ``policy`` says otherwise: device rows, so the policy
-runs on any device count (the others: :data:`policies.sb3_policy.NETWORK_DEFAULTS`)."""
+runs on any device count (the others: :class:`policies.go_network.GOSettings`)."""
 
 
 @dataclass
@@ -103,7 +103,7 @@ class OnePassConfig:
     threads: int = 1
     """torch.set_num_threads (the decoder and simulator run on one core)."""
     policy: dict[str, Any] = field(default_factory=dict)
-    """The network's keyword arguments (:data:`policies.sb3_policy.NETWORK_DEFAULTS`)."""
+    """The network's keyword arguments (the fields of :class:`policies.go_network.GOSettings`)."""
 
     def validate(self) -> OnePassConfig:
         """Check every field's range; ValueError naming the field otherwise."""

@@ -6,7 +6,7 @@ import pytest
 import torch
 from go_testing import encoded_obs, stack_obs
 
-from policies.go_network import GONetwork
+from policies.go_network import GONetwork, GOSettings
 
 torch.set_num_threads(1)
 
@@ -112,3 +112,36 @@ def test_a_device_agnostic_network_has_the_same_weights_for_any_device_count(cla
     assert torch.equal(logits["placement"][mask].argmax(-1), hint[mask])
     plain = GONetwork(classes, hidden=16, segment_len=32, mem_len=32)
     assert plain.heads.logits["placement"].out_features == 2  # the default: a map to D classes
+
+
+def test_settings_given_whole_or_as_keywords_build_the_same_network():
+    torch.manual_seed(0)
+    whole = GONetwork(JOINT, GOSettings(hidden=16, segment_len=32, mem_len=32, film=False))
+    torch.manual_seed(0)
+    keywords = GONetwork(JOINT, hidden=16, segment_len=32, mem_len=32, film=False)
+    assert whole.settings == keywords.settings and whole.film is None
+    for a, b in zip(whole.state_dict().values(), keywords.state_dict().values(), strict=True):
+        assert torch.equal(a, b)
+    replaced = GONetwork(JOINT, GOSettings(hidden=16), heads=2)  # a keyword replaces the field
+    assert (replaced.settings.hidden, replaced.settings.heads) == (16, 2)
+
+
+def test_the_settings_keep_the_names_of_policy_kwargs():
+    assert GOSettings.names() == (
+        "hidden",
+        "sage_layers",
+        "attn_layers",
+        "head_layers",
+        "heads",
+        "segment_len",
+        "mem_len",
+        "ffn_mult",
+        "dropout",
+        "film",
+        "hint_weight",
+        "device_agnostic",
+    )
+    kwargs = {"hidden": 32, "film": False, "net_arch": [8]}
+    assert GOSettings.pop_from(kwargs) == GOSettings(hidden=32, film=False)
+    assert kwargs == {"net_arch": [8]}  # what is not a hyper-parameter stays
+    assert GOSettings().to_kwargs()["segment_len"] == 128
