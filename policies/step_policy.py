@@ -36,24 +36,29 @@ from graphopt.encoding import NUM_OP_TYPES, OP_FEATURES
 from graphopt.nn.batching import graph_batch, pack, stack_observations, to_padded
 from graphopt.nn.graph_encoder import GraphEncoder
 from policies.film import FiLM, context_dim, graph_context
+from policies.go_network import GOSettings
 from policies.segment_attention import SegmentAttention
 
 ENCODERS = ("go", "mlp")
+GO = GOSettings()
+"""The GO network's defaults, which the GO encoder's arguments share."""
 
 
 class StepPolicy(nn.Module):
     """Encoder + per-step device head (module docstring).
 
     Args:
-        hidden: width ``d`` of the op embeddings (default 64).
+        hidden: width ``d`` of the op embeddings.
         head_hidden: width ``H`` of the head's hidden layer (default 32).
         encoder: ``"go"`` or ``"mlp"``.
-        sage_layers: GraphSAGE layers of the GO encoder (default 2).
-        attn_layers: segment-attention layers (default 2).
-        heads: attention heads (default 4).
-        segment_len: ops per attention segment (default 128).
-        mem_len: cached ops each segment attends to (default 128).
-        film: FiLM on the attention layers (default True).
+        sage_layers: GraphSAGE layers of the GO encoder.
+        attn_layers: segment-attention layers.
+        heads: attention heads.
+        segment_len: ops per attention segment.
+        mem_len: cached ops each segment attends to.
+        film: FiLM on the attention layers.
+
+    The GO encoder's arguments default to :class:`policies.go_network.GOSettings`' values.
         schedule_features: read the schedule's features (default True); False keeps only
             ``anchor``.
 
@@ -64,15 +69,15 @@ class StepPolicy(nn.Module):
 
     def __init__(
         self,
-        hidden: int = 64,
+        hidden: int = GO.hidden,
         head_hidden: int = 32,
         encoder: str = "go",
-        sage_layers: int = 2,
-        attn_layers: int = 2,
-        heads: int = 4,
-        segment_len: int = 128,
-        mem_len: int = 128,
-        film: bool = True,
+        sage_layers: int = GO.sage_layers,
+        attn_layers: int = GO.attn_layers,
+        heads: int = GO.heads,
+        segment_len: int = GO.segment_len,
+        mem_len: int = GO.mem_len,
+        film: bool = GO.film,
         schedule_features: bool = True,
         anchor_weight: float = 3.0,
     ) -> None:
