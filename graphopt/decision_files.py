@@ -23,8 +23,10 @@ keeps its entries; a (graph, cluster, method) saved again replaces its file and 
 A set of decisions is written whole or not at all (:class:`graphopt.file_set.FileSet`): the
 files and the index are staged in a hidden directory and moved into ``DIR`` together by
 :meth:`DecisionDir.write_index`, the index last, with Ctrl-C and SIGTERM held back; ``DIR`` is
-created only then. A command that fails or is interrupted before leaves ``DIR`` as it was (or
-absent), with no temporary file. Decision files are written by a thread of their own while the
+created only then. A command that writes other files too (``--json``, plots) hands them to
+:meth:`DecisionDir.write_index`, which moves them into place in the same set
+(:func:`graphopt.file_set.write_together`). A command that fails or is interrupted before leaves
+``DIR`` as it was (or absent), with no temporary file. Decision files are written by a thread of their own while the
 next one is prepared.
 
 An existing index is read as data, checked entry by entry (:func:`read_index`): a ``file`` that is
@@ -44,6 +46,7 @@ import json
 import math
 import os
 import re
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -57,7 +60,7 @@ from graphopt.decision_format import (
     record_of,
     to_json,
 )
-from graphopt.file_set import FileSet, write_file
+from graphopt.file_set import FileSet, write_file, write_together
 from graphopt.typing import Decision
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -255,7 +258,7 @@ class DecisionDir:
     """
 
     def __init__(self, path: str | Path, what: str = "decisions directory") -> None:
-        self._set = FileSet(path, what)
+        self._set = FileSet(path, what, last=(INDEX,))
         self.path = self._set.path
         index = self.path / INDEX
         earlier = read_index(index) if os.path.lexists(index) else []
@@ -344,23 +347,45 @@ class DecisionDir:
         """
         self._set.flush()
 
-    def write_index(self) -> Path:
+    def write_index(self, with_files: Mapping[Path, str | bytes] | None = None) -> Path:
         """Write ``index.json`` (every entry, those of earlier runs included) and move it into
         the directory with every decision saved (:meth:`graphopt.file_set.FileSet.commit`, the
-        index last); returns its path.
+        index last); returns its path. ``with_files``: other files of the command (each path
+        with its text or bytes, anywhere), moved into place in the same set, all of them and
+        the decisions or nothing new (:func:`graphopt.file_set.write_together`).
 
         Raises:
-            ValueError: a decision file or the index cannot be written; the directory is left
-                as it was.
+            ValueError: a decision file, the index or one of ``with_files`` cannot be written,
+                or one of ``with_files`` is a file of the set (the index, a decision); nothing
+                new is left (see :func:`~graphopt.file_set.write_together` for a set whose
+                moves fail in a later directory).
         """
         data = {"format": INDEX_FORMAT, "version": INDEX_VERSION, "decisions": self.entries}
         self._set.write(INDEX, dumps(data))
-        self._set.commit(last=(INDEX,))
+        if with_files:
+            write_together(with_files, staged=(self._set,))
+        else:
+            self._set.commit()
         return self.path / INDEX
 
     def discard(self) -> None:
         """Give up every decision saved since the last :meth:`write_index`: none is written."""
         self._set.discard()
+
+
+def write_outputs(files: Mapping[Path, str | bytes], saved: DecisionDir | None) -> Path | None:
+    """Write a command's ``files`` (each path with its text or bytes) and, with ``saved``, the
+    decisions staged in it and its index, as one set: all of them or nothing new
+    (:meth:`DecisionDir.write_index`, :func:`graphopt.file_set.write_together`); returns the
+    index's path, or ``None`` without ``saved``.
+
+    Raises:
+        ValueError: see :func:`graphopt.file_set.write_together`.
+    """
+    if saved is not None:
+        return saved.write_index(with_files=files)
+    write_together(files)
+    return None
 
 
 def save_decision(

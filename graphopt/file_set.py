@@ -29,7 +29,8 @@ discarded when the object is collected, at the latest when the interpreter exits
 :func:`write_together` writes files that lie in different directories as one set: a
 :class:`FileSet` per directory, all staged before any is moved into place, the moves of all
 inside one :func:`graphopt.signals.held` block (``--json FILE --plot FILE``: the two appear
-together or neither).
+together or neither). Sets a caller has staged already (the decisions of ``--save-decisions``,
+:meth:`graphopt.decision_files.DecisionDir.write_index`) are moved into place with them, first.
 
 Every file name is a plain name inside the directory (:func:`check_name`): a name that could
 resolve elsewhere (``../x``, ``/etc/x``, ``a/b``) is refused, never followed.
@@ -49,7 +50,7 @@ import os
 import shutil
 import uuid
 import weakref
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -340,15 +341,20 @@ class FileSet:
         target: the directory; created (with its parents) by the first :meth:`commit` of a set
             when missing.
         what: how error messages name it (a command line gives its flag).
+        last: the files moved into place after the others when staged (an index), by
+            :meth:`commit` unless it is given its own, and by :func:`write_together`.
 
     Raises:
         ValueError: ``target`` is a file, is not writable, or cannot be created
             (:func:`check_directory`); nothing is created.
     """
 
-    def __init__(self, target: str | Path, what: str = "output directory") -> None:
+    def __init__(
+        self, target: str | Path, what: str = "output directory", *, last: tuple[str, ...] = ()
+    ) -> None:
         self.path = Path(target)
         self.shown = f"{what} {str(self.path)!r}"
+        self.last = last
         check_directory(self.path, self.shown)
         self._stage: _Stage | None = None
         self._finalizer: weakref.finalize | None = None
@@ -374,6 +380,11 @@ class FileSet:
             self.discard()
             raise
 
+    @property
+    def names(self) -> tuple[str, ...]:
+        """The files staged since the last :meth:`commit`, in the order first written."""
+        return () if self._stage is None else tuple(self._stage.names)
+
     def flush(self) -> None:
         """Wait until every staged file is written (in the staging directory, not yet in place).
 
@@ -388,10 +399,11 @@ class FileSet:
             self.discard()
             raise
 
-    def commit(self, last: tuple[str, ...] = ()) -> Path:
+    def commit(self, last: tuple[str, ...] | None = None) -> Path:
         """Wait for every staged file, then move the set into place (module docstring), the files
-        named in ``last`` after the others; returns the directory. Without a staged file nothing
-        is done. The set can be followed by another.
+        named in ``last`` (default: the set's own, ``FileSet(last=...)``) after the others;
+        returns the directory. Without a staged file nothing is done. The set can be followed by
+        another.
 
         Raises:
             ValueError: a file could not be written or moved into place; the directory is left
@@ -403,7 +415,7 @@ class FileSet:
         try:
             stage.flush()
             with held():
-                stage.move_into_place(last)
+                stage.move_into_place(self.last if last is None else last)
                 stage.discard()
                 self._forget()
         except BaseException:
@@ -425,38 +437,51 @@ class FileSet:
         self._stage = self._finalizer = None
 
 
-def write_together(files: Mapping[Path, str | bytes], what: str = "output directory") -> list[Path]:
+def write_together(
+    files: Mapping[Path, str | bytes],
+    what: str = "output directory",
+    *,
+    staged: Sequence[FileSet] = (),
+) -> list[Path]:
     """Write ``files``, which may lie in different directories, as one set: every one of them or
     nothing new (module docstring); returns their paths, in the order given.
 
-    The files of one directory are one :class:`FileSet`. Every set is staged and written before
-    any is moved into place; the moves of all sets run inside one :func:`graphopt.signals.held`
-    block, directory after directory in the order the directories first appear, so Ctrl-C or
-    SIGTERM comes before the first rename or after the last. An error or an interrupt before
-    the moves removes every staging directory, and the folders made for them.
+    The files of one directory are one :class:`FileSet`; ``staged`` are sets the caller has
+    written already (each in a directory of its own, its ``last`` files moved in after its
+    others), and a file of ``files`` in one of their directories joins that set. Every set is
+    staged and written before any is moved into place; the moves of all sets run inside one
+    :func:`graphopt.signals.held` block, the ``staged`` sets first, then directory after
+    directory in the order the directories first appear, so Ctrl-C or SIGTERM comes before the
+    first rename or after the last. An error or an interrupt before the moves removes every
+    staging directory, ``staged``'s included, and the folders made for them.
 
     Args:
         files: each path (missing parent folders are made) with its text (UTF-8) or bytes.
         what: how error messages name a directory.
+        staged: sets written already, moved into place with ``files`` (none discarded or
+            committed yet).
 
     Raises:
-        ValueError: a path given twice; a directory that cannot be written or created
-            (nothing is created); a file that cannot be written or moved into place. Files in
-            one directory are put back as they were when one of them cannot be moved into place;
-            when that happens in a later directory, the files of the earlier ones are in place
-            already, and the message names them.
+        ValueError: a path given twice (or a name a ``staged`` set holds already); a directory
+            that cannot be written or created (nothing is created); a file that cannot be
+            written or moved into place. Files in one directory are put back as they were when
+            one of them cannot be moved into place; when that happens in a later directory, the
+            files of the earlier ones are in place already, and the message names them.
     """
     paths = [Path(p) for p in files]
-    sets: dict[Path, FileSet] = {}  # one per directory, in the order they first appear
-    names: dict[Path, set[str]] = {}
-    for path in paths:
-        key = path.parent.resolve()
-        if path.name in names.setdefault(key, set()):
-            raise ValueError(f"{str(path)!r} is given twice; give each output its own file")
-        names[key].add(path.name)
-        if key not in sets:
-            sets[key] = FileSet(path.parent, what)  # checked before anything is written
+    sets: dict[Path, FileSet] = {}  # one per directory: the staged ones, then in order of paths
     try:
+        for fs in staged:
+            assert fs.path.resolve() not in sets, f"two staged sets write {fs.path}"
+            sets[fs.path.resolve()] = fs
+        taken = {key: set(fs.names) for key, fs in sets.items()}
+        for path in paths:
+            key = path.parent.resolve()
+            if path.name in taken.setdefault(key, set()):
+                raise ValueError(f"{str(path)!r} is given twice; give each output its own file")
+            taken[key].add(path.name)
+            if key not in sets:
+                sets[key] = FileSet(path.parent, what)  # checked before anything is written
         for path, content in zip(paths, files.values(), strict=True):
             sets[path.parent.resolve()].write(path.name, content)
         for fs in sets.values():

@@ -113,14 +113,13 @@ def csv_path_for(json_path: Path) -> Path:
     return csv_path
 
 
-def write_outputs(
+def output_files(
     comparisons: list[GraphComparison], json_path: Path | None, plot: Path | None, title: str
-) -> list[Path]:
-    """Write ``--json FILE`` with its CSV (:func:`csv_path_for`) and ``--plot FILE``, each when
-    given, as one set: all of them or nothing new, wherever they lie
-    (:func:`graphopt.file_set.write_together`); returns the paths written."""
+) -> dict[Path, str | bytes]:
+    """What ``--json FILE`` (with its CSV, :func:`csv_path_for`) and ``--plot FILE`` write, each
+    when given: every path with its text or bytes, for one
+    :func:`graphopt.file_set.write_together` (with the decisions of ``--save-decisions``)."""
     from graphopt.eval.report import comparison_files, comparison_plot
-    from graphopt.file_set import write_together
 
     files: dict[Path, str | bytes] = {}
     if json_path is not None:
@@ -129,7 +128,7 @@ def write_outputs(
             files[json_path.with_name(name)] = text
     if plot is not None:
         files[plot] = comparison_plot(comparisons, title, plot.suffix[1:].lower())
-    return write_together(files)
+    return files
 
 
 PLOT_SUFFIXES = (
@@ -245,20 +244,25 @@ def cmd_baselines(args: argparse.Namespace) -> int:
         comparisons = [compare_on_graph(g, c, args.task, sim=sim, **settings) for g, c in pairs]
     title = f"{args.task} on {where}"
     print_comparisons(comparisons, title)
-    if saved is not None:
-        from graphopt.eval.compare import save_decisions
+    # the decisions, --json and --plot: one set, all of them or nothing new, wherever they lie
+    from graphopt.decision_files import write_outputs
 
-        index = save_decisions(comparisons, pairs, saved, task=args.task, seed=args.seed)
-        count = sum(r.decision_file is not None for c in comparisons for r in c.results)
+    count = 0
+    if saved is not None:
+        from graphopt.eval.compare import stage_decisions
+
+        count = stage_decisions(comparisons, pairs, saved, task=args.task, seed=args.seed)
+    files = output_files(
+        comparisons,
+        Path(args.json) if args.json else None,
+        Path(args.plot) if args.plot else None,
+        title,
+    )
+    index = write_outputs(files, saved)
+    if index is not None:
         print(f"wrote {count} decisions and {index}")
-    if args.json or args.plot:
-        written = write_outputs(
-            comparisons,
-            Path(args.json) if args.json else None,
-            Path(args.plot) if args.plot else None,
-            title,
-        )
-        *first, final = [str(p) for p in written]
+    if files:
+        *first, final = [str(p) for p in files]
         print(f"wrote {', '.join(first) + ' and ' if first else ''}{final}")
     return 0
 
@@ -270,12 +274,13 @@ def curves(args: argparse.Namespace) -> int:
     calls, seconds = args.curve_calls, args.curve_seconds
     out = rundir.check_output_path(args.curve, "--curve", directory=True)
 
+    from graphopt.decision_files import write_outputs
     from graphopt.distributed import map_jobs, uses_ray
     from graphopt.eval.curves import (
+        curve_files,
         graph_curves,
         print_curves,
-        save_curve_decisions,
-        write_curves,
+        stage_curve_decisions,
     )
     from graphopt.sim import Simulator
 
@@ -306,8 +311,12 @@ def curves(args: argparse.Namespace) -> int:
     points = [p for found in per_pair for p in found]
     title = f"{args.task} on {where}"
     print_curves(points, title)
-    print(f"wrote {', '.join(str(f) for f in write_curves(points, out, title))}")
+    # the curves and the decisions: one set, all of them or nothing new
     if saved is not None:
-        index = save_curve_decisions(pairs, per_pair, saved, task=args.task, seed=args.seed)
+        stage_curve_decisions(pairs, per_pair, saved, task=args.task, seed=args.seed)
+    files = {out / name: content for name, content in curve_files(points, title).items()}
+    index = write_outputs(files, saved)
+    print(f"wrote {', '.join(str(f) for f in files)}")
+    if index is not None:
         print(f"saved every point's decision: {index}")
     return 0

@@ -318,26 +318,29 @@ def geomean_speedups(comparisons: list[GraphComparison]) -> dict[str, float]:
     }
 
 
-def save_decisions(
+def stage_decisions(
     comparisons: list[GraphComparison],
     pairs: list[tuple[Any, Any]],
     saved: Any,
     *,
     task: str,
     seed: int,
-) -> Any:
+) -> int:
     """Save the decision of every row of ``comparisons`` (one per ``(graph, cluster)`` of
     ``pairs``, in order) that has one into ``saved`` (a
-    :class:`graphopt.decision_files.DecisionDir`), name its file in the row
-    (``decision_file``) and write the index; returns the index's path."""
+    :class:`graphopt.decision_files.DecisionDir`) and name its file in the row
+    (``decision_file``); returns how many. The files are staged: ``saved.write_index`` moves
+    them into place, with the command's other files, which name them."""
     from dataclasses import replace
 
+    count = 0
     for comparison, (graph, cluster) in zip(comparisons, pairs, strict=True):
         rows = []
         for r in comparison.results:
             if r.decision is not None:
                 name = saved.save(graph, cluster, r.method, r.decision, r, task=task, seed=seed)
                 r = replace(r, decision_file=name)
+                count += 1
             rows.append(r)
         comparison.results = rows
-    return saved.write_index()
+    return count

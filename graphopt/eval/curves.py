@@ -76,7 +76,7 @@ class CurvePoint:
     seconds: float
     decision: Decision | None = field(default=None, compare=False, repr=False)
     """The decision the point measures (not written to curves.csv / curves.json; saved with
-    :func:`save_curve_decisions`). Points of a method that does not depend on the budget (the
+    :func:`stage_curve_decisions`). Points of a method that does not depend on the budget (the
     best heuristic, greedy) share one decision object."""
 
 
@@ -258,13 +258,27 @@ def geomeans(points: Sequence[CurvePoint]) -> dict[tuple[str, str, float], float
 
 
 def write_curves(points: Sequence[CurvePoint], out: Path, title: str) -> list[Path]:
-    """``curves.csv`` (one row per point), ``curves.json`` (points and geometric means) and
-    ``curves.png`` (geometric-mean speed-up against calls and against seconds) in ``out``: the
-    three appear together or none (:class:`graphopt.file_set.FileSet`).
+    """Write :func:`curve_files` into ``out``: the three appear together or none
+    (:class:`graphopt.file_set.FileSet`); returns their paths.
 
     Raises:
         ValueError: a file cannot be written; nothing is left.
     """
+    files = FileSet(out)
+    for name, content in curve_files(points, title).items():
+        files.write(name, content)
+    files.commit()
+    return [out / name for name in CURVE_FILES]
+
+
+CURVE_FILES = ("curves.csv", "curves.json", "curves.png")
+"""The files of a set of anytime curves, in the order :func:`curve_files` gives them."""
+
+
+def curve_files(points: Sequence[CurvePoint], title: str) -> dict[str, str | bytes]:
+    """The files of the curves by name: ``curves.csv`` (one row per point), ``curves.json``
+    (points and geometric means) and ``curves.png`` (geometric-mean speed-up against calls and
+    against seconds)."""
     import csv
     import io
 
@@ -281,13 +295,8 @@ def write_curves(points: Sequence[CurvePoint], out: Path, title: str) -> list[Pa
         for (m, a, b), v in geomeans(points).items()
     ]
     data = {"title": title, "points": rows, "geomeans": means}
-    png = curves_png(points, title)
-    files = FileSet(out)
-    files.write("curves.csv", table)
-    files.write("curves.json", strict_json.dumps(data, indent=1) + "\n")
-    files.write("curves.png", png)
-    files.commit()
-    return [out / "curves.csv", out / "curves.json", out / "curves.png"]
+    texts = (table, strict_json.dumps(data, indent=1) + "\n", curves_png(points, title))
+    return dict(zip(CURVE_FILES, texts, strict=True))
 
 
 def point_method(point: CurvePoint) -> str:
@@ -299,18 +308,19 @@ def point_method(point: CurvePoint) -> str:
     return f"{point.method}@{point.axis}={point.budget:g}"
 
 
-def save_curve_decisions(
+def stage_curve_decisions(
     pairs: Sequence[tuple[CompGraph, Cluster]],
     per_pair: Sequence[Sequence[CurvePoint]],
     saved: Any,
     *,
     task: str,
     seed: int,
-) -> Path:
+) -> None:
     """Save the decision of every point of ``per_pair`` (the points of each ``(graph, cluster)``
     of ``pairs``, in order) into ``saved`` (a :class:`graphopt.decision_files.DecisionDir`), one
     file per graph, cluster and :func:`point_method`, measured again with the simulator for its
-    record; returns the index's path. A decision shared by several points is saved once."""
+    record. A decision shared by several points is saved once. The files are staged:
+    ``saved.write_index`` moves them into place, with the curves' files."""
     sim = Simulator()
     for (graph, cluster), points in zip(pairs, per_pair, strict=True):
         done: set[str] = set()
@@ -321,7 +331,6 @@ def save_curve_decisions(
             done.add(name)
             m = sim.evaluate(graph, cluster, point.decision)
             saved.save(graph, cluster, name, point.decision, m, task=task, seed=seed)
-    return Path(saved.write_index())
 
 
 def curves_png(points: Sequence[CurvePoint], title: str) -> bytes:

@@ -34,15 +34,14 @@ from graphopt import rundir
 from graphopt.accelerator import resolve_device
 from graphopt.distributed import check_ray_device, check_workers, map_jobs, uses_ray
 from graphopt.errors import InvalidArgument
-from graphopt.eval.compare import GraphComparison, compare_on_graph
-from graphopt.eval.compare import save_decisions as save_comparison_decisions
+from graphopt.eval.compare import GraphComparison, compare_on_graph, stage_decisions
 from graphopt.eval.curves import (
     CALLS,
     SECONDS,
     CurvePoint,
     graph_curves,
     print_curves,
-    save_curve_decisions,
+    stage_curve_decisions,
     write_curves,
 )
 from graphopt.eval.report import (
@@ -410,7 +409,7 @@ def curve_run(
     ``workers`` above 1 or an ``address``, one Ray task per graph (module docstring). ``cluster``:
     default the run's; ``"each"``: every graph on its own (:func:`load_runs`).
     ``save_decisions``: a directory where every point's decision is saved
-    (:func:`graphopt.eval.curves.save_curve_decisions`).
+    (:func:`graphopt.eval.curves.stage_curve_decisions`).
 
     Raises:
         ValueError: as :func:`load_run`, and an output directory that cannot be created (before
@@ -444,7 +443,8 @@ def curve_run(
     if saved is not None:
         pairs = graph_cluster_pairs(groups)
         task = groups[0][0].config.decides
-        files.append(save_curve_decisions(pairs, per_pair, saved, task=task, seed=seed))
+        stage_curve_decisions(pairs, per_pair, saved, task=task, seed=seed)
+        files.append(saved.write_index())
     (console or make_console()).print(f"wrote {', '.join(str(f) for f in files)}")
     return points
 
@@ -502,7 +502,8 @@ def evaluate_run(
     comparisons: list[GraphComparison] = in_order(groups, found)
     if saved is not None:
         pairs = graph_cluster_pairs(groups)
-        save_comparison_decisions(comparisons, pairs, saved, task=config.decides, seed=seed)
+        stage_decisions(comparisons, pairs, saved, task=config.decides, seed=seed)
+        saved.write_index()
     title = f"{config.task} on {where}, run {path.name}"
     print_comparisons(comparisons, title, console)
     json_path, csv_path = write_comparisons(comparisons, out)

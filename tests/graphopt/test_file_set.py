@@ -341,3 +341,72 @@ def test_a_later_directory_that_fails_names_the_files_already_in_place(tmp_path,
     monkeypatch.undo()
     assert listing(tmp_path) == {"a/x.json": "x"}
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a"]  # no staging directory left
+
+
+def test_a_staged_set_is_moved_into_place_with_the_files_its_last_after_the_others(
+    tmp_path, monkeypatch
+):
+    staged = FileSet(tmp_path / "decisions", last=("index.json",))
+    staged.write("index.json", "i")
+    staged.write("a.json", "a")
+    renamed = []
+    rename = os.rename
+
+    def recorded(src, dst):
+        renamed.append(str(Path(dst).relative_to(tmp_path)))
+        rename(src, dst)
+
+    monkeypatch.setattr(file_set.os, "rename", recorded)
+    files = {tmp_path / "decisions" / "r.json": "r", tmp_path / "plots" / "p.png": "p"}
+    assert file_set.write_together(files, staged=[staged]) == list(files)
+    assert listing(tmp_path) == {
+        "decisions/a.json": "a",
+        "decisions/index.json": "i",
+        "decisions/r.json": "r",
+        "plots/p.png": "p",
+    }
+    # the staged set first (its directory is new: one rename), then the plots' directory
+    assert renamed == ["decisions", "plots"] and staged.names == ()
+    (tmp_path / "decisions" / "b.json").write_text("old b")
+    staged.write("index.json", "i2")
+    staged.write("b.json", "b")
+    renamed.clear()
+    file_set.write_together({tmp_path / "decisions" / "r.json": "r2"}, staged=[staged])
+    moved_in = [n for n in renamed if Path(n).parent.name == "decisions"]  # not set aside
+    assert moved_in == ["decisions/b.json", "decisions/r.json", "decisions/index.json"]
+    assert (tmp_path / "decisions" / "index.json").read_text() == "i2"
+
+
+def test_a_name_a_staged_set_holds_is_refused_and_the_staged_set_discarded(tmp_path):
+    staged = FileSet(tmp_path / "decisions", last=("index.json",))
+    staged.write("index.json", "i")
+    with pytest.raises(ValueError, match="index.json' is given twice"):
+        file_set.write_together({tmp_path / "decisions" / "index.json": "x"}, staged=[staged])
+    assert list(tmp_path.iterdir()) == [] and staged.names == ()
+
+
+@pytest.mark.parametrize("stop", ["sigterm", "error"])
+def test_a_stop_before_the_moves_discards_the_staged_set_too(tmp_path, monkeypatch, stop):
+    (tmp_path / "decisions").mkdir()
+    (tmp_path / "decisions" / "index.json").write_text("old")
+    before = listing(tmp_path)
+    staged = FileSet(tmp_path / "decisions", last=("index.json",))
+    staged.write("index.json", "new")
+    staged.write("a.json", "a")
+    flush = FileSet.flush
+
+    def stopped(self):
+        if self is not staged:  # the staged set is flushed first: stopped at the next one
+            if stop == "sigterm":
+                os.kill(os.getpid(), signal.SIGTERM)
+            raise ValueError("cannot write 'plots/p.png': No space left on device")
+        flush(self)
+
+    monkeypatch.setattr(FileSet, "flush", stopped)
+    files = {tmp_path / "plots" / "p.png": "p"}
+    with pytest.raises(KeyboardInterrupt if stop == "sigterm" else ValueError), interrupts():
+        file_set.write_together(files, staged=[staged])
+    monkeypatch.undo()
+    gc.collect()
+    assert listing(tmp_path) == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["decisions"]

@@ -6,7 +6,11 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 import re
+import signal
+
+import pytest
 
 from graphopt.hardware import get_cluster
 from graphopt.sim import lower_bounds
@@ -50,6 +54,49 @@ def test_json_and_plot_in_two_directories_are_written_as_one_set(run_cli_here, t
         "tables/mine.json",
     ]
     assert b"<svg" in plot.read_bytes() and json.loads(mine.read_text())["graphs"]
+
+
+@pytest.mark.parametrize("stop", ["sigterm", "error"])
+def test_decisions_json_and_plot_are_one_set_and_a_stop_before_the_moves_leaves_nothing_new(
+    run_cli_here, tmp_path, monkeypatch, stop
+):
+    """``--save-decisions`` with ``--json`` and ``--plot`` (#40: written one after the other):
+    the decisions, their index, the table and the plot appear together; a SIGTERM or an error
+    once the decisions are staged, before anything is moved into place, leaves every
+    directory as it was and no staging directory."""
+    from graphopt.eval import report
+
+    saved, mine, plot = tmp_path / "saved", tmp_path / "tables" / "mine.json", tmp_path / "p.svg"
+    args = ["baselines", "txl-tiny", "--budget", "8", "--save-decisions", str(saved)]
+    args += ["--json", str(mine), "--plot", str(plot)]
+    out = run_cli_here(*args).stdout
+    assert f"decisions and {saved / 'index.json'}" in out and f"and {plot}" in out
+    files = {e["file"] for e in json.loads((saved / "index.json").read_text())["decisions"]}
+    assert sorted(p.name for p in saved.iterdir()) == sorted([*files, "index.json"])
+    rows = json.loads(mine.read_text())["graphs"][0]["results"]
+    assert {r["decision_file"] for r in rows if r["decision_file"]} == files
+    before = {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()}
+    again = tmp_path / "again"
+    plotted = report.comparison_plot
+
+    def stopped(*a, **k):  # the decisions are staged, nothing is moved yet
+        plotted(*a, **k)
+        if stop == "sigterm":
+            os.kill(os.getpid(), signal.SIGTERM)
+        raise ValueError("cannot draw the plot")
+
+    monkeypatch.setattr(report, "comparison_plot", stopped)
+    args = ["baselines", "txl-tiny", "--budget", "8", "--save-decisions", str(again / "saved")]
+    args += ["--json", str(mine), "--plot", str(again / "p.svg")]
+    proc = run_cli_here(*args, check=False)
+    assert proc.returncode == (130 if stop == "sigterm" else 2), proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
+    assert {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()} == before
+    assert not again.exists() and sorted(p.name for p in tmp_path.iterdir()) == [
+        "p.svg",
+        "saved",
+        "tables",
+    ]
 
 
 def test_json_that_would_be_its_own_csv_is_refused(run_cli, tmp_path):

@@ -88,6 +88,31 @@ def test_baselines_curve_draws_the_decoder_search_for_placement(run_cli, tmp_pat
     assert {"decoder-search@calls=16", "decoder-search@seconds=0.05"} <= names
 
 
+def test_a_sigterm_before_curves_and_decisions_are_moved_into_place_leaves_neither(
+    run_cli_here, tmp_path, monkeypatch
+) -> None:
+    """``--curve`` and ``--save-decisions`` are one set: a SIGTERM once the curves and the
+    decisions are staged, before either is moved into place, leaves neither directory and no
+    staging directory."""
+    import os
+    import signal
+
+    from graphopt.file_set import FileSet
+
+    def stopped(self):
+        os.kill(os.getpid(), signal.SIGTERM)
+        raise AssertionError("not interrupted")  # pragma: no cover
+
+    monkeypatch.setattr(FileSet, "flush", stopped)
+    out, saved = tmp_path / "curves", tmp_path / "saved"
+    proc = run_cli_here(
+        "baselines", "txl-tiny", "--curve", str(out), "--curve-calls", "0,8",
+        "--curve-seconds", "0.05", "--save-decisions", str(saved), check=False,
+    )  # fmt: skip
+    assert proc.returncode == 130 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_baselines_curve_refuses_a_bad_budget(run_cli, tmp_path) -> None:
     out = tmp_path / "curves"
     proc = run_cli(
