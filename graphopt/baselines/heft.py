@@ -231,7 +231,7 @@ def list_schedule(
                 room = room or memory[p] <= 0.0 or resident[p] + params[v] <= memory[p]
             if not room:
                 forced = int(np.argmin(resident))
-        best_p = np.int64(-1)  # not literals: numba would compile book_interval for them too
+        best_p = np.int64(-1)  # not literals (graphopt.compiled)
         best_score = np.inf
         best_est = 0.0
         best_eft = 0.0

@@ -38,6 +38,7 @@ import functools
 import numpy as np
 from numba import njit
 
+from graphopt.compiled import INTERNAL
 from graphopt.typing import FloatArray, IntArray
 
 MAX_IDEALS = 60_000
@@ -162,7 +163,7 @@ def _adjacency(num_blocks: int, src: IntArray, dst: IntArray, cost: FloatArray):
     return ptr, b[order].astype(np.int64), w[order]
 
 
-@njit(cache=True)
+@njit(cache=True, **INTERNAL)
 def _member(words, i, block):
     return (words[i, block >> 6] >> np.uint64(block & 63)) & np.uint64(1)
 
@@ -183,8 +184,8 @@ def _ideal_dp(
     for i in range(1, n):
         p = link_sub[link_ptr[i]]
         b = link_block[link_ptr[i]]
-        for d in range(num_dev):  # not work_i[i] = work_i[p] + work[b]: an array expression
-            work_i[i, d] = work_i[p, d] + work[b, d]  # and a slice assignment compile for seconds
+        for d in range(num_dev):  # not work_i[i] = work_i[p] + work[b] (graphopt.compiled)
+            work_i[i, d] = work_i[p, d] + work[b, d]
         charge_i[i] = charge_i[p] + charge[b]
         total = 0.0
         inside = 0.0

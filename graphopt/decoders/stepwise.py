@@ -60,6 +60,7 @@ import numpy as np
 from numba import njit
 
 from graphopt.baselines.heft import DEFAULT_MAX_GAPS, data_ready, list_inputs
+from graphopt.compiled import INTERNAL
 from graphopt.constraints import constraints
 from graphopt.graph import CompGraph
 from graphopt.hardware import Cluster
@@ -504,7 +505,7 @@ def head_logits(v, feat, mask, pre, w_feat, b1, w2, b2, anchor_weight, logits):
 @njit(cache=True, inline="always")
 def _argmax(mask, logits):
     """The allowed device of highest logit (ties: the lower device)."""
-    p = np.int64(-1)  # not the literal -1: numba would compile commit for it too
+    p = np.int64(-1)  # not the literal -1 (graphopt.compiled)
     best = -np.inf
     for q in range(mask.shape[0]):
         if mask[q] and (p < 0 or logits[q] > best):
@@ -534,7 +535,7 @@ def run_episode(
         feat = feats[k]
         mask = masks[k]
         candidates(v, g, st, feat, mask)
-        p = np.int64(-1)  # not the literal -1: numba would compile commit for it too
+        p = np.int64(-1)  # not the literal -1 (graphopt.compiled)
         if mode in (MODE_ANCHOR, MODE_GIVEN):
             p = anchor[v] if mode == MODE_ANCHOR else given[v]
             if not mask[p]:  # the reference breaks a mask (e.g. a projected group): keep it
@@ -566,7 +567,7 @@ def run_episode(
     return st[0].copy(), st[17][0]
 
 
-@njit(cache=True)
+@njit(cache=True, **INTERNAL)
 def copy_state(st):
     """An independent copy of a schedule state (:func:`new_state`)."""
     return (
@@ -594,7 +595,7 @@ def copy_state(st):
     )
 
 
-@njit(cache=True)
+@njit(cache=True, **INTERNAL)
 def finish_greedy(g, st, pre, w_feat, b1, w2, b2, anchor_weight):
     """Place every op still unplaced in ``st`` by the head's argmax; returns the makespan."""
     n, num_dev = g[0].shape
@@ -633,8 +634,8 @@ def branch_makespans(g, pre, w_feat, b1, w2, b2, anchor_weight, actions, steps, 
                 branch = copy_state(st)
                 commit(v, d, g, branch)
                 out[j, d] = finish_greedy(g, branch, pre, w_feat, b1, w2, b2, anchor_weight)
-                for u in range(n):  # not placements[j, d, :] = branch[0]: a slice assignment
-                    placements[j, d, u] = branch[0][u]  # compiles numba's error message, seconds
+                for u in range(n):  # not placements[j, d, :] = branch[0] (graphopt.compiled)
+                    placements[j, d, u] = branch[0][u]
             j += 1
         commit(v, actions[k], g, st)
     return st[17][0]

@@ -61,15 +61,12 @@ Performance notes (why the code looks like this):
   :class:`Workspace`, defined with :class:`CoreResult` in :mod:`graphopt.sim.arrays`) instead of
   27 arguments; numba compiles them to structs, so reading a field costs what reading an argument
   did. Only the border with Python uses plain tuples (:func:`simulate_core` says why).
-- Compile time (numba's, on a cold cache): a compiled function is compiled once per signature
-  it is called with, and numba compiles a non-inlined callee for the argument types it knows
-  *so far* while typing the caller: a variable that starts as ``0`` and is later updated is
-  first a literal, so the callee would be compiled twice (for ``Literal[int](0)``, then
-  ``int64``). Such variables start as ``np.int64(0)``. Likewise the decision arrays are always
-  writable (numba types a read-only array apart: :func:`~graphopt.sim.simulator._check_array`
-  copies one). Arrays are copied into slices element by element: an array assigned to a slice
-  (``busy[b] = out.busy``) needs numba's shape-mismatch error message, a library function of
-  seconds to compile in every process (it is not cached on disk).
+- Compile time (numba's, on a cold cache) follows :mod:`graphopt.compiled`: one signature per
+  function (the decision arrays are always writable: :func:`~graphopt.sim.simulator._check_array`
+  copies a read-only one), no literal passed to a compiled callee (``num_ev`` starts as
+  ``np.int64(0)``), no array assigned to a slice (``simulate_batch`` copies element by element),
+  and the functions only the engine calls (:func:`_simulate`, the plans, :func:`_start_all`,
+  :func:`_arrive`) have no Python wrapper.
 """
 
 from __future__ import annotations
@@ -77,6 +74,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from graphopt.compiled import INTERNAL
 from graphopt.sim.arrays import CoreResult, GraphArrays, Workspace
 from graphopt.sim.heaps import iheap_pop, iheap_push
 from graphopt.sim.links import transfer_time
@@ -319,7 +317,7 @@ def _close_plan(g, n, num_sent, num_t, op_rec, t_src, t_dst, t_link, t_bytes, t_
     return link_count
 
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, error_model="numpy", **INTERNAL)
 def plan_transfers(g, kernel_of, k_dev, ws):
     """The per-decision pre-pass over every out-edge (rules 5 and 8 of :mod:`graphopt.sim`) of
     :class:`GraphArrays` ``g``, given every op's kernel and every kernel's device.
@@ -402,7 +400,7 @@ def plan_transfers(g, kernel_of, k_dev, ws):
     return num_t, link_count
 
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, error_model="numpy", **INTERNAL)
 def plan_routes(g, kernel_of, k_dev, ws):
     """:func:`plan_transfers` for the link models it does not cover: ``send: per-consumer`` or
     ``route: via-host`` (``g.per_consumer``, ``g.host >= 0``; rules 5 and 8 of
@@ -619,7 +617,7 @@ def _enqueue(lq, l_head, l_tail, j, now, u, tid, dur, nbytes):
     l_bytes[i] = nbytes
 
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, error_model="numpy", **INTERNAL)
 def _start_all(
     lq, l_head, l_tail, j, d, now, t_start, t_end, charge, cur, peak_act, ev_time, ev_res,
     num_ev, num_r,
@@ -645,7 +643,7 @@ def _start_all(
     return num_ev, sent
 
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, error_model="numpy", **INTERNAL)
 def _arrive(
     k, now, num_dev, routed, t_op, t_dst, t_edge, t_parent, t_clo, t_chi, t_link, t_dur, t_bytes,
     op_rec, e_cons, need, k_key, stamp, ready, dev_base, dev_size, slot_int, slot_float, cur, lq,
@@ -683,7 +681,7 @@ def _arrive(
     return num_dirty
 
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, error_model="numpy", **INTERNAL)
 def _simulate(g, placement, priority, fusion, ws):
     """:func:`simulate_core` on the named tuples."""
     n = len(g.flops)
@@ -748,7 +746,7 @@ def _simulate(g, placement, priority, fusion, ws):
     num_slots = num_r if contention else num_r + num_t
     ev_time = np.empty(num_slots, dtype=np.float64)
     ev_res = np.empty(num_slots, dtype=np.int64)
-    num_ev = np.int64(0)  # not the literal 0: see the module docstring's last note
+    num_ev = np.int64(0)  # not the literal 0 (graphopt.compiled)
     busy_res = np.zeros(num_r, dtype=np.bool_)
     job = np.empty(num_r, dtype=np.int64)  # running kernel or transfer
     job_op = np.empty(num_r, dtype=np.int64)  # a running transfer's producer
@@ -977,7 +975,7 @@ def simulate_batch(graph, placements, priorities, fusions, workspace):
         status[b] = out.status
         culprit[b] = out.culprit
         step[b] = out.step
-        for d in range(num_dev):  # a loop, not busy[b] = out.busy: see the module docstring
+        for d in range(num_dev):  # not busy[b] = out.busy (graphopt.compiled)
             busy[b, d] = out.busy[d]
             peak_mem[b, d] = out.peak_mem[d]
         moved[b] = out.moved

@@ -24,6 +24,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from graphopt.compiled import INTERNAL
 from graphopt.graph import CompGraph
 from graphopt.hardware import Cluster
 from graphopt.sim.links import (
@@ -81,7 +82,7 @@ def path_lengths(place, op_time, pred_ptr, pred_src, pred_edge, nbytes, latency,
     return out
 
 
-@njit(cache=True)
+@njit(cache=True, **INTERNAL)
 def _book(start, end, count, r, ready, duration, window):
     """Book ``duration`` seconds on resource ``r`` at the earliest time ``>= ready`` that fits in a
     gap before one of its last ``window`` busy intervals, or else after its last one
@@ -101,7 +102,7 @@ def _book(start, end, count, r, ready, duration, window):
     return begin + duration
 
 
-@njit(cache=True)
+@njit(cache=True, **INTERNAL)
 def _send(start, end, count, src, dst, ready, nbytes, latency, inv_bw, window, queued):
     """One transfer of ``nbytes`` from device ``src`` to ``dst`` sent at ``ready``: booked on the
     directed link (resource ``D + src * D + dst``) when ``queued``, else at once; its arrival."""

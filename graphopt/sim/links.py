@@ -52,6 +52,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from graphopt.compiled import INTERNAL
 from graphopt.hardware import Cluster
 from graphopt.typing import FloatArray
 
@@ -199,7 +200,7 @@ def book_interval(starts, ends, count, r, pos, begin, end):
     count[r] = m + 1
 
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, error_model="numpy", **INTERNAL)
 def send_on_link(latency, bandwidth, link_free, queued, src, dst, ready, nbytes):
     """Arrival of one transfer of ``nbytes`` from ``src`` to ``dst`` sent at ``ready``: when
     ``queued`` (``contention: link``) it starts once the link is free (``link_free[src, dst]``,
