@@ -32,6 +32,7 @@ from envs import make_env
 from envs.base import GraphSpec, resolve_graph_list
 from graphopt import rundir
 from graphopt.accelerator import resolve_device
+from graphopt.decision_files import write_outputs
 from graphopt.distributed import check_ray_device, check_workers, map_jobs, uses_ray
 from graphopt.errors import InvalidArgument
 from graphopt.eval.compare import GraphComparison, compare_on_graph, stage_decisions
@@ -39,17 +40,17 @@ from graphopt.eval.curves import (
     CALLS,
     SECONDS,
     CurvePoint,
+    curve_files,
     graph_curves,
     print_curves,
     stage_curve_decisions,
-    write_curves,
 )
 from graphopt.eval.report import (
+    comparison_files,
+    comparison_plot,
     make_console,
-    plot_comparisons,
-    plot_training_curve,
     print_comparisons,
-    write_comparisons,
+    training_curve_plot,
 )
 from graphopt.graph import CompGraph
 from graphopt.hardware import Cluster, get_cluster
@@ -409,7 +410,8 @@ def curve_run(
     ``workers`` above 1 or an ``address``, one Ray task per graph (module docstring). ``cluster``:
     default the run's; ``"each"``: every graph on its own (:func:`load_runs`).
     ``save_decisions``: a directory where every point's decision is saved
-    (:func:`graphopt.eval.curves.stage_curve_decisions`).
+    (:func:`graphopt.eval.curves.stage_curve_decisions`). The curves' files and the decisions
+    are one set: all of them or nothing new (:func:`graphopt.decision_files.write_outputs`).
 
     Raises:
         ValueError: as :func:`load_run`, and an output directory that cannot be created (before
@@ -439,13 +441,14 @@ def curve_run(
     points = [p for per_graph in per_pair for p in per_graph]
     title = f"{groups[0][0].config.task} on {where}, run {path.name}"
     print_curves(points, title, console)
-    files = write_curves(points, out, title)
     if saved is not None:
         pairs = graph_cluster_pairs(groups)
         task = groups[0][0].config.decides
         stage_curve_decisions(pairs, per_pair, saved, task=task, seed=seed)
-        files.append(saved.write_index())
-    (console or make_console()).print(f"wrote {', '.join(str(f) for f in files)}")
+    files = {out / name: content for name, content in curve_files(points, title).items()}
+    index = write_outputs(files, saved)
+    shown = [*files, *([index] if index is not None else [])]
+    (console or make_console()).print(f"wrote {', '.join(str(f) for f in shown)}")
     return points
 
 
@@ -468,7 +471,9 @@ def evaluate_run(
     ``workers`` above 1 or an ``address``, one Ray task per graph (module docstring).
     ``save_decisions``: a directory where every row's decision is saved
     (:class:`graphopt.decision_files.DecisionDir`: one file per graph and method and an
-    ``index.json``; ``results.json`` rows name their file).
+    ``index.json``; ``results.json`` rows name their file). The results, the plots and the
+    decisions are one set: all of them or nothing new
+    (:func:`graphopt.decision_files.write_outputs`).
     ``cluster``: default the run's; ``"each"``: every graph on its own cluster, all in one table
     (:func:`load_runs`).
 
@@ -503,15 +508,16 @@ def evaluate_run(
     if saved is not None:
         pairs = graph_cluster_pairs(groups)
         stage_decisions(comparisons, pairs, saved, task=config.decides, seed=seed)
-        saved.write_index()
     title = f"{config.task} on {where}, run {path.name}"
     print_comparisons(comparisons, title, console)
-    json_path, csv_path = write_comparisons(comparisons, out)
-    bars = plot_comparisons(comparisons, out / "comparison.png", title)
-    curve = plot_training_curve(
-        path / rundir.METRICS, out / "training_curve.png", f"training of {path.name}"
-    )
-    (console or make_console()).print(
-        f"wrote {json_path}, {csv_path}, {bars}" + (f", {curve}" if curve else "")
-    )
+    files: dict[Path, str | bytes] = {
+        out / name: text for name, text in comparison_files(comparisons, "results.json").items()
+    }
+    files[out / "comparison.png"] = comparison_plot(comparisons, title)
+    curve = training_curve_plot(path / rundir.METRICS, f"training of {path.name}")
+    if curve is not None:
+        files[out / "training_curve.png"] = curve
+    index = write_outputs(files, saved)
+    shown = [*files, *([index] if index is not None else [])]
+    (console or make_console()).print(f"wrote {', '.join(str(f) for f in shown)}")
     return comparisons

@@ -13,7 +13,7 @@ from rich.table import Table
 from graphopt import strict_json
 from graphopt.eval.compare import GraphComparison, geomean_speedups
 from graphopt.eval.console import make_console
-from graphopt.file_set import FileSet, figure_bytes, write_figure, write_file
+from graphopt.file_set import FileSet, figure_bytes, write_file
 
 
 def print_comparisons(
@@ -189,9 +189,10 @@ def comparison_plot(comparisons: list[GraphComparison], title: str, kind: str = 
         plt.close(fig)
 
 
-def plot_training_curve(metrics_csv: Path, path: Path, title: str) -> Path | None:
+def training_curve_plot(metrics_csv: Path, title: str, kind: str = "png") -> bytes | None:
     """Speed-up over the reference (geometric mean) against timesteps: training samples and greedy
-    validation, from a run's ``metrics.csv``. Returns None when there is nothing to plot."""
+    validation, from a run's ``metrics.csv``, as the bytes of a ``kind`` file (``png``, ``svg``,
+    ...). Returns None when there is nothing to plot."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -208,9 +209,9 @@ def plot_training_curve(metrics_csv: Path, path: Path, title: str) -> Path | Non
     if not any(xs for xs, _ in series.values()):
         return None
     fig, ax = plt.subplots(figsize=(7, 4))
-    for kind, (xs, ys) in series.items():
+    for label, (xs, ys) in series.items():
         if xs:
-            ax.plot(xs, ys, marker="o" if kind == "val" else None, label=f"{kind} (geomean)")
+            ax.plot(xs, ys, marker="o" if label == "val" else None, label=f"{label} (geomean)")
     ax.axhline(
         1.0, color="black", linewidth=0.8, linestyle="--", label="reference (best heuristic)"
     )
@@ -220,6 +221,6 @@ def plot_training_curve(metrics_csv: Path, path: Path, title: str) -> Path | Non
     ax.legend()
     fig.tight_layout()
     try:
-        return write_figure(path, fig, dpi=110)
+        return figure_bytes(fig, kind, dpi=110)
     finally:
         plt.close(fig)

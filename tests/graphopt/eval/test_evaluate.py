@@ -54,6 +54,62 @@ def test_eval_loads_the_best_weights(trained: Path, tmp_path: Path, monkeypatch)
     assert final.num_timesteps == 32
 
 
+def files_under(root: Path) -> dict[str, bytes]:
+    """Every file below ``root`` (hidden ones included) and its bytes."""
+    return {str(p.relative_to(root)): p.read_bytes() for p in root.rglob("*") if p.is_file()}
+
+
+@pytest.mark.parametrize("stop", ["sigterm", "error"])
+def test_eval_writes_results_plots_and_decisions_as_one_set(
+    trained: Path, tmp_path: Path, monkeypatch, stop: str
+):
+    """#40: results.json/.csv, comparison.png, training_curve.png and the saved decisions were
+    written one after the other; now they are one set, and a SIGTERM or an error before the
+    moves leaves the output and the decisions directory as they were, with no staging file."""
+    import os
+    import signal
+
+    import graphopt.eval.evaluate as evaluate
+    from graphopt.signals import interrupts
+
+    out, saved = tmp_path / "out", tmp_path / "saved"
+    evaluate_run(trained, "txl-tiny", out_dir=out, save_decisions=saved, console=quiet())
+    assert sorted(p.name for p in out.iterdir()) == [
+        "comparison.png",
+        "results.csv",
+        "results.json",
+        "training_curve.png",
+    ]
+    rows = json.loads((out / "results.json").read_text())["graphs"][0]["results"]
+    files = {e["file"] for e in json.loads((saved / "index.json").read_text())["decisions"]}
+    assert {r["decision_file"] for r in rows} == files
+    assert sorted(p.name for p in saved.iterdir()) == sorted([*files, "index.json"])
+    (out / "results.json").write_text("an earlier run's")
+    before = files_under(tmp_path)
+    drawn = evaluate.training_curve_plot
+
+    def stopped(*args, **kwargs):  # the decisions are staged, nothing is moved yet
+        drawn(*args, **kwargs)
+        if stop == "sigterm":
+            os.kill(os.getpid(), signal.SIGTERM)
+        raise ValueError("cannot draw the training curve")
+
+    monkeypatch.setattr(evaluate, "training_curve_plot", stopped)
+    with (
+        pytest.raises(KeyboardInterrupt if stop == "sigterm" else ValueError),
+        interrupts(),
+    ):
+        evaluate_run(
+            trained,
+            "txl-tiny",
+            out_dir=out,
+            save_decisions=tmp_path / "new" / "saved",
+            console=quiet(),
+        )
+    assert files_under(tmp_path) == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out", "saved"]
+
+
 @pytest.mark.parametrize("kind", ["zip", "pt"])
 def test_eval_refuses_crafted_models_and_runs_nothing(tmp_path: Path, kind: str):
     assert_payload_runs(tmp_path / "live")  # the payloads do run when unpickled unsafely
