@@ -716,11 +716,14 @@ class Cluster:
             ValueError: the file cannot be written (one line naming it); ``path`` is as it was.
         """
         path = Path(path)
-        if path.suffix.lower() in (".yaml", ".yml"):
-            text = yaml.safe_dump(self.to_dict(), sort_keys=False)
-        else:
-            text = strict_json.dumps(self.to_dict(), indent=2) + "\n"
-        write_file(path, text)
+        write_file(path, self.file_content(path.suffix))
+
+    def file_content(self, suffix: str = ".json") -> str:
+        """What :meth:`save` writes to a file ending in ``suffix``: YAML for ``.yaml`` /
+        ``.yml`` (any case), else JSON."""
+        if suffix.lower() in (".yaml", ".yml"):
+            return yaml.safe_dump(self.to_dict(), sort_keys=False)
+        return strict_json.dumps(self.to_dict(), indent=2) + "\n"
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> Cluster:

@@ -212,12 +212,16 @@ def cmd_profile(args: argparse.Namespace) -> int:
 
 
 def write_outputs(graph: Any, out: Path, cluster: Any, cluster_out: Path) -> None:
-    """Both files, each whole or not at all (:func:`graphopt.file_set.write_file`), the graph
-    first: neither is ever half-written."""
-    from graphopt.file_set import write_file
+    """The graph file and the cluster file as one set: both or nothing new, wherever they lie
+    (:func:`graphopt.file_set.write_together`); neither is ever half-written."""
+    from graphopt.file_set import write_together
 
-    graph.save(out)
-    write_file(cluster_out, cluster.save)
+    write_together(
+        {
+            out: graph.file_content(gzipped=out.suffix == ".gz"),
+            cluster_out: cluster.file_content(cluster_out.suffix),
+        }
+    )
 
 
 def _ms(seconds: float) -> str:

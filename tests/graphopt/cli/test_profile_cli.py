@@ -179,3 +179,48 @@ def test_a_missing_optional_dependency_is_one_line(run_cli_here, tmp_path) -> No
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
     assert "transformers" in proc.stderr
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("stop", ["sigterm", "rename"])
+def test_the_graph_and_the_cluster_file_are_one_set(tmp_path, monkeypatch, stop) -> None:
+    """#40: each file was written whole, but one after the other; now both or nothing new: a
+    SIGTERM before the moves, or a cluster file that cannot be moved into place, leaves the
+    graph file as it was too, and no staging file."""
+    import os
+    import signal
+    from pathlib import Path
+
+    from graphopt import file_set
+    from graphopt.cli.profile import write_outputs
+    from graphopt.hardware import get_cluster
+    from graphopt.signals import interrupts
+    from graphopt.workloads import get_graph
+
+    graph, cluster = get_graph("txl-tiny"), get_cluster("v100-nvlink-2")
+    out = tmp_path / "run" / "g.json.gz"
+    cluster_out = default_cluster_path(out)
+    write_outputs(graph, out, cluster, cluster_out)
+    assert CompGraph.load(out).fingerprint == graph.fingerprint
+    assert Cluster.load(cluster_out).to_dict() == cluster.to_dict()
+    out.write_bytes(b"an earlier profile")
+    before = {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()}
+    if stop == "sigterm":
+
+        def stopped(self):
+            os.kill(os.getpid(), signal.SIGTERM)
+
+        monkeypatch.setattr(file_set.FileSet, "flush", stopped)
+    else:
+        rename = os.rename
+
+        def failing(src, dst):  # the new cluster file, not the old one put back
+            if Path(dst) == cluster_out and Path(src).parent.name != file_set.REPLACED:
+                raise OSError(28, "No space left on device")
+            rename(src, dst)
+
+        monkeypatch.setattr(file_set.os, "rename", failing)
+    expected = KeyboardInterrupt if stop == "sigterm" else ValueError
+    with pytest.raises(expected), interrupts():
+        write_outputs(graph, out, get_cluster("v100-nvlink-4"), cluster_out)
+    monkeypatch.undo()
+    assert {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()} == before
