@@ -61,6 +61,7 @@ from graphopt.baselines._costs import (
     op_times,
     positions,
 )
+from graphopt.compiled import INTERNAL
 from graphopt.graph import CompGraph
 from graphopt.hardware import Cluster
 from graphopt.sim import PreparedGraph
@@ -133,6 +134,26 @@ def _m_topo_core(pred_ptr, pred_src, pred_bytes, params, out, alpha, capacity, t
     return dev, -1, 0.0
 
 
+@njit(cache=True, **INTERNAL)
+def _push_ready(w, pred_ptr, pred_src, pred_bytes, placed, links, level_pos, pending):
+    """Queue the ready op ``w`` on every device's pending heap, keyed by its data-ready time there
+    (``placed`` is ``(dev, finish)``, ``links`` ``(latency, bandwidth)``, ``pending`` the heaps'
+    ``(time, tie, op, base, size)``). A function of its own, not a closure: numba inlines a
+    closure at every call, typing and lowering it again (graphopt.compiled)."""
+    dev, finish = placed
+    latency, bandwidth = links
+    p_time, p_tie, p_op, base, p_size = pending
+    for d in range(p_size.shape[0]):
+        ready = 0.0
+        for e in range(pred_ptr[w], pred_ptr[w + 1]):
+            u = pred_src[e]
+            arrival = finish[u]
+            if dev[u] != d:
+                arrival += transfer_time(latency, bandwidth, dev[u], d, pred_bytes[e])
+            ready = max(ready, arrival)
+        fheap_push(p_time, p_tie, p_op, base, p_size, d, ready, level_pos[w], w)
+
+
 @njit(cache=True)
 def _m_etf_core(
     succ_ptr,
@@ -181,20 +202,12 @@ def _m_etf_core(
     a_key = np.empty(num_dev * cap, dtype=np.int64)
     a_size = np.zeros(num_dev, dtype=np.int64)
 
-    def push_ready(w):
-        for d in range(num_dev):
-            ready = 0.0
-            for e in range(pred_ptr[w], pred_ptr[w + 1]):
-                u = pred_src[e]
-                arrival = finish[u]
-                if dev[u] != d:
-                    arrival += transfer_time(latency, bandwidth, dev[u], d, pred_bytes[e])
-                ready = max(ready, arrival)
-            fheap_push(p_time, p_tie, p_op, base, p_size, d, ready, level_pos[w], w)
-
+    pending = (p_time, p_tie, p_op, base, p_size)
+    placed = (dev, finish)
+    links = (latency, bandwidth)
     for v in range(n):
         if missing[v] == 0:
-            push_ready(v)
+            _push_ready(v, pred_ptr, pred_src, pred_bytes, placed, links, level_pos, pending)
     for _ in range(n):
         best_d = -1
         best_t = np.inf
@@ -262,7 +275,7 @@ def _m_etf_core(
             w = succ_dst[e]
             missing[w] -= 1
             if missing[w] == 0:
-                push_ready(w)
+                _push_ready(w, pred_ptr, pred_src, pred_bytes, placed, links, level_pos, pending)
     return dev, start, -1, 0.0
 
 
