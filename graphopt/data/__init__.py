@@ -3,6 +3,9 @@
 - ``pipedream/``: 14 PipeDream layer profiles of real PyTorch models (MIT licence,
   ``pipedream/LICENSE.txt``; origin and format in ``pipedream/SOURCE.md``), read by
   ``pipedream:NAME`` (:mod:`graphopt.importers.pipedream`).
+- ``tarnawski/``: the operator graphs of Tarnawski et al. (NeurIPS 2020; MIT licence,
+  ``tarnawski/LICENSE.txt``; origin and format in ``tarnawski/SOURCE.md``), read by
+  ``tarnawski:NAME`` (:mod:`graphopt.importers.tarnawski`).
 - ``tpugraphs/``: one TpuGraphs layout graph (CC BY 4.0; ``tpugraphs/SOURCE.md``), the real data
   of the learned cost model (:func:`graphopt.costmodel.tpugraphs.load_tpugraphs`).
 """
@@ -12,5 +15,7 @@ from pathlib import Path
 DATA_DIR = Path(__file__).resolve().parent
 PIPEDREAM_DIR = DATA_DIR / "pipedream"
 """The PipeDream profiles, ``<model>.txt`` each (``$GRAPHOPT_PIPEDREAM_DIR`` overrides it)."""
+TARNAWSKI_DIR = DATA_DIR / "tarnawski"
+"""Tarnawski et al.'s operator graphs, ``<model>_inference.json[.gz]`` each."""
 TPUGRAPHS_SAMPLE = DATA_DIR / "tpugraphs" / "layout_xla_alexnet.npz"
 """The TpuGraphs layout sample: XLA alexnet, 47,712 measured configurations."""

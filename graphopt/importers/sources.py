@@ -2,6 +2,11 @@
 
 - ``pipedream:NAME`` — a PipeDream profile (:func:`~graphopt.importers.pipedream.load_pipedream`),
   e.g. ``pipedream:resnet50``; ``pipedream:PATH.txt`` for a profile file of your own.
+- ``tarnawski:NAME`` — an operator graph of Tarnawski et al. (NeurIPS 2020) with measured costs
+  (:func:`~graphopt.importers.tarnawski.load_tarnawski`), e.g. ``tarnawski:bert_l-3``;
+  ``tarnawski:PATH.json`` for a file of the dnn-partitioning format. These are inference graphs:
+  the mode is the file's (a ``mode`` in the query is refused). Their own cluster is
+  :func:`~graphopt.importers.tarnawski.load_tarnawski`'s second result.
 - ``torch:NAME?ARG=INT&...`` — a zoo model (:func:`~graphopt.importers.zoo.load_zoo`), e.g.
   ``torch:gpt2?n_layer=12&seq=128``; imported once, then read from the on-disk cache.
 - ``gen:FAMILY?ARG=INT&...`` — a configuration of a built-in family
@@ -19,7 +24,7 @@ from pathlib import Path
 
 from graphopt.graph import CompGraph
 
-PREFIXES = ("pipedream:", "torch:", "gen:")
+PREFIXES = ("pipedream:", "tarnawski:", "torch:", "gen:")
 MODES = ("train", "forward")
 
 
@@ -69,6 +74,15 @@ def load_source(item: str) -> CompGraph:
         from graphopt.workloads.generated import build_generated
 
         return build_generated(item)
+    if item.startswith("tarnawski:"):  # the file says forward or training: no mode
+        from graphopt.importers.tarnawski import load_tarnawski
+
+        name = item[len("tarnawski:") :]
+        if "?" in name:
+            raise ValueError(
+                f"{item!r}: a Tarnawski operator graph takes no arguments; write tarnawski:NAME"
+            )
+        return load_tarnawski(name)[0]
     spec, training = _split_mode(item)
     if spec.startswith("pipedream:"):
         from graphopt.importers.pipedream import list_profiles, load_pipedream
