@@ -24,7 +24,9 @@ from graphopt.sim import simulate
 from graphopt.typing import Decision
 
 # (nodes, edges, colour classes, accelerators, CPU cores), from the table in SOURCE.md.
-SHIPPED = {"bert_l-3": (235, 250, 117, 4, 8)}
+SHIPPED = {"bert_l-3": (235, 250, 117, 4, 8), "bert_l-6": (418, 448, 216, 6, 8)}
+# Characters of each published file (commit b207b6a of msr-fiddle/dnn-partitioning).
+SIZES = {"bert_l-3": 61217, "bert_l-6": 109616}
 
 
 @pytest.mark.parametrize("name", sorted(SHIPPED))
@@ -43,12 +45,13 @@ def test_shipped_graph_loads_with_its_counts(name):
 
 
 def test_shipped_file_is_the_published_one():
-    text = (TARNAWSKI_DIR / "bert_l-3_inference.json").read_text(encoding="utf-8")
-    assert len(text) == 61217 and not text.endswith("\n")  # the size read_file reported
-    data = json.loads(text)
-    # every edge's cost is its size at 2^31 bytes/s, in milliseconds (the unit rule)
-    for edge in data["edges"]:
-        assert edge["cost"] == pytest.approx(edge["size"] / 2**31 * 1e3, rel=1e-12)
+    for name, size in SIZES.items():
+        text = (TARNAWSKI_DIR / f"{name}_inference.json").read_text(encoding="utf-8")
+        assert len(text) == size and not text.endswith("\n")  # the published file's length
+        data = json.loads(text)
+        # every edge's cost is its size at 2^31 bytes/s, in milliseconds (the unit rule)
+        for edge in data["edges"]:
+            assert edge["cost"] == pytest.approx(edge["size"] / 2**31 * 1e3, rel=1e-12)
     assert set(list_graphs()) >= set(SHIPPED)
 
 
