@@ -118,14 +118,14 @@ def lower_bounds(graph: CompGraph, cluster: Cluster, fusion: object | None = Non
     g = prepared.engine_arrays
     ws = prepared.workspace()
     kernel_of, roots, mptr, members = engine.build_kernels(g.succ_ptr, g.succ_dst, bits, ws.op_int)
-    # the types the engine's own call of kernel_durations has (one compiled signature): the
-    # kernels' consumers a column of the workspace's e_cons, the devices int32
-    e_kernel = ws.edge_pair[0][:, 0]
-    e_kernel[: len(g.succ_dst)] = kernel_of[g.succ_dst]
+    # the types of the engine's own call of kernel_durations (one compiled signature): the
+    # consumers' kernels in the workspace's e_cons, the devices int32
+    e_cons = ws.edge_pair[0]
+    e_cons[: len(g.succ_dst), 0] = kernel_of[g.succ_dst]
     fastest = np.full(len(roots), np.inf)
     for d in range(cluster.num_devices):
         on_d = np.full(len(roots), d, dtype=np.int32)
-        dur = engine.kernel_durations(g, roots, mptr, members, on_d, e_kernel, ws.op_float[0])
+        dur = engine.kernel_durations(g, roots, mptr, members, on_d, e_cons, ws.op_float[0])
         np.minimum(fastest, dur, out=fastest)
     if len(roots) == 0:
         return LowerBounds(critical_path=0.0, work=0.0)

@@ -170,11 +170,13 @@ def _max(a, b):
 
 
 @njit(cache=True, error_model="numpy")
-def kernel_durations(g, roots, member_ptr, members, k_dev, e_kernel, dur):
+def kernel_durations(g, roots, member_ptr, members, k_dev, e_cons, dur):
     """Duration of every kernel on its device (rules 3-4 of :mod:`graphopt.sim`), into ``dur``.
 
     ``g`` is a :class:`GraphArrays` (op times per device class: see ``dev_class`` there), and
-    ``e_kernel[e]`` the kernel of the consumer of out-edge ``e`` (successor order).
+    ``e_cons[e, 0]`` the kernel of the consumer of out-edge ``e`` (successor order; the rows of
+    :func:`plan_transfers`' ``e_cons``, whole: a column of it would be a strided array from
+    here but a contiguous one from Python when there is one edge, another compiled signature).
     """
     num_k = len(roots)
     for k in range(num_k):
@@ -213,7 +215,7 @@ def kernel_durations(g, roots, member_ptr, members, k_dev, e_kernel, dur):
             inner = True
             for e in range(g.succ_ptr[u], g.succ_ptr[u + 1]):
                 has_cons = True
-                if e_kernel[e] == k:
+                if e_cons[e, 0] == k:
                     sb -= g.edge_bytes[e] * g.op_binv[g.succ_dst[e], c]
                 else:
                     inner = False
@@ -713,7 +715,7 @@ def _simulate(g, placement, priority, fusion, ws):
     if not charge and not routed:  # copies use no memory (plan_routes does this itself)
         for i in range(num_t):
             slot_float[t_op[i] + 1 + i] = 0.0
-    dur = kernel_durations(g, roots, member_ptr, members, k_dev, e_cons[:, 0], ws.op_float[0])
+    dur = kernel_durations(g, roots, member_ptr, members, k_dev, e_cons, ws.op_float[0])
 
     # ---- queues --------------------------------------------------------------------------------
     ready = ws.op_key[1, :num_k]
