@@ -377,7 +377,7 @@ def _unknown_message(head: str) -> str:
     return (
         f"{head}; known graphs: {', '.join(_BUILTIN)}; random graphs: "
         f"{', '.join(RANDOM_PATTERNS)}; suites: {', '.join(f'suite:{s}' for s in SUITES)}; "
-        "imported graphs: pipedream:NAME, torch:NAME?ARG=INT (graphopt graphs list); "
+        "imported graphs: pipedream:NAME, tarnawski:NAME, torch:NAME?ARG=INT (graphopt graphs list); "
         "generated graphs: gen:FAMILY?ARG=INT (e.g. gen:rnnlm?layers=2); "
         "or give a path to a graph file (.json or .json.gz)"
     )

@@ -207,3 +207,19 @@ def test_times_are_seconds():
     graph, _ = load_tarnawski("bert_l-3")
     total_acc = math.fsum(graph.measured[ACC_KIND])
     assert 0.01 < total_acc < 0.1  # tens of milliseconds for BERT-3 on one accelerator
+
+
+# Rows of the table in docs/results/contiguous.md (ms): the two Tarnawski placers on the
+# authors' own graph and cluster, replayed through the simulator.
+TABLE = {"bert_l-3": (407.450, 401.539), "resnet50": (649.266, 714.221)}
+
+
+@pytest.mark.parametrize("name", sorted(TABLE))
+def test_tarnawski_placers_reproduce_the_documented_rows(name):
+    from graphopt.baselines.tarnawski import latency_greedy, max_load_dp
+
+    graph, cluster = load_tarnawski(name)
+    for placer, expected in zip((latency_greedy, max_load_dp), TABLE[name], strict=True):
+        result = simulate(graph, cluster, Decision(placement=placer(graph, cluster)))
+        assert result.valid
+        assert result.step_time * 1e3 == pytest.approx(expected, abs=5e-4)
