@@ -57,6 +57,9 @@ def test_shipped_file_is_the_published_one():
         # every edge's cost is its size at 2^31 bytes/s, in milliseconds (the unit rule)
         for edge in data["edges"]:
             assert edge["cost"] == pytest.approx(edge["size"] / 2**31 * 1e3, rel=1e-12)
+        # and every node's CPU time is 23 times its accelerator time (the release's CPU model)
+        for node in data["nodes"]:
+            assert node["cpuLatency"] == pytest.approx(23 * node["fpgaLatency"], rel=1e-12)
     assert set(list_graphs()) >= set(SHIPPED)
 
 
