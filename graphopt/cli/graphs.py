@@ -67,13 +67,20 @@ def register(sub: Any) -> None:
 
 
 def _importable() -> dict[str, str]:
-    """Zoo models and PipeDream profiles, addressable as ``torch:NAME`` / ``pipedream:NAME``."""
+    """Zoo models, PipeDream profiles and Tarnawski et al.'s operator graphs, addressable as
+    ``torch:NAME`` / ``pipedream:NAME`` / ``tarnawski:NAME``."""
     from graphopt.importers.pipedream import list_profiles
+    from graphopt.importers.tarnawski import list_graphs
     from graphopt.importers.zoo import list_zoo
 
     out = {f"torch:{name}": desc for name, desc in list_zoo().items()}
     for name, path in list_profiles().items():
         out[f"pipedream:{name}"] = f"PipeDream profile {path.name} (measured layer times)"
+    for name, path in list_graphs().items():
+        out[f"tarnawski:{name}"] = (
+            f"Tarnawski et al. operator graph {path.name} (measured op times; its cluster: "
+            f"graphopt/data/tarnawski/{name}.cluster.yaml)"
+        )
     return out
 
 

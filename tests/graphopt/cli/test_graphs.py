@@ -21,6 +21,7 @@ def test_help(run_cli):
 def test_list(run_cli):
     data = json.loads(run_cli("graphs", "list", "--json").stdout)
     assert "gnmt-4" in data["graphs"] and "tiny" in data["suites"]
+    assert {"pipedream:vgg16", "tarnawski:bert_l-3", "tarnawski:resnet50"} <= set(data["imported"])
     text = run_cli("graphs", "list").stdout
     assert "gnmt-4" in text
     assert 'pip install "graphopt[transformers]"' in text  # not eaten as rich markup
