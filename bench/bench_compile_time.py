@@ -34,7 +34,8 @@ Two sources of compiling code:
   the signatures are of interest.
 
 Run: ``python bench/bench_compile_time.py [--parts NAME,...] [--pytest ARGS] [--cache-dir DIR]
-[--top N]``. The whole warm-up compiled for about two minutes of CPU on one core (was 117 s).
+[--top N]``. The whole warm-up compiles for about 80 s of CPU in one process (123 s before the
+rules of :mod:`graphopt.compiled`: 42 signatures then, 33 now).
 """
 
 from __future__ import annotations

@@ -2,9 +2,9 @@
 
 numba compiles an ``@njit(cache=True)`` function the first time a process calls it with a new
 signature and keeps it in its disk cache; on a fresh clone the cache is empty, so every process (each
-pytest worker) compiles what it calls: about a minute and a half of CPU for everything
-(``python -m graphopt.warmup``). ``bench/bench_compile_time.py`` measures it per function. The
-compiled modules follow these rules, each worth seconds a process:
+pytest worker) compiles what it calls: about 80 s of CPU for what ``python -m graphopt.warmup``
+runs, in one process (123 s before these rules). ``bench/bench_compile_time.py`` measures it per
+function. The compiled modules follow these rules, each worth seconds a process:
 
 - **One signature per function.** numba types a read-only array apart from a writable one, ``int32``
   apart from ``int64``, a C-contiguous array apart from a strided one, and compiles the function
@@ -22,7 +22,9 @@ compiled modules follow these rules, each worth seconds a process:
 
 from __future__ import annotations
 
-INTERNAL = {"no_cpython_wrapper": True, "no_cfunc_wrapper": True}
+from typing import Any
+
+INTERNAL: dict[str, Any] = {"no_cpython_wrapper": True, "no_cfunc_wrapper": True}
 """``njit`` options of a function that only compiled code calls: numba builds no Python wrapper
 (the unboxing of every argument and the boxing of the result, seconds to compile for the engine's
 named tuples) nor C wrapper for it. Python cannot call such a function."""

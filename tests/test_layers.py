@@ -6,7 +6,7 @@ The order, lowest first (``docs/architecture.md`` draws it):
    ``graphopt.configs``, ``graphopt.errors``, ``graphopt.blocks``, ``graphopt.constraints``,
    ``graphopt.modes``,
    ``graphopt.signals``, ``graphopt.file_set``, ``graphopt.strict_json``,
-   ``graphopt.weights``
+   ``graphopt.weights``, ``graphopt.compiled``
 2. ``graphopt.sim`` (engine, simulator, bounds, estimate, links), ``graphopt.workloads``,
    ``graphopt.importers``, ``graphopt.decision_io`` (with ``decision_format``, ``decision_files``,
    ``decision_diff``), ``graphopt.distributed``
@@ -52,6 +52,7 @@ LAYERS: dict[str, int] = {
     "graphopt.file_set": 1,
     "graphopt.strict_json": 1,
     "graphopt.weights": 1,
+    "graphopt.compiled": 1,
     "graphopt.sim": 2,
     "graphopt.op_model": 2,
     "graphopt.booster_text": 2,

@@ -341,13 +341,18 @@ def run_list_schedule(
     ``(placement, start, finish, order)``."""
     n, num_dev = comp.shape
     latency, bandwidth = links
+    succ_ptr, succ_dst, pred_ptr, pred_src, pred_data = (_frozen(a) for a in csr)
     return list_schedule(  # every array read-only: one compiled list_schedule (see _frozen)
         _frozen(key),
         _frozen(np.zeros((n, num_dev)) if bias is None else np.ascontiguousarray(bias)),
         _frozen(np.zeros(n, dtype=np.int64) if anchor is None else anchor),
         _frozen(np.ones(n, dtype=np.bool_) if free is None else free),
         _frozen(comp),
-        *(_frozen(a) for a in csr),
+        succ_ptr,
+        succ_dst,
+        pred_ptr,
+        pred_src,
+        pred_data,
         latency,  # writable, as the stepwise decoder's and the engine's links
         bandwidth,
         max_gaps,
