@@ -47,8 +47,9 @@ instead of an exception) as it does from the default action."""
 @contextlib.contextmanager
 def interrupts() -> Iterator[None]:
     """Run the block with SIGTERM raising ``KeyboardInterrupt`` as Ctrl-C does, both remembered
-    (:func:`received`), then put the previous handlers back. A SIGTERM that is ignored or has a
-    handler of its own, and a Ctrl-C that is not Python's default, are left alone."""
+    (:func:`received`), then put the previous handlers back (a handler the block set for good,
+    such as :func:`ignore_until_exit`'s, stays). A SIGTERM that is ignored or has a handler of
+    its own, and a Ctrl-C that is not Python's default, are left alone."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -62,7 +63,19 @@ def interrupts() -> Iterator[None]:
         yield
     finally:
         for signum, handler in previous.items():
-            signal.signal(signum, handler)
+            if signal.getsignal(signum) is _interrupt:
+                signal.signal(signum, handler)
+
+
+def ignore_until_exit() -> None:
+    """From here to the process's exit, ignore Ctrl-C and SIGTERM: the command has ended and its
+    outputs are whole, and the interpreter's shutdown takes a noticeable time (a fraction of a
+    second after torch), during which either signal's default action would end the process with
+    no message and a status other than the command's. Main thread only (elsewhere nothing)."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    for signum in HELD:
+        signal.signal(signum, signal.SIG_IGN)
 
 
 def interrupted(prog: str = "graphopt") -> int:

@@ -51,3 +51,30 @@ def test_without_a_signal_the_command_runs():
         timeout=120,
     )
     assert proc.returncode == 0 and "usage: graphopt" in proc.stdout and proc.stderr == ""
+
+
+AT_EXIT = textwrap.dedent(
+    """
+    import atexit, os, runpy, signal, sys
+
+    def at_exit():  # the interpreter's shutdown: a signal here changes nothing
+        ignored = [signal.getsignal(s) is signal.SIG_IGN for s in (signal.SIGINT, signal.SIGTERM)]
+        os.kill(os.getpid(), signal.SIGTERM)
+        print("ignored" if all(ignored) else "default", file=sys.stderr)
+
+    atexit.register(at_exit)
+    sys.argv = ["graphopt", "--help"]
+    runpy.run_module("graphopt", run_name="__main__", alter_sys=True)
+    """
+)
+
+
+def test_a_signal_during_the_shutdown_after_the_command_is_ignored():
+    """Once the command has ended (its outputs whole), the interpreter's shutdown takes a
+    noticeable time; a signal then keeps the command's own status instead of ending the process
+    silently with -15."""
+    proc = subprocess.run(
+        [sys.executable, "-c", AT_EXIT], capture_output=True, text=True, cwd=ROOT, timeout=120
+    )
+    assert proc.returncode == 0 and proc.stderr == "ignored\n", proc.stderr
+    assert "usage: graphopt" in proc.stdout

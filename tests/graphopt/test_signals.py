@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from graphopt.signals import held, interrupts, received
+from graphopt.signals import held, ignore_until_exit, interrupts, received
 
 
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
@@ -22,6 +22,18 @@ def test_either_signal_raises_keyboard_interrupt_inside_the_block_and_is_remembe
         signal.pause()  # pragma: no cover - the handler raises first
     assert received()
     assert (signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)) == before
+
+
+def test_handlers_set_for_good_inside_the_block_stay():
+    before = signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)
+    try:
+        with interrupts():
+            ignore_until_exit()
+        assert signal.getsignal(signal.SIGTERM) is signal.SIG_IGN
+        assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGTERM, before[0])
+        signal.signal(signal.SIGINT, before[1])
 
 
 def test_a_sigterm_handler_of_its_own_is_left_alone():
