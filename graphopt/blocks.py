@@ -57,6 +57,20 @@ def op_groups(graph: CompGraph) -> tuple[IntArray, int]:
     return group, len(index)
 
 
+def class_names(graph: CompGraph, ops: IntArray) -> str:
+    """The colour classes of ``ops`` (one block) for a message: ``colour class 'B'``, ``colour
+    classes 'A', 'B'`` (several fused into one block; the first three named), or ``op 'x'``
+    when its ops are in no class."""
+    members = np.asarray(ops).tolist()
+    named = list(dict.fromkeys(graph.colocation[i] or graph.layer[i] for i in members))
+    named = [k for k in named if k]
+    if not named:
+        return f"op {graph.op_names[members[0]]!r}"
+    shown = ", ".join(repr(k) for k in named[:3])
+    more = f" and {len(named) - 3} more" if len(named) > 3 else ""
+    return f"colour class{'es' if len(named) > 1 else ''} {shown}{more}"
+
+
 def forward_ops(graph: CompGraph) -> int:
     """How many leading ops (graph order) are the forward pass (module docstring): all of them
     unless the graph is a training graph that records its forward part."""

@@ -50,7 +50,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from graphopt.blocks import BlockDag, block_dag, singleton_devices, stage_cycle
+from graphopt.blocks import BlockDag, block_dag, class_names, singleton_devices, stage_cycle
 from graphopt.graph import CompGraph
 from graphopt.hardware import Cluster
 from graphopt.typing import IntArray
@@ -423,7 +423,8 @@ def _with_blocks(c: Constraints) -> Constraints:
         b = int(np.flatnonzero(over)[0])
         raise ValueError(
             f"graph {graph.name!r}: no contiguous split onto cluster {cluster.name!r}: the block "
-            f"of op {graph.op_names[first[b]]!r} must run on one device and holds "
+            f"of op {graph.op_names[first[b]]!r} ({class_names(graph, np.flatnonzero(block == b))})"
+            " must run on one device and holds "
             f"{params[b] / 1e9:.3f} GB of parameters, more than any device it may run on "
             f"({room[b] / 1e9:.3f} GB); use larger devices or {fix}"
         )

@@ -42,6 +42,7 @@ from graphopt.baselines.contiguous import (
     placement_of,
 )
 from graphopt.baselines.ideals import ideal_split, ideals_of
+from graphopt.blocks import class_names
 from graphopt.graph import CompGraph
 from graphopt.hardware import HOST_KIND, Cluster
 from graphopt.sim.links import link_arrays, mean_link_figures
@@ -151,6 +152,16 @@ def max_load_dp(graph: CompGraph, cluster: Cluster) -> IntArray:
             raise ValueError(f"max-load DP on {graph.name}: {e}") from e
         if np.isfinite(objective):
             return placement_of(chain, order[stage])
+    largest = float(capacity.max())
+    if np.any(chain.params > largest):  # one block alone fits no device: name its classes
+        b = int(np.flatnonzero(chain.params > largest)[0])
+        what = class_names(graph, np.flatnonzero(chain.group == b))
+        raise ValueError(
+            f"max-load DP: the {what} of {graph.name} must run on one device, and its parameters "
+            f"({chain.params[b]:.3g} bytes) fit no device of {cluster.name} (at most "
+            f"{largest:.3g} bytes); use a cluster with more memory or give its ops other "
+            "colocation groups/layers"
+        )
     raise ValueError(
         f"max-load DP: the parameters of {graph.name} ({chain.params.sum():.3g} bytes) fit no "
         f"contiguous split onto the {len(order)} devices of {cluster.name}; "

@@ -5,14 +5,18 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from constrained_cases import random_case
+from constrained_cases import contiguous_case, random_case
 
 import envs  # noqa: F401  (registers the ids)
 from envs import make_env
 from graphopt.constraints import constraints
 
-CASES = [random_case(seed) for seed in range(0, 40, 2)]
-"""20 random constrained graphs, each on its own random cluster (half enforce colocation)."""
+CASES = [random_case(seed) for seed in range(0, 40, 2)] + [
+    contiguous_case(seed) for seed in range(0, 20, 2)
+]
+"""20 random constrained graphs, each on its own random cluster (half enforce colocation), then
+10 with random colour classes on clusters with ``contiguous: true`` (every test takes some of
+both)."""
 
 
 def keeps(env, placement) -> bool:
@@ -36,7 +40,7 @@ def test_one_shot_actions_are_projected(task: str) -> None:
 
 
 def test_decoder_actions_keep_constraints() -> None:
-    for graph, cluster in CASES[:8]:
+    for graph, cluster in CASES[:4] + CASES[20:24]:
         env = make_env("placement", [graph], cluster, seed=0, decoder="heft")
         for k in range(3):
             action = np.random.default_rng(k).normal(size=env.action_space.shape) * 4
@@ -70,7 +74,7 @@ def test_decision_edit_moves_keep_constraints(task: str) -> None:
 
 
 def test_hierarchical_actions_are_projected() -> None:
-    for graph, cluster in CASES[:10]:
+    for graph, cluster in CASES[:5] + CASES[20:25]:
         env = make_env("placement", [graph], cluster, seed=0, variant="hierarchical")
         for k in range(3):
             action = env.action_space.sample()
@@ -79,7 +83,7 @@ def test_hierarchical_actions_are_projected() -> None:
 
 
 def test_placeto_steps_keep_constraints() -> None:
-    for graph, cluster in CASES[:10]:
+    for graph, cluster in CASES[:5] + CASES[20:25]:
         for start in ("random", "single", "reference"):
             env = make_env(
                 "placement-edit", [graph], cluster, seed=0, variant="placeto", start=start

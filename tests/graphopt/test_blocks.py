@@ -4,7 +4,7 @@ import dataclasses
 
 import numpy as np
 
-from graphopt.blocks import block_dag, forward_ops, is_contiguous, op_groups
+from graphopt.blocks import block_dag, class_names, forward_ops, is_contiguous, op_groups
 from graphopt.graph import CompGraph, Op
 
 
@@ -108,3 +108,11 @@ def test_is_contiguous():
     # Device 2 runs each of its blocks alone (the greedy's CPU): a and c there are fine.
     assert is_contiguous(dag, np.array([2, 0, 2, 1]), singletons=np.array([2]))
     assert not is_contiguous(dag, np.array([0, 2, 0, 1]), singletons=np.array([2]))
+
+
+def test_class_names_for_messages():
+    g = graph_of([("w", "x"), ("x", "y"), ("y", "z")], {"w": "A", "y": "A", "z": "B"})
+    ops = {n: i for i, n in enumerate(g.op_names)}
+    assert class_names(g, np.array([ops["w"], ops["x"], ops["y"]])) == "colour class 'A'"
+    assert class_names(g, np.array([ops["y"], ops["z"]])) == "colour classes 'A', 'B'"
+    assert class_names(g, np.array([ops["x"]])) == "op 'x'"

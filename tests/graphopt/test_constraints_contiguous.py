@@ -20,6 +20,7 @@ from graphopt.baselines.staged import measure_chain
 from graphopt.blocks import block_dag, is_contiguous, singleton_devices
 from graphopt.constraints import constraints
 from graphopt.decoders.placement import PlacementInputs, decode_placement
+from graphopt.decoders.search import search_placements
 from graphopt.decoders.stepwise import step_graph
 from graphopt.graph import CompGraph, Op
 from graphopt.hardware import Cluster, Device
@@ -53,6 +54,18 @@ def keeps(graph: CompGraph, cluster: Cluster, placement: object) -> bool:
         return False
     alone = np.flatnonzero(singleton_devices(cluster))
     return is_contiguous(dag, device, singletons=alone)
+
+
+class Recording:
+    """A simulator that keeps every placement it prices (what a search tried)."""
+
+    def __init__(self, sim: Simulator) -> None:
+        self.sim = sim
+        self.tried: list[np.ndarray] = []
+
+    def evaluate(self, graph: CompGraph, cluster: Cluster, decision: Decision):
+        self.tried.append(np.asarray(decision.placement))
+        return self.sim.evaluate(graph, cluster, decision)
 
 
 def test_chain_stages_named_op_and_message() -> None:
@@ -134,8 +147,9 @@ def test_bad_input_one_line() -> None:
     assert constraints(g, cluster_of("CPU", "GPU", "GPU")).fallback.tolist() == [1, 0, 2]
     # parameters over every device's memory
     g = replace(chain(2), layer=("L", "L"), param_bytes=np.array([6.0, 6.0]))
-    with pytest.raises(ValueError, match=r"holds 0.000 GB of parameters"):
+    with pytest.raises(ValueError, match=r"op 'o0' \(colour class 'L'\) .* holds 0.000 GB of") as e:
         constraints(g, cluster_of("GPU", "GPU", memory=10.0))
+    assert "\n" not in str(e.value)
 
 
 def test_cli_refuses_a_graph_without_a_contiguous_split(tmp_path) -> None:
@@ -178,7 +192,8 @@ def test_refusals_are_one_line_and_name_what_keeps_it() -> None:
 def test_no_method_returns_a_violating_decision(part: int) -> None:
     """Random graphs with random colour classes: every placer of the registry (or its refusal,
     for those that scatter ops), the best-heuristic chain, random search, annealing, the
-    estimate search and the placement decoder."""
+    search through the placement decoder (hot, so that it accepts moves), the estimate search
+    and the placement decoder. The environments: ``tests/envs/test_placement_constraints.py``."""
     sim = Simulator()
     blind = set(PLACERS) - set(STAGE_AWARE.split(", "))
     bounds = [0, FIRST, *(FIRST + (CASES - FIRST) * k // 4 for k in range(1, 5))]
@@ -199,6 +214,10 @@ def test_no_method_returns_a_violating_decision(part: int) -> None:
         for search in (random_search, simulated_annealing):
             found = search(graph, cluster, "placement", 12, seed, start=best.decision)
             assert keeps(graph, cluster, found.decision.placement), search.__name__
+        recording = Recording(sim)
+        search_placements(graph, cluster, best.decision, 12, seed=seed, cost_model=recording)
+        assert len(recording.tried) == 12
+        assert all(keeps(graph, cluster, p) for p in recording.tried), "decoder search"
         est = estimate_search(
             graph, cluster, rng.integers(0, cluster.num_devices, graph.num_ops), 8
         )

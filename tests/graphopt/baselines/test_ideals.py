@@ -119,27 +119,58 @@ def test_dp_equals_exhaustive_search(seed):
         assert np.all(np.bincount(stage, weights=charge, minlength=num_dev) <= capacity)
 
 
+def subset_sums(values: FloatArray) -> FloatArray:
+    """``(2**B,)``: entry ``m`` is the sum of ``values[b]`` over the bits ``b`` of ``m``."""
+    sums = np.zeros(1)
+    for v in values:
+        sums = np.concatenate((sums, sums + v))
+    return sums
+
+
 @pytest.mark.parametrize("seed", range(4))
 def test_dp_on_twenty_blocks_equals_exhaustive_search(seed):
-    # Two devices, 20 blocks: every ideal J is the first device's set, vectorised.
+    # Two devices, 20 blocks: every one of the 2**20 subsets is tried as the first device's set,
+    # vectorised; the downward-closed ones (no DAG edge enters them from outside) are the
+    # contiguous splits. Independent of the enumeration of ideals, which it checks too.
     rng = np.random.default_rng(100 + seed)
     num_blocks = 20
     src, dst = random_dag(rng, num_blocks, 0.25)
     work = rng.uniform(0.5, 2.0, (num_blocks, 2))
     cost = rng.uniform(0.0, 1.0, len(src))
+    charge = rng.uniform(0.0, 1.0, num_blocks)
+    capacity = np.full(2, float(charge.sum()) * 0.7)  # neither device holds everything
     ideals = Ideals(num_blocks, src, dst)
-    objective, _ = ideal_split(ideals, work, np.zeros(num_blocks), np.ones(2), src, dst, cost)
-    total = work.sum(axis=0)
-    best = float(total[0])  # everything on the first device
-    for i in range(len(ideals)):
-        first = np.zeros(num_blocks, dtype=bool)
-        first[ideals.members(i)] = True
-        if first.all() or not first.any():
-            continue
-        cut = float(cost[first[src] != first[dst]].sum())
-        load = max(work[first, 0].sum() + cut, work[~first, 1].sum() + cut)
-        best = min(best, load)
+    objective, stage = ideal_split(ideals, work, charge, capacity, src, dst, cost)
+    mask = np.arange(2**num_blocks, dtype=np.int64)
+    bit = [(mask >> b) & 1 for b in range(num_blocks)]
+    closed = np.ones(len(mask), dtype=bool)
+    cut = np.zeros(len(mask))
+    for a, b, w in zip(src.tolist(), dst.tolist(), cost.tolist(), strict=True):
+        closed &= bit[b] <= bit[a]
+        cut += w * (bit[a] != bit[b])
+    assert len(ideals) == int(closed.sum())
+    first_charge = subset_sums(charge)
+    fits = (first_charge <= capacity[0]) & (charge.sum() - first_charge <= capacity[1])
+    first = subset_sums(work[:, 0]) + cut
+    second = (work[:, 1].sum() - subset_sums(work[:, 1])) + cut
+    best = float(np.maximum(first, second)[closed & fits].min())  # no cut when a side is empty
     assert objective == pytest.approx(best, rel=1e-12)
+    assert np.all(stage[src] <= stage[dst])
+    assert max_load_of(stage, work, src, dst, cost) == pytest.approx(objective, rel=1e-12)
+    assert np.all(np.bincount(stage, weights=charge, minlength=2) <= capacity)
+    assert objective <= prefix_split(src, dst, work, charge, capacity, cost) + 1e-12
+
+
+def prefix_split(src, dst, work, charge, capacity, cost) -> float:
+    """The max-load of the prefix-only DP (the blocks' own order) on the same costs."""
+
+    class Chain:  # what interval_transfers reads
+        edge_src, edge_dst, num_groups = src, dst, len(charge)
+
+    objective, _ = min_max_split(
+        np.ascontiguousarray(work.T), charge, capacity, interval=interval_transfers(Chain, cost)
+    )
+    return objective
 
 
 @pytest.mark.parametrize("seed", range(6))
@@ -151,14 +182,7 @@ def test_dp_is_never_above_the_prefix_split(seed):
     cost = rng.uniform(0.0, 2.0, len(src))
     charge, capacity = rng.uniform(0, 1, num_blocks), np.full(num_dev, 7.0)
     objective, _ = ideal_split(Ideals(num_blocks, src, dst), work, charge, capacity, src, dst, cost)
-
-    class Chain:  # what interval_transfers reads
-        edge_src, edge_dst, num_groups = src, dst, num_blocks
-
-    prefix, _ = min_max_split(
-        np.ascontiguousarray(work.T), charge, capacity, interval=interval_transfers(Chain, cost)
-    )
-    assert objective <= prefix + 1e-12
+    assert objective <= prefix_split(src, dst, work, charge, capacity, cost) + 1e-12
 
 
 def test_chain_by_hand():

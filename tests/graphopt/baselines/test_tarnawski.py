@@ -120,9 +120,12 @@ def test_max_load_dp_relaxes_activations_and_refuses_parameters_that_do_not_fit(
     ops = [Op(f"o{i}", "X", flops=1e12, output_bytes=10.0) for i in range(4)]
     g = CompGraph.build("acts", ops, [(f"o{i}", f"o{i + 1}", 0.0) for i in range(3)])
     assert max_load_dp(g, line_cluster(1e12, 1e12, memory=12.0)).shape == (4,)
-    heavy = line([20.0] * 2)
-    with pytest.raises(ValueError, match="parameters of line"):
+    heavy = line([20.0] * 2)  # one op alone fits no device: named
+    with pytest.raises(ValueError, match=r"op 'o0' of line must run on one device, .* fit no"):
         max_load_dp(heavy, line_cluster(1e12, 1e12, memory=12.0))
+    three = line([8.0] * 3)  # each fits, but two on one device do not: three blocks, two devices
+    with pytest.raises(ValueError, match=r"parameters of line \(24 bytes\) fit no contiguous"):
+        max_load_dp(three, line_cluster(1e12, 1e12, memory=12.0))
 
 
 def test_max_load_dp_refuses_a_graph_beyond_the_bound_of_ideals():
@@ -142,3 +145,45 @@ def test_the_registry_returns_the_papers_own_member():
         cluster = random_cluster(3, seed=70 + k)
         for name, placer in (("tarnawski-greedy", latency_greedy), ("tarnawski-dp", max_load_dp)):
             assert np.array_equal(PLACERS[name](graph, cluster), placer(graph, cluster)), name
+
+
+def diamond(flops: list[float], params: list[float], colour: str = "B") -> CompGraph:
+    """a -> b, a -> c, b -> d, c -> d; b and c in the colour class ``colour`` ("" for none), so
+    that the block DAG is the chain {a} -> {b, c} -> {d}. Edges carry no bytes."""
+    names = ["a", "b", "c", "d"]
+    ops = [
+        Op(n, "X", flops=f * 1e12, param_bytes=p, colocation=colour if n in "bc" else "")
+        for n, f, p in zip(names, flops, params, strict=True)
+    ]
+    edges = [("a", "b", 0.0), ("a", "c", 0.0), ("b", "d", 0.0), ("c", "d", 0.0)]
+    return CompGraph.build("diamond", ops, edges)
+
+
+def test_latency_greedy_on_a_diamond_with_a_colour_class_across_it():
+    # Blocks {a} (4 bytes), {b, c} (8), {d} (4) on accelerators of 10: a fills the first; the
+    # class does not fit beside it, so it opens the second; d fits neither and goes to the CPU.
+    g = diamond([1, 1, 1, 1], [4, 4, 4, 4])
+    assert latency_greedy(g, cpu_and_two_accelerators(10.0)).tolist() == [1, 2, 2, 0]
+    # Without the class, the fill of single ops puts a and b on the first accelerator, c and d
+    # on the second: b and c apart.
+    assert latency_greedy(
+        diamond([1, 1, 1, 1], [4, 4, 4, 4], colour=""), cpu_and_two_accelerators(10.0)
+    ).tolist() == [1, 1, 2, 2]
+    # Accelerators of 7: the class fits none and goes whole to the CPU; a and d each fill one.
+    assert latency_greedy(g, cpu_and_two_accelerators(7.0)).tolist() == [1, 0, 0, 2]
+
+
+def test_max_load_dp_on_a_diamond_with_a_colour_class_across_it():
+    # a, b, c, d take 3, 2, 2, 2 s on either of two equal devices, edges free. Blocks {a} (3),
+    # {b, c} (4), {d} (2): the contiguous splits are {a} | {b, c, d} = 3 | 6, {a, b, c} | {d} =
+    # 7 | 2 and one device, 9: the DP takes the first, max-load 6.
+    g = diamond([3, 2, 2, 2], [0, 0, 0, 0])
+    assert max_load_dp(g, line_cluster(1e12, 1e12)).tolist() == [0, 1, 1, 1]
+    # Without the class, the ideal {a, b} gives 5 | 4: b and c apart.
+    free = max_load_dp(diamond([3, 2, 2, 2], [0, 0, 0, 0], colour=""), line_cluster(1e12, 1e12))
+    assert free[1] != free[2] and sorted(free.tolist()) == [0, 0, 1, 1]
+    # Memory: devices of 6 bytes, the class 8: no split fits, one line naming the class.
+    heavy = diamond([3, 2, 2, 2], [1, 4, 4, 1])
+    with pytest.raises(ValueError, match=r"colour class 'B'") as e:
+        max_load_dp(heavy, line_cluster(1e12, 1e12, memory=6.0))
+    assert "\n" not in str(e.value)

@@ -196,3 +196,21 @@ def test_cluster_each_runs_every_graph_on_its_own_cluster_in_one_table(run_cli_h
     proc = run_cli("baselines", "txl-tiny", "--cluster", "each", check=False)
     assert proc.returncode == 2 and "has no cluster of its own" in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_a_graph_beyond_the_dps_bound_is_one_refused_row(run_cli_here, tmp_path):
+    """17 independent ops have 2**17 ideals, over the max-load DP's bound: its row is refused in
+    one line naming the bound, and the other methods still run (exit 0)."""
+    from graphopt.graph import CompGraph, Op
+
+    graph = tmp_path / "wide.json"
+    ops = [Op(f"o{i}", "MatMul", flops=1e9 * (1 + i)) for i in range(17)]
+    CompGraph.build("wide", ops, []).save(graph)
+    out = tmp_path / "wide-table.json"
+    args = ("baselines", str(graph), "--cluster", "v100-nvlink-4", "--json", str(out))
+    assert run_cli_here(*args).returncode == 0
+    rows = {r["method"]: r for r in csv.DictReader(out.with_suffix(".csv").open())}
+    dp = rows["tarnawski-dp"]
+    assert dp["valid"] == "False" and "\n" not in dp["reason"], dp
+    assert "more than 60,000 ideals" in dp["reason"], dp["reason"]
+    assert rows["tarnawski-greedy"]["valid"] == "True"

@@ -110,6 +110,26 @@ def test_constraint_bad_input_is_one_line_exit_2(run_cli_here, tmp_path: Path) -
             ["big.json", "colocation group 'x' holds 0.002 GB of parameters"],
         )
     )
+    # contiguous: true (colocation only a hint): the colour class alone fits no device, and a
+    # CPU-only op between two V100-only ones with one V100 (no contiguous split)
+    small.update(colocation="hint", contiguous=True, name="small-contiguous")
+    (tmp_path / "small-contiguous.json").write_text(json.dumps(small))
+    one_gpu = get_cluster("hetero-cpu-2gpu").to_dict()
+    one_gpu.update(devices=one_gpu["devices"][:2], contiguous=True, name="one-gpu")
+    one_gpu["links"] = {"default": {"bandwidth": 1e10, "latency": 1e-6}}
+    (tmp_path / "one-gpu.json").write_text(json.dumps(one_gpu))
+    cases += [
+        (
+            tmp_path / "big.json",
+            tmp_path / "small-contiguous.json",
+            ["big.json", "block of op 'a' (colour class 'x') must run on one device and holds"],
+        ),
+        (
+            write_graph(tmp_path / "sandwich.json", [["V100"], ["CPU"], ["V100"], []]),
+            tmp_path / "one-gpu.json",
+            ["sandwich.json", "no contiguous split onto cluster 'one-gpu' found"],
+        ),
+    ]
     for graph, cluster, expected in cases:
         for command in ("simulate", "baselines"):
             args = [command, str(graph), "--cluster", str(cluster)]
