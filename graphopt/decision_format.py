@@ -47,6 +47,7 @@ import numpy as np
 from graphopt.errors import InvalidArgument
 from graphopt.graph import CompGraph
 from graphopt.typing import Decision, DecisionRecord
+from graphopt.weights import pickle_refusal
 
 if TYPE_CHECKING:  # pragma: no cover
     from graphopt.hardware import Cluster
@@ -99,6 +100,9 @@ def read_json(path: str | Path) -> Any:
     try:
         text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError as e:
+        pickled = pickle_refusal(path, "give a decision file (JSON)")
+        if pickled is not None:
+            raise ValueError(pickled) from None
         raise ValueError(f"{path}: not valid JSON: {e}") from e
     except OSError as e:
         raise ValueError(f"{path}: cannot read: {e.strerror or e}") from None

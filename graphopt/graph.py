@@ -80,6 +80,7 @@ from graphopt.file_set import write_file
 from graphopt.op_classes import check_class, classify
 from graphopt.shapes import Shape, check_op_tensors, parse_dtypes, parse_shapes
 from graphopt.typing import FloatArray, IntArray
+from graphopt.weights import pickle_refusal
 
 FORMAT_NAME = "graphopt-graph"
 FORMAT_VERSION = 3
@@ -557,6 +558,9 @@ class CompGraph:
             else:
                 data = json.loads(path.read_text(encoding="utf-8"))
         except (json.JSONDecodeError, UnicodeDecodeError, OSError, EOFError, zlib.error) as e:
+            pickled = pickle_refusal(path, "give a graph file (JSON, or JSON.gz)")
+            if pickled is not None:
+                raise ValueError(pickled) from None
             raise ValueError(f"{path}: cannot read graph file: {e}") from e
         except RecursionError:
             raise ValueError(f"{path}: not a graph file: JSON nested too deeply") from None

@@ -136,6 +136,7 @@ import yaml
 from graphopt import strict_json
 from graphopt.file_set import write_file
 from graphopt.typing import ClusterModel, FloatArray, IntArray
+from graphopt.weights import pickle_refusal
 
 # Kernel launch overhead from the host: a few microseconds per CUDA kernel (an estimate, not a
 # datasheet figure).
@@ -743,6 +744,9 @@ class Cluster:
             text = path.read_text()
             data = json.loads(text) if is_json else yaml.safe_load(text)
         except (OSError, ValueError, yaml.YAMLError) as e:  # UnicodeDecodeError is a ValueError
+            pickled = pickle_refusal(path, "give a cluster file (.yaml, .yml or .json)")
+            if pickled is not None:
+                raise ValueError(pickled) from None
             kind = "JSON" if is_json else "YAML"
             raise ValueError(f"cluster file '{path}' does not parse as {kind}: {e}") from e
         if isinstance(data, dict) and isinstance(data.get("op_model"), str):

@@ -24,7 +24,8 @@ either way; a tree does not extrapolate, so an op unlike any measured one keeps 
 
 Target: the op's time in log seconds, minus the log of its roofline time plus the device's launch
 overhead (a tree model cannot extrapolate, a ratio to the roofline can: an op of a size never
-measured keeps its roofline's scaling). Prediction: ``exp(prediction) * (roofline + overhead)``.
+measured keeps its roofline's scaling). Prediction: ``exp(prediction) * (roofline + overhead)``,
+a finite number of seconds at most :data:`MAX_OP_SECONDS` (more is refused: a damaged model).
 
 File (``graphopt-op-model``, JSON): ``version``, ``op_feature_version``, ``kinds`` (the device
 kinds trained on), ``types`` and ``classes`` (the categorical codes), ``features`` (their names,
@@ -54,6 +55,7 @@ from graphopt.graph import CompGraph
 from graphopt.hardware import Device
 from graphopt.op_classes import SOURCE
 from graphopt.shapes import DTYPE_BYTES
+from graphopt.weights import pickle_refusal
 
 FORMAT_NAME = "graphopt-op-model"
 FORMAT_VERSION = 1
@@ -152,6 +154,13 @@ def op_features(
     return x
 
 
+MAX_OP_SECONDS = 3600.0
+"""The largest time the model may predict for one op, in seconds: an op that ``graphopt profile``
+measures runs for micro- to milliseconds, and the model prices only ops whose roofline time lies
+near the measured ones, so an hour per op means a damaged model (leaves that pass
+:data:`MAX_LOG_RATIO` can still multiply the roofline by ``exp(689)``). :meth:`OpModel.predict`
+refuses it."""
+
 MAX_LOG_RATIO = 690.0
 """The largest prediction, in log seconds over the roofline, a model's trees can add up to (the
 sum over trees of their largest leaf): ``exp`` of more overflows a float64. A trained model stays
@@ -228,7 +237,12 @@ class OpModel:
 
     def predict(self, graph: CompGraph, device: Device) -> np.ndarray:
         """``float64 [N]``: every op's predicted seconds on ``device``; ``NaN`` where the model
-        cannot price it (a device kind or op type it was not trained on, a ``source`` op)."""
+        cannot price it (a device kind or op type it was not trained on, a ``source`` op).
+
+        Raises:
+            ValueError: a prediction is not a finite number of seconds at most
+                :data:`MAX_OP_SECONDS` (a damaged model; one line naming its file and the op).
+        """
         n = graph.num_ops
         out = np.full(n, np.nan)
         if device.kind not in self.kinds or n == 0:
@@ -246,13 +260,19 @@ class OpModel:
         base = roofline_seconds(graph, device)[known] + device.launch_overhead
         with np.errstate(over="ignore", invalid="ignore"):  # checked below, in one line
             seconds = np.exp(ratio) * base
-        bad = ~np.isfinite(seconds)
+        bad = ~(np.isfinite(seconds) & (seconds <= MAX_OP_SECONDS))
         if bad.any():
-            op = graph.op_names[int(np.flatnonzero(known)[np.argmax(bad)])]
+            first = int(np.argmax(bad))
+            op = graph.op_names[int(np.flatnonzero(known)[first])]
+            got = (
+                f"{seconds[first]:.4g} s, above the bound of {MAX_OP_SECONDS:g} s per op"
+                if np.isfinite(seconds[first])
+                else "a time that is not a finite number"
+            )
             raise ValueError(
-                f"{self.source}: predicts a time that is not a finite number for op {op!r} on "
-                f"{device.kind} (log ratio {ratio[np.argmax(bad)]:.4g}); train the model again "
-                f"with {TRAIN_COMMAND}"
+                f"{self.source}: predicts {got} for op {op!r} on {device.kind} (log ratio "
+                f"{ratio[first]:.4g} over the roofline); train the model again with "
+                f"{TRAIN_COMMAND}"
             )
         out[known] = seconds
         return out
@@ -293,6 +313,16 @@ class OpModel:
                 f'{source}: not an op model file (expected "format": "{FORMAT_NAME}"); train one '
                 f"with {TRAIN_COMMAND}"
             )
+        for key, version in (
+            ("version", FORMAT_VERSION),
+            ("op_feature_version", OP_FEATURE_VERSION),
+        ):
+            value = data.get(key)
+            if not isinstance(value, int) or isinstance(value, bool):
+                raise ValueError(
+                    f"{source}: {key!r} must be the integer {version} (a JSON number, not a "
+                    f"string), got {json.dumps(value)[:40]}"
+                )
         got = data.get("op_feature_version")
         if data.get("version") != FORMAT_VERSION or got != OP_FEATURE_VERSION:
             raise ValueError(
@@ -369,6 +399,9 @@ class OpModel:
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
         except (json.JSONDecodeError, UnicodeDecodeError, OSError, RecursionError) as e:
+            pickled = pickle_refusal(path, f"give an op model file (JSON) of {TRAIN_COMMAND}")
+            if pickled is not None:
+                raise ValueError(pickled) from None
             reason = "nested too deeply" if isinstance(e, RecursionError) else e
             raise ValueError(f"{path}: cannot read op model file: {reason}") from None
         model = cls.from_json_dict(data, str(path))

@@ -123,7 +123,9 @@ def evaluate(graphs: list[Any], cluster: Any, model: Any) -> list[dict[str, Any]
                 if measured_sum > 0
                 else math.nan,
             }
-            if not priced.any():  # --json writes the missing figures as null, this says why
+            if not (times[np.isfinite(times)] > 0).any():  # no error to take: nothing measured
+                row["note"] = "the graph has no measured times on this kind (all zero)"
+            elif not priced.any():  # --json writes the missing figures as null, this says why
                 row["note"] = "the model prices none of the measured ops (no op type it knows)"
             elif measured_sum <= 0:
                 row["note"] = "the priced ops' measured times sum to 0: no error of the sum"
@@ -157,4 +159,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
             f"{r['graph']:<{name}}{r['kind']:<{kind}}{r['ops']:>6}{r['priced']:>8}"
             f"{r['median_op_error']:>14.1%}{r['sum_error']:>+9.1%}"
         )
+    for r in rows:
+        if "note" in r:
+            print(f"{r['graph']} on {r['kind']}: {r['note']}")
     return 0

@@ -55,6 +55,7 @@ from graphopt.importers import inductor as inductor_groups_
 from graphopt.importers import profile as profiler
 from graphopt.importers import torch as torch_importer
 from graphopt.importers.machine import cpu_kind, torch_threads
+from graphopt.weights import pickle_refusal
 
 KERNELS_VERSION = 1
 """Version of the file :meth:`KernelProfile.save` writes."""
@@ -108,6 +109,9 @@ class KernelProfile:
         try:
             raw = json.loads(path.read_text(encoding="utf-8"))
         except UnicodeDecodeError:
+            pickled = pickle_refusal(path, "give the JSON bench/bench_kernels.py writes")
+            if pickled is not None:
+                raise ValueError(pickled) from None
             raise ValueError(
                 f"{path}: not a kernel profile: not UTF-8 text (a binary or pickled file?); "
                 "graphopt reads the JSON bench/bench_kernels.py writes"
@@ -115,8 +119,14 @@ class KernelProfile:
         except (OSError, ValueError, RecursionError) as e:
             reason = "nested too deeply" if isinstance(e, RecursionError) else e
             raise ValueError(f"{path}: not a kernel profile: {reason}") from None
-        if not isinstance(raw, dict) or raw.get("version") != KERNELS_VERSION:
-            got = raw.get("version") if isinstance(raw, dict) else None
+        if not isinstance(raw, dict):
+            keys = ", ".join(["version", *(f.name for f in dataclasses.fields(cls))])
+            raise ValueError(
+                f"{path}: a kernel profile must be a JSON object with keys {keys}; this file "
+                f"holds a JSON {_JSON_TYPES.get(type(raw), type(raw).__name__)}"
+            )
+        if raw.get("version") != KERNELS_VERSION:
+            got = raw.get("version")
             raise ValueError(
                 f"{path}: kernel profile version {got!r}, this graphopt reads version "
                 f"{KERNELS_VERSION}; measure it again with bench/bench_kernels.py"
@@ -127,6 +137,10 @@ class KernelProfile:
             raise ValueError(f"{path}: kernel profile without {sorted(missing)}")
         _check_fields(path, raw)
         return cls(**{k: raw[k] for k in fields})
+
+
+_JSON_TYPES = {list: "list", str: "string", int: "number", float: "number", bool: "true/false"}
+"""How a kernel profile's message names what a file that is not a JSON object holds."""
 
 
 def _seconds(value: Any) -> bool:

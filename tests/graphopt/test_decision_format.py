@@ -4,6 +4,7 @@ the file."""
 from __future__ import annotations
 
 import json
+import pickle
 from pathlib import Path
 
 import numpy as np
@@ -208,6 +209,16 @@ def test_a_truncated_file_says_so(tmp_path):
     with pytest.raises(ValueError, match="truncated") as info:
         read_json(tmp_path / "cut.json")
     assert str(info.value).startswith(str(tmp_path / "cut.json"))
+
+
+def test_a_pickled_decision_file_is_named_a_pickle(tmp_path):
+    """#40: a pickle where a decision file was expected said "can't decode byte 0x80"."""
+    path = tmp_path / "d.json"
+    path.write_bytes(pickle.dumps({"placement": [0]}, protocol=4))
+    with pytest.raises(ValueError) as info:
+        read_json(path)
+    assert str(info.value).startswith(f"{path} is a pickle file (protocol 4), which graphopt")
+    assert str(info.value).endswith("; give a decision file (JSON)")
 
 
 def test_without_a_cluster_devices_are_checked_against_the_files(tmp_path):

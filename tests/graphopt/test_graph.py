@@ -7,6 +7,7 @@ import dataclasses
 import gzip
 import json
 import math
+import pickle
 import re
 from collections import Counter
 from itertools import pairwise
@@ -822,6 +823,19 @@ def test_unreadable_file(tmp_path: Path, filename: str, content: bytes) -> None:
     path.write_bytes(content)
     with pytest.raises(ValueError, match=rf"{re.escape(str(path))}: cannot read graph file"):
         CompGraph.load(path)
+
+
+@pytest.mark.parametrize("protocol", [2, 4, 5])
+def test_a_pickle_file_is_named_a_pickle_and_never_loaded(tmp_path: Path, protocol: int) -> None:
+    """#40: a pickle where a graph file was expected said "can't decode byte 0x80"."""
+    path = tmp_path / "g.json"
+    path.write_bytes(pickle.dumps({"format": FORMAT_NAME}, protocol=protocol))
+    with pytest.raises(ValueError) as info:
+        CompGraph.load(path)
+    assert str(info.value) == (
+        f"{path} is a pickle file (protocol {protocol}), which graphopt never loads (unpickling "
+        "can run code; nothing in it was run); give a graph file (JSON, or JSON.gz)"
+    )
 
 
 def test_nonexistent_file(tmp_path: Path) -> None:

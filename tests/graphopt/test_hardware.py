@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+import pickle
 import re
 from pathlib import Path
 from typing import Any
@@ -492,6 +493,19 @@ def test_file_errors(tmp_path: Path) -> None:
     empty.write_text("")
     with pytest.raises(ValueError, match="cluster must be a mapping, got NoneType"):
         Cluster.load(empty)
+
+
+@pytest.mark.parametrize("name", ["c.yaml", "c.json"])
+def test_a_pickled_cluster_file_is_named_a_pickle(tmp_path: Path, name: str) -> None:
+    """#40: a pickle where a cluster file was expected said "can't decode byte 0x80"."""
+    path = tmp_path / name
+    path.write_bytes(pickle.dumps({"name": "c"}, protocol=4))
+    with pytest.raises(ValueError) as info:
+        Cluster.load(path)
+    assert str(info.value) == (
+        f"{path} is a pickle file (protocol 4), which graphopt never loads (unpickling can run "
+        "code; nothing in it was run); give a cluster file (.yaml, .yml or .json)"
+    )
 
 
 def test_get_cluster_resolution() -> None:

@@ -12,7 +12,14 @@ import pytest
 from graphopt.costmodel.op_fit import fit_op_model, op_errors
 from graphopt.graph import CompGraph, Op
 from graphopt.hardware import Cluster, Device
-from graphopt.op_model import FEATURES, OP_FEATURE_VERSION, OpModel, op_features
+from graphopt.op_model import (
+    FEATURES,
+    MAX_LOG_RATIO,
+    MAX_OP_SECONDS,
+    OP_FEATURE_VERSION,
+    OpModel,
+    op_features,
+)
 from graphopt.sim import simulate
 
 KIND = "cpu-test"
@@ -175,6 +182,71 @@ def test_a_damaged_model_file_is_one_line_naming_file_and_key(tmp_path, model, e
     with pytest.raises(ValueError, match=match) as info:
         OpModel.load(path)
     assert str(info.value).startswith(str(path)) and "\n" not in str(info.value)
+
+
+def _every_leaf(text: str, value: float) -> str:
+    """``text`` with every leaf set to ``value``: each tree adds ``value``, wherever an op goes."""
+    return "\n".join(
+        "leaf_value=" + " ".join([repr(value)] * len(line.split()))
+        if line.startswith("leaf_value=")
+        else line
+        for line in text.split("\n")
+    )
+
+
+def test_leaves_just_under_the_cap_load_but_their_absurd_times_are_refused(tmp_path, graphs, model):
+    """#40: leaves adding up to just under :data:`MAX_LOG_RATIO` passed and priced each op at
+    ``exp(689)`` times its roofline (finite, absurd)."""
+    data = model.to_json_dict()
+    trees = data["booster"].count("leaf_value=")
+    data["booster"] = _every_leaf(data["booster"], (MAX_LOG_RATIO - 1) / trees)
+    path = tmp_path / "near.json"
+    path.write_text(json.dumps(data))
+    near = OpModel.load(path)  # the file itself is well-formed
+    with pytest.raises(ValueError) as info:
+        near.predict(graphs[2], DEVICE)
+    message = str(info.value)
+    assert message.startswith(f"{path}: predicts ") and "\n" not in message
+    assert f"above the bound of {MAX_OP_SECONDS:g} s per op for op 'mm0' on {KIND}" in message
+    assert "train the model again with graphopt costmodel ops train" in message
+    predicted = model.predict(graphs[2], DEVICE)  # a trained model is far below the bound
+    assert np.nanmax(predicted) < 1e-3 * MAX_OP_SECONDS
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "says"),
+    [
+        (
+            "version",
+            "1",
+            "'version' must be the integer 1 (a JSON number, not a string), got \"1\"",
+        ),
+        (
+            "version",
+            True,
+            "'version' must be the integer 1 (a JSON number, not a string), got true",
+        ),
+        ("op_feature_version", "1", "'op_feature_version' must be the integer 1"),
+    ],
+)
+def test_a_version_that_is_not_an_integer_says_which_integer(tmp_path, model, key, value, says):
+    """#40: ``"version": "1"`` said "op model of file version '1' ... reads file version 1"."""
+    data = {**model.to_json_dict(), key: value}
+    path = tmp_path / "v.json"
+    path.write_text(json.dumps(data))
+    with pytest.raises(ValueError) as info:
+        OpModel.load(path)
+    assert str(info.value).startswith(f"{path}: {says}") and "\n" not in str(info.value)
+
+
+def test_a_pickled_model_file_is_named_a_pickle(tmp_path):
+    """#40: a pickle where an op model was expected said "can't decode byte 0x80"."""
+    import pickle
+
+    path = tmp_path / "m.json"
+    path.write_bytes(pickle.dumps({"format": "graphopt-op-model"}, protocol=4))
+    with pytest.raises(ValueError, match="is a pickle file \\(protocol 4\\), which graphopt never"):
+        OpModel.load(path)
 
 
 def test_the_canonical_booster_predicts_as_the_trained_one(graphs, model):

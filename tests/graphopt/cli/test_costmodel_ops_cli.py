@@ -128,6 +128,29 @@ def test_eval_json_is_strict_json_a_missing_figure_null_with_its_reason(tmp_path
     assert row["note"].startswith("the model prices none of the measured ops")
 
 
+def test_eval_of_a_graph_measured_all_zero_says_so(tmp_path, run_cli_here):
+    """#40: a graph whose measured times are all 0 was said to hold "no op type it knows"."""
+    from graphopt.costmodel.op_fit import fit_op_model
+    from graphopt.hardware import Cluster
+
+    cluster = tmp_path / "c.yaml"
+    cluster.write_text(yaml.safe_dump(CLUSTER))
+    graph = chain("z", "z", 16)
+    data = graph.to_json_dict()
+    data["measured"] = {KIND: [0.0] * graph.num_ops}
+    (tmp_path / "z.json").write_text(json.dumps(data))
+    trained = fit_op_model([chain("b", "b", 24)], Cluster.from_dict(CLUSTER).devices, rounds=2)
+    trained.save(tmp_path / "m.json")
+    args = ["costmodel", "ops", "eval", str(tmp_path / "z.json"), "--cluster", str(cluster),
+            "--model", str(tmp_path / "m.json")]  # fmt: skip
+    (row,) = json.loads(run_cli_here(*args, "--json").stdout)
+    assert row["note"] == "the graph has no measured times on this kind (all zero)"
+    assert row["median_op_error"] is None and row["sum_error"] is None
+    table = run_cli_here(*args).stdout
+    assert f"z on {KIND}: the graph has no measured times on this kind (all zero)" in table
+    assert "no op type it knows" not in table
+
+
 def test_rounds_are_bounded_before_any_work(tmp_path, run_cli_here):
     """#40: ``--rounds 1000000000000`` was a traceback, ``--rounds 2000000000`` grew to 24 GB."""
     from graphopt.cli import costmodel_ops

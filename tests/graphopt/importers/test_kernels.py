@@ -72,8 +72,23 @@ def test_a_field_of_the_wrong_type_names_file_and_key(tmp_path: Path, key, value
 def test_a_binary_or_pickled_profile_is_one_line(tmp_path: Path) -> None:
     path = tmp_path / "k.pkl"
     path.write_bytes(b"\x80\x04\x95\x10\x00\x00\x00\x00\x00\x00\x00}\x94.")  # a pickle
+    with pytest.raises(ValueError, match="is a pickle file \\(protocol 4\\), which graphopt never"):
+        KernelProfile.load(path)
+    path.write_bytes(b"\xff\xfe binary")
     with pytest.raises(ValueError, match="not UTF-8 text \\(a binary or pickled file\\?\\)"):
         KernelProfile.load(path)
+
+
+@pytest.mark.parametrize(("text", "holds"), [("[]", "list"), ('"k"', "string"), ("3", "number")])
+def test_a_profile_that_is_not_a_json_object_names_the_keys(tmp_path: Path, text, holds) -> None:
+    """#40: a JSON list was refused as "version None"."""
+    path = tmp_path / "k.json"
+    path.write_text(text)
+    with pytest.raises(ValueError) as info:
+        KernelProfile.load(path)
+    message = str(info.value)
+    assert message.startswith(f"{path}: a kernel profile must be a JSON object with keys version")
+    assert "seconds" in message and message.endswith(f"this file holds a JSON {holds}")
 
 
 @pytest.mark.parametrize(
