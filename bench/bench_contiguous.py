@@ -4,6 +4,7 @@ the block DAG, for this tree and, with ``--before PATH``, for another checkout o
 
     python bench/bench_contiguous.py --before /tmp/graphopt-before
     python bench/bench_contiguous.py --option
+    python bench/bench_contiguous.py --before /tmp/graphopt-before --graphs 'torch:resnet?depth=18|torch:vit'
 
 With ``--option``: every placer of ``PLACERS`` on the same graphs and clusters without and with
 the cluster option ``contiguous: true`` (step time, or the placer's refusal), and whether the
@@ -37,7 +38,7 @@ from graphopt.baselines.placement import PLACERS
 from graphopt.hardware import get_cluster
 from graphopt.workloads import resolve_graphs
 out = {}
-for spec in sys.argv[2].split(","):
+for spec in sys.argv[2].split("|"):
     (graph,) = resolve_graphs(spec)
     for cluster_name in sys.argv[3].split(","):
         cluster = get_cluster(cluster_name)
@@ -50,11 +51,11 @@ json.dump(out, open(sys.argv[1], "w"))
 """
 
 
-def placements(tree: Path) -> dict[str, list[int] | str]:
+def placements(tree: Path, graphs: list[str]) -> dict[str, list[int] | str]:
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "out.json"
         env = dict(os.environ, PYTHONPATH=str(tree))
-        args = [str(path), ",".join(GRAPHS), ",".join(CLUSTERS), ",".join(PLACERS)]
+        args = [str(path), "|".join(graphs), ",".join(CLUSTERS), ",".join(PLACERS)]
         subprocess.run([sys.executable, "-c", COMPUTE, *args], env=env, check=True, cwd=tree)
         return json.loads(path.read_text())
 
@@ -63,7 +64,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--before", type=Path, help="another checkout to compare with")
     parser.add_argument("--option", action="store_true", help="contiguous: false against true")
+    parser.add_argument(
+        "--graphs",
+        default="|".join(GRAPHS),
+        help="graphs of the before/after table, separated by '|' (a torch: source has '&')",
+    )
     args = parser.parse_args()
+    graphs = args.graphs.split("|")
     if args.option:
         option_table()
         return
@@ -74,13 +81,13 @@ def main() -> None:
     from graphopt.workloads import resolve_graphs
 
     trees = {"after": ROOT} | ({"before": args.before} if args.before else {})
-    results = {label: placements(tree) for label, tree in trees.items()}
+    results = {label: placements(tree, graphs) for label, tree in trees.items()}
     header = ["graph", "cluster", "placer"] + [
         f"{label} {what}" for label in trees for what in ("ms", "contiguous")
     ]
     print("| " + " | ".join(header) + " |")
     print("| " + " | ".join(["---"] * 3 + ["---:"] * (len(header) - 3)) + " |")
-    for spec in GRAPHS:
+    for spec in graphs:
         (graph,) = resolve_graphs(spec)
         dag = block_dag(graph)
         for cluster_name in CLUSTERS:
@@ -101,7 +108,8 @@ def main() -> None:
                     whole = np.array_equal(stage[dag.block], placement)
                     alone = cpus if name == "tarnawski-greedy" else None
                     ok = whole and is_contiguous(dag, stage, singletons=alone)
-                    ms = f"{m.step_time * 1e3:.1f}" if m.valid else "invalid"
+                    digits = 1 if m.step_time >= 0.1 else 3  # small graphs: microseconds
+                    ms = f"{m.step_time * 1e3:.{digits}f}" if m.valid else "invalid"
                     row += [ms, "yes" if ok else "no"]
                 print("| " + " | ".join(row) + " |")
 
