@@ -24,6 +24,9 @@ loaded: graphopt refuses them (:func:`legacy_model_error`) and never opens them.
 
 Every file is written to a temporary name and renamed into place, so an interrupted write never
 leaves a truncated checkpoint or state file behind.
+A run stopped by Ctrl-C or SIGTERM while it is set up, before it has anything to resume or
+read, is removed whole (:func:`removed_if_interrupted`): a run directory holds a configuration
+and a state that says where it stands, or is not there.
 
 :func:`check_output_path` refuses an output path that cannot be created (a folder of it is a file,
 or not writable) before a command does any work.
@@ -36,6 +39,7 @@ import csv
 import json
 import os
 import re
+import shutil
 import signal
 import stat
 import sys
@@ -47,6 +51,7 @@ from typing import Any
 from graphopt import strict_json
 from graphopt.errors import RunLocked
 from graphopt.file_set import write_file
+from graphopt.signals import held
 
 try:
     import fcntl
@@ -174,6 +179,23 @@ def new_run_dir(root: str | Path, task: str, name: str, checkpoints: bool = True
             return path
         except FileExistsError:  # another run took it meanwhile
             k += 1
+
+
+@contextlib.contextmanager
+def removed_if_interrupted(run: Path, unless: Path | None = None) -> Iterator[None]:
+    """Remove the new run directory ``run`` when Ctrl-C or SIGTERM (``KeyboardInterrupt``) ends
+    the block before ``unless`` exists (without ``unless``: whenever it does). Around the
+    set-up of a run, before training's own stop handling takes over: a run stopped there holds
+    nothing to resume or read (no checkpoint, no model) and a status that says it is starting or
+    running, so it is removed whole, with both signals held back meanwhile
+    (:func:`graphopt.signals.held`), and the interrupt goes on."""
+    try:
+        yield
+    except KeyboardInterrupt:
+        if unless is None or not unless.exists():
+            with held():
+                shutil.rmtree(run, ignore_errors=True)
+        raise
 
 
 def atomic_write_text(path: Path, text: str) -> None:

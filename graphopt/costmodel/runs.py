@@ -214,7 +214,6 @@ def train_run(
     net = CostNet(layout)
 
     # ---- run directory
-    run = new_run(runs_root, name)
     config = {
         "data": str(data),
         "val_data": None if val_data is None else str(val_data),
@@ -241,8 +240,10 @@ def train_run(
         "features": features,
         "net": layout.to_dict(),
     }
-    rundir.atomic_write_text(run / CONFIG_FILE, yaml.safe_dump(config, sort_keys=False))
-    rundir.write_state(run, status="running", epochs=0)
+    run = new_run(runs_root, name)
+    with rundir.removed_if_interrupted(run):  # stopped while set up: nothing to read, removed
+        rundir.atomic_write_text(run / CONFIG_FILE, yaml.safe_dump(config, sort_keys=False))
+        rundir.write_state(run, status="running", epochs=0)
 
     # ---- learn; every improving epoch replaces model.pt
     log = EpochLog(run)

@@ -212,8 +212,9 @@ def run_training(
     val_items = build_items(val_graphs, clusters)
     setup = time.perf_counter() - start
     run = rundir.new_run_dir(runs_root, TASK_DIR, config.name, checkpoints=False)
-    write_file(run / "config.yaml", yaml.safe_dump(config.to_dict(), sort_keys=False))
-    rundir.write_state(run, status="running", setup_seconds=round(setup, 2))
+    with rundir.removed_if_interrupted(run):  # stopped while set up: nothing to read, removed
+        write_file(run / "config.yaml", yaml.safe_dump(config.to_dict(), sort_keys=False))
+        rundir.write_state(run, status="running", setup_seconds=round(setup, 2))
     log(
         f"run: {run} (set-up {setup:.1f} s; {config.train.imitation_updates} imitation and "
         f"{config.train.updates} {config.train.algorithm} updates)"

@@ -417,10 +417,11 @@ def sweep(
         sweep_dir = rundir.new_run_dir(root, "sweep", config.name, checkpoints=False)
         for i, t in enumerate(trials):
             t["name"] = f"{sweep_dir.name}-t{i}"
-        write_file(
-            sweep_dir / SWEEP_FILE,
-            strict_json.dumps({"base": base, "runs_root": str(root), "trials": trials}, indent=1),
+        plan_text = strict_json.dumps(
+            {"base": base, "runs_root": str(root), "trials": trials}, indent=1
         )
+        with rundir.removed_if_interrupted(sweep_dir):  # no plan yet: nothing to resume
+            write_file(sweep_dir / SWEEP_FILE, plan_text)
     if on_start is not None:
         on_start(sweep_dir, len(trials))
     todo = [t for t in trials if t.get("status") != "finished"]

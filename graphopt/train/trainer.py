@@ -264,8 +264,11 @@ def _train_new(
     show_progress: bool,
     on_start: Callable[[Path], None] | None,
 ) -> None:
-    """:func:`train`'s run directory ``run``: written and trained under its lock."""
-    with rundir.locked(run):
+    """:func:`train`'s run directory ``run``: written and trained under its lock. A Ctrl-C or
+    SIGTERM before the first checkpoint that is not a stop during training (which :func:`_learn`
+    records as interrupted, with a checkpoint) removes ``run`` again: nothing in it could be
+    resumed (:func:`graphopt.rundir.removed_if_interrupted`)."""
+    with rundir.removed_if_interrupted(run, unless=run / rundir.LAST), rundir.locked(run):
         config.save(run / rundir.CONFIG_FILE)
         checkpoint.write_model_info(run, model, config.task)
         rundir.write_state(

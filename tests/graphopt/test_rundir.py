@@ -422,3 +422,21 @@ def test_run_files_of_a_size_graphopt_never_writes_are_refused_unread(tmp_path):
             with pytest.raises(ValueError, match="4,194,305 bytes"):
                 rundir.read_state(run)
         path.write_text("{}")
+
+
+def test_a_run_stopped_while_set_up_is_removed(tmp_path) -> None:
+    """#40: a Ctrl-C or SIGTERM between a run directory's creation and its first checkpoint left
+    a run that says it is starting, with nothing to resume from."""
+    run = rundir.new_run_dir(tmp_path, "placement", "r")
+    with pytest.raises(KeyboardInterrupt), rundir.removed_if_interrupted(run):
+        (run / "config.yaml").write_text("a: 1\n")
+        raise KeyboardInterrupt
+    assert not run.exists() and (tmp_path / "placement").is_dir()
+    run = rundir.new_run_dir(tmp_path, "placement", "r")
+    with pytest.raises(KeyboardInterrupt), rundir.removed_if_interrupted(run, unless=run / "x"):
+        (run / "x").write_text("")  # the resume point exists: the run is kept
+        raise KeyboardInterrupt
+    assert (run / "x").exists()
+    with pytest.raises(ValueError), rundir.removed_if_interrupted(run):
+        raise ValueError("an error is the caller's to record")
+    assert (run / "x").exists()

@@ -101,6 +101,19 @@ def test_ctrl_c_keeps_the_best_model_so_far(dataset: Path, tmp_path: Path) -> No
     assert len((run / "metrics.csv").read_text().splitlines()) == 3  # header + 2 epochs
 
 
+def test_a_run_stopped_while_set_up_is_removed(dataset: Path, tmp_path: Path, monkeypatch) -> None:
+    """#40: Ctrl-C or SIGTERM before the first epoch's bookkeeping began left a run with a
+    config, a "running" state and nothing else."""
+
+    def stop(run: Path, **fields: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(runs.rundir, "write_state", stop)
+    with pytest.raises(KeyboardInterrupt):
+        runs.train_run(dataset, name="i", runs_root=tmp_path, **TINY)
+    assert list((tmp_path / "costmodel").iterdir()) == []
+
+
 @pytest.mark.parametrize(
     ("kwargs", "match"),
     [

@@ -144,6 +144,26 @@ def test_train_refuses_a_runs_root_under_a_file_before_any_work(tmp_path: Path, 
     assert sorted(p.name for p in tmp_path.iterdir()) == ["F"]
 
 
+@pytest.mark.parametrize("where", ["write_model_info", "set_logger"])
+def test_a_run_stopped_before_its_first_checkpoint_is_removed(
+    tmp_path: Path, monkeypatch, where: str
+) -> None:
+    """#40: Ctrl-C or SIGTERM while the run directory was set up (before training's own stop
+    handling) left a run whose state said "starting", with no checkpoint to resume from."""
+    import graphopt.train.trainer as trainer
+
+    def stop(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    if where == "write_model_info":
+        monkeypatch.setattr(trainer.checkpoint, "write_model_info", stop)
+    else:
+        monkeypatch.setattr(trainer, "RunCallback", stop)  # in _learn, before model.learn
+    with pytest.raises(KeyboardInterrupt):
+        train(tiny_config(), runs_root=tmp_path, show_progress=False)
+    assert list((tmp_path / "placement").iterdir()) == []
+
+
 def test_each_validation_is_one_metrics_row(trained: Path) -> None:
     """The last step is a validation step (32 = 2 x eval_every): the final model is not
     validated a second time."""
