@@ -47,7 +47,9 @@ def main() -> None:
     budgets = [int(c) for c in args.calls.split(",")]
     (cluster,) = resolve_clusters(args.cluster)
     graphs = [g for g in resolve_run_graphs(args.graphs) if g.num_ops <= args.max_ops]
-    print(f"{len(graphs)} graphs of {args.graphs} (<= {args.max_ops} ops), {cluster.name}, seed {args.seed}")
+    print(
+        f"{len(graphs)} graphs of {args.graphs} (<= {args.max_ops} ops), {cluster.name}, seed {args.seed}"
+    )
     heads = " | ".join(f"optimize@{k}" for k in budgets)
     print(f"| graph | ops | best heuristic | bound | {heads} | s |")
     print("| --- | ---: | --- | ---: |" + " ---: |" * len(budgets) + " ---: |")
