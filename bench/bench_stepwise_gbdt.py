@@ -3,7 +3,7 @@ features, and does following a predictor of them pay? A diagnostic with gradient
 (LightGBM) in place of the policy's head.
 
 Usage: python bench/bench_stepwise_gbdt.py [--train N] [--max-ops M] [--calls K]
-       [--thresholds T1,T2,...]
+       [--thresholds T1,T2,...] [--release]
 
 The targets are ``bench/bench_stepwise_distill.py``'s (``optimize_graph(calls=K)``'s placements of
 ``N`` ``suite:train-gen`` graphs, cached on disk), and the test set its 28 family-test graphs
@@ -19,6 +19,12 @@ with their own targets at ``K`` calls.
 2. A second model ranks the other devices (label: the target's device). Decoding greedily, each
    step leaves the anchor for the best-ranked other device when the first model's probability
    is above a threshold: the speed-up of that decode over the best heuristic on the test graphs.
+3. With ``--release``: whether *where* the search releases ops is enough, decoded by the
+   placement decoder (which re-places every released op by its list scheduler against the rest):
+   the decoder search at 256 calls (seed 0) as it ends; its gate channel alone (its device
+   affinities zeroed); the ops where the target leaves the anchor released; the ops where the
+   first model (without persistence, on the anchor's own trajectory) says the search leaves it,
+   above each threshold, released.
 """
 
 from __future__ import annotations
@@ -31,6 +37,8 @@ import numpy as np
 import torch
 from bench_stepwise_distill import search_target
 
+from graphopt.decoders.decision import decode as decode_outputs
+from graphopt.decoders.search import PLACEMENT_DECODER, search_placements
 from graphopt.decoders.stepwise import (
     NUM_FEATURES,
     SCHEDULE_FEATURES,
@@ -40,8 +48,10 @@ from graphopt.decoders.stepwise import (
     new_state,
     next_op,
 )
+from graphopt.sim import Simulator
 from graphopt.train.step_run import build_items, resolve_clusters, resolve_run_graphs
 from graphopt.train.stepwise import Item, geomean
+from graphopt.typing import Decision
 
 ANCHOR = SCHEDULE_FEATURES.index("anchor")
 MIN_EFT = SCHEDULE_FEATURES.index("is_min_eft")
@@ -128,12 +138,59 @@ def follow(item: Item, leave: lgb.Booster, rank: lgb.Booster, threshold: float) 
     return item.reference_time / m.step_time[0] if m.valid[0] else 0.0
 
 
+def released(item: Item, gates: np.ndarray, sim: Simulator) -> float:
+    """Speed-up of the placement decoder's decision with ``gates`` (+1 released, -1 anchored)
+    and no affinity: the released ops re-placed by its list scheduler."""
+    graph, cluster = item.sg.graph, item.sg.cluster
+    anchor = Decision(placement=item.sg.anchor.copy()).filled(graph.num_ops)
+    outputs = np.zeros((2 + cluster.num_devices, graph.num_ops))
+    outputs[1] = gates
+    placed = decode_outputs("placement", graph, cluster, outputs, anchor, "", PLACEMENT_DECODER)
+    m = sim.evaluate(graph, cluster, Decision(placed.placement, anchor.priority, anchor.fusion))
+    return item.reference_time / m.step_time if m.valid else 0.0
+
+
+def release_sets(items, calls: int, model: lgb.Booster, thresholds: list[float]) -> None:
+    """Part 3 of the module docstring, printed."""
+    sim = Simulator()
+    names = ["search@256", "its gates alone", "target's departures"]
+    names += [f"predicted above {t}" for t in thresholds]
+    columns: dict[str, list[float]] = {name: [] for name in names}
+    for item in items:
+        graph, anchor = item.sg.graph, item.sg.anchor
+        result = search_placements(graph, item.sg.cluster, Decision(placement=anchor.copy()), 256)
+        columns["search@256"].append(item.reference_time / result.measurement.step_time)
+        columns["its gates alone"].append(released(item, result.outputs[1], sim))
+        target, _ = search_target(item, calls)
+        columns["target's departures"].append(
+            released(item, np.where(target != anchor, 1.0, -1.0), sim)
+        )
+        episode = decode(item.sg, "anchor")
+        steps = [(k, v) for k, v in enumerate(episode.ops) if episode.masks[k].sum() >= 2]
+        p = np.zeros(graph.num_ops)
+        if steps:
+            rows = [
+                step_row(episode.feats[k], episode.masks[k], int(anchor[v]), (0.0, 0.0))[:-2]
+                for k, v in steps
+            ]
+            p[[v for _, v in steps]] = model.predict(np.array(rows))
+        for t in thresholds:
+            columns[f"predicted above {t}"].append(released(item, np.where(p > t, 1.0, -1.0), sim))
+    for name, values in columns.items():
+        v = np.array(values)
+        print(
+            f"released: {name}: {geomean(np.maximum(v, 1e-9)):.3f}x, above the heuristic "
+            f"{(v > 1.001).sum()}, below {(v < 0.999).sum()} of {len(v)}"
+        )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--train", type=int, default=96)
     ap.add_argument("--max-ops", type=int, default=1200)
     ap.add_argument("--calls", type=int, default=512)
     ap.add_argument("--thresholds", default="0.5,0.7,0.9")
+    ap.add_argument("--release", action="store_true")
     args = ap.parse_args()
     torch.set_num_threads(1)
     clusters = resolve_clusters("v100-nvlink-4")
@@ -164,8 +221,12 @@ def main() -> None:
         f"test AUC of 'the search leaves the anchor here': {auc(us, without.predict(ts[:, :-2])):.3f}"
         f" (schedule features), {auc(us, leave.predict(ts)):.3f} (+ persistence, teacher-forced)"
     )
+    thresholds = [float(t) for t in args.thresholds.split(",")]
+    if args.release:
+        release_sets(test_items, args.calls, without, thresholds)
+        return
     rank = lgb.train(PARAMS, lgb.Dataset(xd, yd), 300)
-    for threshold in (float(t) for t in args.thresholds.split(",")):
+    for threshold in thresholds:
         s = np.array([follow(item, leave, rank, threshold) for item in test_items])
         print(
             f"decode leaving the anchor above p = {threshold}: family-test {geomean(s):.3f}x "
