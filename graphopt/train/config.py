@@ -1,7 +1,11 @@
 """Training configuration: one dataclass, parsed only at the edge (YAML file and CLI flags).
 
-:class:`TrainConfig` is the one source of the defaults (each documented under its field); a
-``--config FILE.yaml`` sets any subset of its keys, and CLI flags override both. Unknown keys are
+:class:`TrainConfig` is the one source of the run's defaults (each documented under its field),
+except the environment settings it shares with :class:`envs.settings.EnvSettings` (``cluster``,
+``reward_mode``, ``max_ops``, ``candidates``, ``horizon``), whose defaults it takes from there
+(the cluster's from :data:`graphopt.hardware.DEFAULT_CLUSTER`, as EnvSettings does); ``graphs``
+differs on purpose (a run trains on ``suite:default``, an environment made alone loads
+``suite:tiny``). A ``--config FILE.yaml`` sets any subset of its keys, and CLI flags override both. Unknown keys are
 errors that name the key. A config is validated once (:meth:`TrainConfig.validate`, which
 :func:`load_config` calls): types and values checked, the device name checked and the cluster
 resolved to a :class:`~graphopt.hardware.Cluster` (:attr:`TrainConfig.resolved_cluster`), which
@@ -22,10 +26,11 @@ from typing import Any
 
 import yaml
 
+from envs.settings import EnvSettings
 from graphopt.accelerator import check_device_name
 from graphopt.errors import InvalidArgument
 from graphopt.file_set import write_file
-from graphopt.hardware import Cluster, get_cluster
+from graphopt.hardware import DEFAULT_CLUSTER, Cluster, get_cluster
 from graphopt.tasks import SIMULATED_MOVE_TASKS, get_task
 from graphopt.train import policy_registry
 from graphopt.train.policy_registry import LEARNED_BASELINES
@@ -63,7 +68,7 @@ class TrainConfig:
     """Training graphs: names, suite:NAME, graph files, pipedream:/torch: sources, comma-separated."""
     val_graphs: str = "suite:heldout-small"
     """Validation graphs, evaluated greedily every ``eval_every`` steps (best model by these)."""
-    cluster: str = "v100-nvlink-4"
+    cluster: str = DEFAULT_CLUSTER
     """Cluster preset or cluster file."""
     total_timesteps: int = 20000
     """Episodes (= decisions = simulator calls) to train for."""
@@ -85,11 +90,11 @@ class TrainConfig:
     the value head as the baseline."""
     groups: int = 16
     """policy hdp: the grouper's groups (the placer decides one device per group)."""
-    reward_mode: str = "speedup"
+    reward_mode: str = EnvSettings.reward_mode
     """speedup, neg_sqrt_time or log_speedup (see envs.rewards)."""
     num_priorities: int = 8
     """Priority levels for the scheduling and joint tasks."""
-    max_ops: int | None = None
+    max_ops: int | None = EnvSettings.max_ops
     """Padding size; default: the largest training or validation graph."""
     n_envs: int = 4
     """Environments stepped together (in one process)."""
@@ -118,9 +123,9 @@ class TrainConfig:
     device: str = "auto"
     """Where the policy trains: auto (a CUDA GPU when torch sees one, else the CPU), cpu, cuda or
     cuda:N (:mod:`graphopt.accelerator`). The environments and the simulator run on the CPU."""
-    candidates: int = 16
+    candidates: int = EnvSettings.candidates
     """Edit tasks: candidate moves offered per step."""
-    horizon: int = 64
+    horizon: int = EnvSettings.horizon
     """Edit tasks: steps per episode."""
     policy_kwargs: dict[str, Any] = field(default_factory=dict)
     """Passed to the policy (e.g. hidden size, layers, segment length)."""

@@ -16,6 +16,38 @@ def test_the_defaults_are_the_dataclass_fields():
     assert not (CONFIG_DIR / "ppo_default.yaml").exists()  # no second copy of the defaults
 
 
+SHARED_WITH_THE_ENVIRONMENTS = ("cluster", "reward_mode", "max_ops", "candidates", "horizon")
+"""The TrainConfig keys whose defaults are EnvSettings' (graphs and cost_model differ in kind)."""
+
+
+def test_the_environment_defaults_are_envsettings():
+    import ast
+    import dataclasses
+    import inspect
+
+    import graphopt.train.config as config_module
+    from envs.settings import EnvSettings
+
+    train = {f.name: f.default for f in dataclasses.fields(TrainConfig)}
+    env = {f.name: f.default for f in dataclasses.fields(EnvSettings)}
+    assert set(train) & set(env) == {*SHARED_WITH_THE_ENVIRONMENTS, "graphs", "cost_model"}
+    for key in SHARED_WITH_THE_ENVIRONMENTS:
+        assert train[key] == env[key], key
+    # one home: each of these defaults is read from EnvSettings (or DEFAULT_CLUSTER), no literal
+    tree = ast.parse(inspect.getsource(config_module))
+    body = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "TrainConfig")
+    defaults = {
+        n.target.id: ast.unparse(n.value)
+        for n in body.body
+        if isinstance(n, ast.AnnAssign) and isinstance(n.target, ast.Name) and n.value
+    }
+    assert {k: defaults[k] for k in SHARED_WITH_THE_ENVIRONMENTS} == {
+        "cluster": "DEFAULT_CLUSTER",
+        **{k: f"EnvSettings.{k}" for k in SHARED_WITH_THE_ENVIRONMENTS if k != "cluster"},
+    }
+    assert env["cluster"] == config_module.DEFAULT_CLUSTER
+
+
 def test_validated_once_with_the_cluster_resolved_once(tmp_path, monkeypatch):
     import graphopt.train.config as config_module
 
