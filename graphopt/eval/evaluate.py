@@ -58,7 +58,7 @@ from graphopt.modes import parse_mode
 from graphopt.sim import Simulator
 from graphopt.tasks import SIMULATED_MOVE_TASKS, get_task
 from graphopt.train.config import TrainConfig, load_config
-from graphopt.train.policy_registry import plans
+from graphopt.train.policy_registry import get_policy, plans, runs_on_any_device_count
 from graphopt.train.trainer import load_model
 from graphopt.typing import Decision
 from graphopt.workloads.clusters import EACH, graph_clusters
@@ -199,7 +199,7 @@ def load_run(
     except ValueError:
         if target.num_devices == trained.num_devices:
             raise
-        if config.policy_kwargs.get("device_agnostic"):
+        if runs_on_any_device_count(config.policy, config.policy_kwargs):
             # its weights do not depend on the device count: the same weights in a model of
             # this cluster's action space
             best = rundir.best_model_path(path)
@@ -208,10 +208,17 @@ def load_run(
             return LoadedRun(path, config, model, env, sim)
         # A policy whose observation does not depend on the device count (the edit tasks: one
         # row per candidate move) runs on any cluster; for the others this is the cause.
+        switch = get_policy(config.policy).any_device_count
+        retrain = (
+            f"train with policy_kwargs: {{{switch}: true}}"
+            if switch is not None
+            else f"train a run on {target.num_devices} devices (the weights of policy "
+            f"{config.policy} fit the device count they were trained for)"
+        )
         raise ValueError(
             f"run {path} was trained for {trained.num_devices} devices ({trained.name}); "
             f"cluster {target.name} has {target.num_devices}: evaluate on a cluster with the "
-            "same device count, or train with policy_kwargs: {device_agnostic: true}"
+            f"same device count, or {retrain}"
         ) from None
     return LoadedRun(path, config, model, env, sim)
 

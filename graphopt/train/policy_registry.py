@@ -1,8 +1,9 @@
 """The policy registry: every ``policy:`` name a run may give, and what it stands for.
 
 One :class:`PolicySpec` per name holds the policy classes the name trains (by the task and the
-decoder), the one task a learned baseline trains on, the environment variant it needs and
-whether it offers what the budgeted modes ``plan:K`` and ``search:K`` read. Training
+decoder), the one task a learned baseline trains on, the environment variant it needs,
+whether it offers what the budgeted modes ``plan:K`` and ``search:K`` read, and which
+``policy_kwargs`` switch lets its weights run on any device count. Training
 (:class:`~graphopt.train.config.TrainConfig`), evaluation (:mod:`graphopt.eval.evaluate`) and
 the ``graphopt train --policy`` choices read it; adding a policy is one entry here.
 
@@ -12,6 +13,7 @@ The classes are named, not imported: reading the registry loads neither torch no
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,6 +32,9 @@ class PolicySpec:
         variant: the environment variant the policy reads (:func:`envs.make_env`), or None.
         plans: whether the policy gives per-op device probabilities or candidate moves, which
             ``plan:K`` and ``search:K`` read.
+        any_device_count: the ``policy_kwargs`` key that, set true, makes the one-shot
+            policy's weights independent of the device count, so that a run is evaluated on a
+            cluster of any size (None: no such switch; its weights fit the trained count only).
 
     A class name found in :mod:`policies` is imported from there; any other is SB3's stock
     policy of that name, passed to PPO as a string.
@@ -41,10 +46,16 @@ class PolicySpec:
     task: str | None = None
     variant: str | None = None
     plans: bool = True
+    any_device_count: str | None = None
 
 
 REGISTRY: dict[str, PolicySpec] = {
-    "go": PolicySpec(one_shot="GOPolicy", edit="MovePolicy", decoder="GODecoderPolicy"),
+    "go": PolicySpec(
+        one_shot="GOPolicy",
+        edit="MovePolicy",
+        decoder="GODecoderPolicy",
+        any_device_count="device_agnostic",  # policies.go_network.GOSettings.device_agnostic
+    ),
     "mlp": PolicySpec(one_shot="MultiInputPolicy", edit="MlpPolicy"),
     "graph": PolicySpec(one_shot=None, edit="GOMovePolicy"),
     "gdp": PolicySpec(one_shot="GDPPolicy", edit=None, task="placement"),
@@ -87,6 +98,17 @@ def plans(name: str) -> bool:
     """Whether policy ``name`` gives what ``plan:K`` and ``search:K`` read (per-op device
     probabilities or candidate moves); an unknown name counts as ``go``'s."""
     return REGISTRY.get(name, REGISTRY["go"]).plans
+
+
+def runs_on_any_device_count(name: str, policy_kwargs: Mapping[str, Any]) -> bool:
+    """Whether a one-shot run of policy ``name`` trained with ``policy_kwargs`` has weights that
+    fit a cluster of any device count (its :attr:`PolicySpec.any_device_count` switch set true).
+
+    Raises:
+        ValueError: an unknown policy name.
+    """
+    switch = get_policy(name).any_device_count
+    return switch is not None and bool(policy_kwargs.get(switch, False))
 
 
 def policy_class(name: str, task: str, decoder: str = "none") -> Any:

@@ -220,6 +220,21 @@ def test_a_device_agnostic_go_policy_runs_on_any_device_count(tmp_path: Path):
         evaluate_run(plain, "txl-tiny", cluster="v100-nvlink-8", console=quiet())
 
 
+def test_the_device_count_switch_is_the_policy_registrys(trained: Path, monkeypatch):
+    # evaluation asks the registry which policy_kwargs key (if any) frees a run of its device
+    # count, and names that fix; a policy without one is told to train on the other count
+    import dataclasses
+
+    from graphopt.train.policy_registry import REGISTRY
+
+    with pytest.raises(ValueError, match=r"or train with policy_kwargs: \{device_agnostic: true\}"):
+        evaluate_run(trained, "txl-tiny", cluster="v100-nvlink-8", console=quiet())
+    no_switch = dataclasses.replace(REGISTRY["go"], any_device_count=None)
+    monkeypatch.setitem(REGISTRY, "go", no_switch)
+    with pytest.raises(ValueError, match="train a run on 8 devices .the weights of policy go fit"):
+        evaluate_run(trained, "txl-tiny", cluster="v100-nvlink-8", console=quiet())
+
+
 def test_cluster_each_evaluates_every_graph_on_its_own_cluster(trained: Path, tmp_path: Path):
     """Two graph files on two 2-device clusters in one call: one table, each graph's rows those
     of a call on its cluster alone (the policy's greedy row included)."""

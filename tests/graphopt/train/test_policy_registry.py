@@ -16,6 +16,7 @@ from graphopt.train.policy_registry import (
     get_policy,
     plans,
     policy_class,
+    runs_on_any_device_count,
 )
 
 
@@ -69,3 +70,15 @@ def test_reading_the_registry_imports_neither_torch_nor_the_policies() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_only_the_go_policy_has_a_device_count_switch() -> None:
+    assert {n: s.any_device_count for n, s in REGISTRY.items() if s.any_device_count} == {
+        "go": "device_agnostic"
+    }
+    assert runs_on_any_device_count("go", {"device_agnostic": True})
+    assert not runs_on_any_device_count("go", {"device_agnostic": False, "hidden": 16})
+    assert not runs_on_any_device_count("go", {})
+    assert not runs_on_any_device_count("gdp", {"device_agnostic": True})  # no such switch
+    with pytest.raises(ValueError, match="policy 'gpt' is unknown"):
+        runs_on_any_device_count("gpt", {})
