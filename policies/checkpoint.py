@@ -33,7 +33,7 @@ import os
 import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, TypeGuard
+from typing import TYPE_CHECKING, Any, TypeGuard
 
 import numpy as np
 import torch
@@ -42,6 +42,9 @@ from gymnasium import spaces
 
 from graphopt import encoding, rundir, strict_json
 from graphopt.weights import load_pt
+
+if TYPE_CHECKING:
+    from graphopt.hardware import Cluster
 
 WEIGHTS_FORMAT = "graphopt-ppo-weights"
 INFO_FORMAT = "graphopt-ppo-model"
@@ -379,7 +382,7 @@ def write_model_info(run: Path, model: Any, task: str) -> None:
 
 
 def read_model_info(
-    run: Path, defaults: Mapping[str, Any] | None = None
+    run: Path, defaults: Mapping[str, Any] | None = None, *, cluster: Cluster | None = None
 ) -> tuple[spaces.Space, spaces.Space]:
     """``(observation_space, action_space)`` of ``run/model.json``, their sizes checked before
     anything is built: against fixed bounds (:func:`space_from_json`; an encoding's op, edge and
@@ -388,7 +391,9 @@ def read_model_info(
     ``max_ops``, cluster, priorities and candidates; its policy's sizes, :data:`POLICY_BOUNDS`;
     its rollout buffer against this machine's memory): :func:`check_run_sizes`. ``defaults``:
     the settings a key missing from ``config.yaml`` takes (the training config's defaults,
-    which this layer does not import; None: such a key is not checked).
+    which this layer does not import; None: such a key is not checked). ``cluster``: the
+    run's cluster where the caller has resolved it already
+    (:attr:`~graphopt.train.config.TrainConfig.resolved_cluster`); it is not resolved again.
 
     Raises:
         ValueError: no such file, not JSON, not a description of spaces, or a size beyond those
@@ -417,7 +422,7 @@ def read_model_info(
     except (ValueError, KeyError, TypeError, AssertionError, RecursionError) as e:
         # JSONDecodeError is a ValueError; RecursionError: nesting too deep for the parser
         raise ValueError(f"{path}: not a graphopt model description: {e}") from None
-    check_run_sizes(run, observation_space, action_space, defaults)
+    check_run_sizes(run, observation_space, action_space, defaults, cluster=cluster)
     return observation_space, action_space
 
 
@@ -426,12 +431,14 @@ def check_run_sizes(
     observation_space: spaces.Space,
     action_space: spaces.Space,
     defaults: Mapping[str, Any] | None = None,
+    *,
+    cluster: Cluster | None = None,
 ) -> None:
     """Refuse spaces of ``run/model.json`` that an encoding never has, or that the run's
     ``config.yaml`` does not build, and a config whose policy or rollout buffer would not fit
     (module bounds): all before the model is built. A missing or unreadable ``config.yaml`` is
-    left to the config loader; the checks that need it are skipped then. ``defaults``: see
-    :func:`read_model_info`.
+    left to the config loader; the checks that need it are skipped then. ``defaults`` and
+    ``cluster``: see :func:`read_model_info`.
 
     Raises:
         ValueError: one line naming the file and the field, the size and the bound.
@@ -463,7 +470,8 @@ def check_run_sizes(
         )
     if isinstance(action_space, spaces.MultiDiscrete):
         priorities = config.get("num_priorities")
-        choices = max(_devices(config.get("cluster")), 2, priorities if _count(priorities) else 0)
+        spec = cluster if cluster is not None else config.get("cluster")
+        choices = max(_devices(spec), 2, priorities if _count(priorities) else 0)
         groups = config.get("groups")  # policy hdp: a group per op slot
         if config.get("policy") == "hdp" and _count(groups):
             choices = max(choices, groups)
@@ -510,8 +518,8 @@ def _run_config(
 
 
 def _devices(cluster: Any) -> int:
-    """Devices of the run's cluster (preset or file), at most an encoding's; the encoding's
-    bound where it cannot be resolved here (the loader that uses it says why)."""
+    """Devices of the run's cluster (a resolved Cluster, a preset or a file), at most an
+    encoding's; the encoding's bound where it cannot be resolved here (the loader that uses it says why)."""
     from graphopt.hardware import get_cluster
 
     try:

@@ -125,7 +125,9 @@ def load_model(
         weights = checkpoint.read_weights(path)  # refuse a bad file before building anything
     if config is None:
         config = load_config(run / rundir.CONFIG_FILE)
-    observation_space, action_space = checkpoint.read_model_info(run, DEFAULTS)
+    observation_space, action_space = checkpoint.read_model_info(
+        run, DEFAULTS, cluster=config.resolved_cluster
+    )
     if spaces is not None:  # a device-agnostic policy on another cluster
         observation_space, action_space = spaces.observation_space, spaces.action_space
     device = resolve_device(device or config.device)
@@ -342,7 +344,7 @@ def _resume(
             raise rundir.legacy_model_error(path, legacy)
         raise ValueError(f"run {path} has no checkpoint to resume from ({rundir.LAST})")
     weights = checkpoint.read_weights(path / rundir.LAST)  # fails before anything is written
-    checkpoint.read_model_info(path, DEFAULTS)
+    checkpoint.read_model_info(path, DEFAULTS, cluster=config.resolved_cluster)
     done = int(state.get("timesteps", 0))
     if total_timesteps is not None:
         if total_timesteps < done:
@@ -383,7 +385,7 @@ def _resume_model(
     device: str | None,
 ) -> None:
     """:func:`_resume`'s training on ``vec_env`` from the checkpoint's ``weights``."""
-    model = load_model(path, path / rundir.LAST, vec_env, weights, device=device)
+    model = load_model(path, path / rundir.LAST, vec_env, weights, device=device, config=config)
     resumed = int(model.num_timesteps)  # the checkpoint's, whatever state.json says
     rundir.truncate_metrics(path, resumed)  # those steps are trained again
     if resumed != done:  # killed between saving the checkpoint and recording it

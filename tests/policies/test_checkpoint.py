@@ -342,3 +342,28 @@ def test_a_key_missing_from_config_yaml_takes_the_defaults_given(tmp_path):
     with pytest.raises(ValueError, match=r"8 values per op; .* give at most 2"):
         checkpoint.read_model_info(run)  # without defaults: 2 devices, no priorities
     checkpoint.read_model_info(run, {"num_priorities": 8})
+
+
+def test_a_cluster_the_caller_resolved_is_not_resolved_again(tmp_path, monkeypatch):
+    # load_model passes the run's resolved cluster (TrainConfig.resolved_cluster) down: its
+    # device count bounds the action space, and config.yaml's cluster is not read again
+    import graphopt.hardware
+    from graphopt.hardware import Cluster, get_cluster
+
+    run = hostile_run(
+        tmp_path,
+        action={"type": "MultiDiscrete", "nvec": [[4, 227]], "start": [[0, 227]], "dtype": "int64"},
+        num_priorities=1,
+    )
+    four = get_cluster("v100-nvlink-4")
+
+    def never(spec):
+        if not isinstance(spec, Cluster):
+            raise AssertionError(f"cluster {spec!r} resolved again")
+        return spec
+
+    with pytest.raises(ValueError, match=r"4 values per op; .* give at most 2"):
+        checkpoint.read_model_info(run)  # config.yaml's v100-nvlink-2
+    monkeypatch.setattr(graphopt.hardware, "get_cluster", never)
+    obs, act = checkpoint.read_model_info(run, cluster=four)
+    assert act.nvec.max() == 4

@@ -16,6 +16,7 @@ from tiny_runs import tiny_config
 
 from graphopt import rundir
 from graphopt.eval.evaluate import evaluate_run, load_run_model, model_sizes
+from graphopt.hardware import PRESETS
 from graphopt.train.trainer import train
 
 torch.set_num_threads(1)
@@ -280,5 +281,8 @@ def test_eval_reads_the_run_config_and_resolves_its_cluster_once(
 
     monkeypatch.setattr(graphopt.eval.evaluate, "load_config", counting)
     monkeypatch.setattr(graphopt.train.trainer, "load_config", counting)
+    built = []  # the run's cluster preset, each time it is resolved (the model's checks too)
+    preset = PRESETS["v100-nvlink-2"]
+    monkeypatch.setitem(PRESETS, "v100-nvlink-2", lambda: built.append(1) or preset())
     evaluate_run(trained, "txl-tiny", out_dir=tmp_path / "out", console=quiet())
-    assert loads == [trained / rundir.CONFIG_FILE]
+    assert loads == [trained / rundir.CONFIG_FILE] and built == [1]
