@@ -1,15 +1,16 @@
 """The layering: every module imports only from its own layer or below.
 
-The order, lowest first (``docs/architecture.md`` draws it):
+The order, lowest first (:data:`LAYERS`; ``docs/architecture.md`` draws it, and
+:func:`test_the_architecture_diagram_lists_every_module_at_its_layer` holds the drawing to it):
 
-1. ``graphopt.graph``, ``graphopt.op_classes``, ``graphopt.hardware``, ``graphopt.typing``, ``graphopt.tasks``,
-   ``graphopt.configs``, ``graphopt.errors``, ``graphopt.blocks``, ``graphopt.constraints``,
-   ``graphopt.modes``,
+1. ``graphopt.graph``, ``graphopt.shapes``, ``graphopt.op_classes``, ``graphopt.hardware``,
+   ``graphopt.typing``, ``graphopt.tasks``, ``graphopt.configs``, ``graphopt.errors``,
+   ``graphopt.accelerator``, ``graphopt.blocks``, ``graphopt.constraints``, ``graphopt.modes``,
    ``graphopt.signals``, ``graphopt.file_set``, ``graphopt.strict_json``,
    ``graphopt.weights``, ``graphopt.compiled``
-2. ``graphopt.sim`` (engine, simulator, bounds, estimate, links), ``graphopt.workloads``,
-   ``graphopt.importers``, ``graphopt.decision_io`` (with ``decision_format``, ``decision_files``,
-   ``decision_diff``), ``graphopt.distributed``
+2. ``graphopt.sim`` (engine, simulator, bounds, estimate, links), ``graphopt.op_model`` (with
+   ``booster_text``), ``graphopt.workloads``, ``graphopt.importers``, ``graphopt.decision_io``
+   (with ``decision_format``, ``decision_files``, ``decision_diff``), ``graphopt.distributed``
 3. ``graphopt.baselines``, ``graphopt.decoders`` (beside the heuristics they generalise),
    ``graphopt.optimizer`` (``graphopt optimize``: the heuristics, then the decoder search)
 4. ``graphopt.encoding``, ``graphopt.nn``, ``graphopt.rundir``
@@ -17,7 +18,7 @@ The order, lowest first (``docs/architecture.md`` draws it):
 6. ``policies``
 7. ``graphopt.train``
 8. ``graphopt.eval``
-9. ``graphopt.cli``, ``graphopt.demo``, ``graphopt.warmup``
+9. ``graphopt.cli``, ``graphopt.demo``, ``graphopt.warmup``, ``graphopt.__main__``
 
 Imports inside functions and under ``TYPE_CHECKING`` count as much as those at the top of a
 module. No module imports itself through others either: an import cycle between modules (within
@@ -28,6 +29,7 @@ from __future__ import annotations
 
 import ast
 import itertools
+import re
 from pathlib import Path
 
 import pytest
@@ -264,3 +266,29 @@ def test_an_upward_import_is_caught(tmp_path: Path) -> None:
 @pytest.mark.parametrize("module", ["graphopt.sim.estimate", "envs.one_shot", "graphopt.eval"])
 def test_layer_of_known_modules(module: str) -> None:
     assert 1 <= layer_of(module) <= 9
+
+
+def diagram_layers() -> dict[str, int]:
+    """``{module: layer}`` of every dotted module name (and ``envs``, ``policies``) in the layer
+    diagram of ``docs/architecture.md`` (the first code block under ``## Layers``; a line that
+    starts with a layer number opens that layer)."""
+    text = (ROOT / "docs" / "architecture.md").read_text()
+    block = text.split("## Layers", 1)[1].split("```", 2)[1]
+    found: dict[str, int] = {}
+    layer = 0
+    for line in block.splitlines():
+        number = re.match(r"\s+(\d)\s", line)
+        if number:
+            layer = int(number.group(1))
+        line = re.sub(r"layers? [\d-]+\s*$", "", line)  # the "may import from" column
+        for name in re.findall(r"\b(?:graphopt(?:\.\w+)+|envs|policies)\b", line):
+            found.setdefault(name, layer)
+    return found
+
+
+def test_the_architecture_diagram_lists_every_module_at_its_layer() -> None:
+    drawn = diagram_layers()
+    missing = sorted(m for m in LAYERS if m != "graphopt" and m not in drawn)
+    assert not missing, f"docs/architecture.md's layer diagram misses {missing}"
+    wrong = {m: (layer, layer_of(m)) for m, layer in drawn.items() if layer != layer_of(m)}
+    assert not wrong, f"drawn at the wrong layer (drawn, actual): {wrong}"
