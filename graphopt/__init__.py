@@ -24,6 +24,7 @@ def optimize(
     calls: int | None = None,
     task: str = "placement",
     seed: int = 0,
+    prescreen: int = 1,
 ) -> tuple[Decision, Measurement]:
     """The best decision for ``task`` on ``graph`` and ``cluster`` within the budget, and its
     simulated measurement: the best heuristic, then the strongest search of the task
@@ -40,6 +41,8 @@ def optimize(
         calls: simulator calls of the search instead of seconds.
         task: placement, scheduling, fusion or joint.
         seed: seeds the search.
+        prescreen: placement: window moves ranked by the analytic estimate per simulator call
+            (1: none; for ``calls`` budgets, when calls are the scarce resource).
 
     Raises:
         graphopt.errors.InvalidArgument: a bad budget, graph, cluster or task.
@@ -48,5 +51,7 @@ def optimize(
 
     if seconds is None and calls is None:
         seconds = 10.0
-    found = optimize_graph(graph, cluster, task=task, seconds=seconds, calls=calls, seed=seed)
+    found = optimize_graph(
+        graph, cluster, task=task, seconds=seconds, calls=calls, seed=seed, prescreen=prescreen
+    )
     return found.decision, found.measurement

@@ -55,8 +55,8 @@ import numpy as np
 from graphopt.baselines.search import simulated_annealing
 from graphopt.baselines.staged import measure_chain
 from graphopt.decoders.joint_search import search_joint
-from graphopt.decoders.search import search_placements
-from graphopt.errors import InvalidArgument
+from graphopt.decoders.search import MAX_PRESCREEN, search_placements
+from graphopt.errors import InvalidArgument, check_integer
 from graphopt.graph import CompGraph
 from graphopt.hardware import Cluster, get_cluster
 from graphopt.sim import Simulator
@@ -187,6 +187,22 @@ def check_budget(seconds: float | None, calls: int | None) -> None:
             )
 
 
+def check_prescreen(prescreen: int, task: str) -> None:
+    """Refuse a ``prescreen`` that is not an integer in ``1..MAX_PRESCREEN``, or above 1 for a
+    task other than placement (only the placement decoder search pre-screens its moves).
+
+    Raises:
+        InvalidArgument: naming the argument, what it got and what is allowed.
+    """
+    check_integer(prescreen, "prescreen", 1, MAX_PRESCREEN)
+    if prescreen > 1 and task != "placement":
+        raise InvalidArgument(
+            "{prescreen} applies to the placement task's decoder search, not to {task}; "
+            "leave it at 1",
+            task=task,
+        )
+
+
 def resolve(graph: CompGraph | str, cluster: Cluster | str) -> tuple[CompGraph, Cluster]:
     """``graph`` (a :class:`CompGraph`, or anything :func:`graphopt.workloads.resolve_graphs`
     reads that names one graph) and ``cluster`` (a :class:`Cluster`, a preset or a cluster file).
@@ -225,6 +241,7 @@ def optimize_graph(
     on_progress: Callable[[Progress], None] | None = None,
     sim: Simulator | None = None,
     clock: Callable[[], float] = time.perf_counter,
+    prescreen: int = 1,
 ) -> Optimized:
     """The best decision for ``task`` on ``graph`` and ``cluster`` within the budget (module
     docstring).
@@ -244,14 +261,18 @@ def optimize_graph(
         on_progress: called after every step of the search with the best so far.
         sim: the simulator (a new one by default).
         clock: the time source (tests pass a fake one).
+        prescreen: placement only: window moves of the decoder search ranked by the analytic
+            estimate per simulator call (:func:`graphopt.decoders.search.search_placements`;
+            1: none). For budgets of calls, when calls are the scarce resource.
 
     Raises:
-        InvalidArgument: a bad budget, task, graph or cluster (naming the argument).
+        InvalidArgument: a bad budget, task, graph, cluster or prescreen (naming the argument).
         ValueError: no heuristic gave a decision; a start that does not fit the graph.
     """
     began = clock()
     get_task(task, ONE_SHOT_TASKS)
     check_budget(seconds, calls)
+    check_prescreen(prescreen, task)
     graph, cluster = resolve(graph, cluster)
     sim = sim or Simulator()
     n = graph.num_ops
@@ -333,6 +354,7 @@ def optimize_graph(
                 sim,
                 part_report,
                 clock,
+                prescreen,
             )
         else:
             done, annealing_rate = _annealing(
@@ -447,6 +469,7 @@ def _decoder_search(
     sim: Simulator,
     report: Report,
     clock: Callable[[], float],
+    prescreen: int = 1,
 ) -> int:
     """The decoder search of ``task`` from zero outputs anchored on ``anchor``
     (:func:`graphopt.decoders.search.search_placements`, or for joint
@@ -463,7 +486,7 @@ def _decoder_search(
     )
     if task == "joint":
         return search_joint(graph, cluster, anchor, chain_name, calls, **options).calls
-    return search_placements(graph, cluster, anchor, calls, **options).calls
+    return search_placements(graph, cluster, anchor, calls, prescreen=prescreen, **options).calls
 
 
 def _annealing(

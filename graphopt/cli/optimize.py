@@ -72,6 +72,16 @@ def register(sub: Any) -> None:
         help="a trained run (graphopt train) for the same task and device count: its greedy "
         "decision is the start when it is faster than the best heuristic",
     )
+    p.add_argument(
+        "--prescreen",
+        type=int,
+        default=1,
+        metavar="M",
+        help="placement: each simulator call of the decoder search prices the best of M window "
+        "moves ranked by the analytic schedule estimate (1..64; default 1: none). For --calls "
+        "budgets, when simulator calls are the scarce resource: about M times the wall time per "
+        "call",
+    )
     options.add_seed(p, help="seeds the search")
     p.add_argument(
         "-o",
@@ -95,6 +105,7 @@ def register(sub: Any) -> None:
         output="-o",
         run="--run",
         gantt="--gantt",
+        prescreen="--prescreen",
     )
     p.set_defaults(func=cmd_optimize)
 
@@ -106,10 +117,11 @@ def _keep_cluster_spec(args: argparse.Namespace) -> None:
 
 def check_optimize(args: argparse.Namespace) -> None:
     """The budget, the output paths and the run, before any work (nothing is written)."""
-    from graphopt.optimizer import check_budget
+    from graphopt.optimizer import check_budget, check_prescreen
     from graphopt.rundir import check_output_path, check_run_dir
 
     check_budget(args.seconds, args.calls)
+    check_prescreen(args.prescreen, args.task)
     check_output_path(args.output, "-o")
     if Path(args.output).suffix.lower() != ".json":
         raise ValueError(f"-o {args.output!r}: a decision file is JSON; name it e.g. best.json")
@@ -155,6 +167,7 @@ def cmd_optimize(args: argparse.Namespace) -> int:
                 start=start,
                 start_name=start_name,
                 on_progress=bar.update,
+                prescreen=args.prescreen,
             )
     except BaseException as e:  # Ctrl-C or SIGTERM, however it surfaced (numba: SystemError)
         if not is_interrupt(e):

@@ -170,6 +170,17 @@ def test_bad_budgets_are_refused_naming_the_argument(seconds, calls, says):
         optimize_graph(GRAPH, CLUSTER, seconds=seconds, calls=calls)
 
 
+def test_prescreening_spends_the_calls_and_is_refused_out_of_range_or_off_placement():
+    result = optimize_graph(GRAPH, CLUSTER, calls=32, seed=1, prescreen=4)
+    assert result.calls == 32 and _replayed(result) == result.measurement.step_time
+    assert result.measurement.step_time <= result.heuristic_measurement.step_time
+    for bad, says in ((0, "prescreen must be an integer in 1..64"), (True, "got True")):
+        with pytest.raises(InvalidArgument, match=says):
+            optimize_graph(GRAPH, CLUSTER, calls=8, prescreen=bad)
+    with pytest.raises(InvalidArgument, match="not to scheduling"):
+        optimize_graph(GRAPH, CLUSTER, task="scheduling", calls=8, prescreen=2)
+
+
 def test_bad_graphs_clusters_and_tasks_are_refused():
     with pytest.raises(ValueError, match="unknown"):
         optimize_graph("no-such-graph", CLUSTER, calls=1)

@@ -193,6 +193,15 @@ def _bad(tmp_path: Path) -> list[tuple[list[str], str]]:
         ([GRAPH, *ok, "--calls", "8", "--seed", "-1"], "--seed must be an integer"),
         ([GRAPH, *ok, "--calls", "8", "--gantt", out], "would overwrite the decision file"),
         ([GRAPH, *ok, "--calls", "8", "--gantt", str(tmp_path / "g.xyz")], "use one of .png"),
+        (
+            [GRAPH, *ok, "--calls", "8", "--prescreen", "0"],
+            "--prescreen must be an integer in 1..64",
+        ),
+        ([GRAPH, *ok, "--calls", "8", "--prescreen", "65"], "got 65"),
+        (
+            [GRAPH, *ok, "--calls", "8", "--task", "joint", "--prescreen", "4"],
+            "--prescreen applies to the placement task's decoder search, not to joint",
+        ),
     ]
 
 

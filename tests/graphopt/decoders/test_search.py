@@ -116,3 +116,55 @@ def test_the_placement_search_starts_from_its_anchor_and_keeps_its_other_arrays(
     found = search_placements(graph, CLUSTER, anchor, 32, seed=2)
     assert found.calls == 32 and np.array_equal(found.decision.priority, priority)
     assert SIM.evaluate(graph, CLUSTER, found.decision).step_time == found.measurement.step_time
+
+
+class _Counting:
+    """A cost model that counts its calls and the placements it priced."""
+
+    def __init__(self) -> None:
+        self.placements: list[np.ndarray] = []
+
+    def evaluate(self, graph, cluster, decision):
+        self.placements.append(np.asarray(decision.placement).copy())
+        return SIM.evaluate(graph, cluster, decision)
+
+
+def test_prescreening_prices_one_move_a_call_the_one_the_estimate_ranks_first(monkeypatch):
+    import graphopt.decoders.search as search
+    from graphopt.sim.estimate import PlacementEstimate
+
+    ranked: list[np.ndarray] = []  # the placement the estimate ranks first, per step
+
+    class Recording(PlacementEstimate):
+        def __call__(self, placements):
+            times = super().__call__(placements)
+            assert len(placements) == 6
+            ranked.append(np.asarray(placements)[int(np.argmin(times))].copy())
+            return times
+
+    graph = resolve_graphs("wavenet-tiny")[0]
+    ref = reference_decision(graph, CLUSTER, "placement", SIM)
+    plain = search.search_placements(graph, CLUSTER, ref.decision, 24, seed=5)
+    same = search.search_placements(graph, CLUSTER, ref.decision, 24, seed=5, prescreen=1)
+    assert np.array_equal(plain.outputs, same.outputs)  # prescreen=1: the plain search
+    monkeypatch.setattr(search, "PlacementEstimate", Recording)
+    counting = _Counting()
+    found = search.search_placements(
+        graph, CLUSTER, ref.decision, 24, seed=5, prescreen=6, cost_model=counting
+    )
+    assert found.calls == 24 and len(counting.placements) == 24  # one cost-model call a step
+    assert len(ranked) == 23  # every step after the start pre-screens six moves
+    for priced, best in zip(counting.placements[1:], ranked, strict=True):
+        assert np.array_equal(priced, best)
+    assert found.measurement.step_time <= ref.measurement.step_time
+    assert SIM.evaluate(graph, CLUSTER, found.decision).step_time == found.measurement.step_time
+
+
+def test_prescreen_out_of_range_is_refused():
+    from graphopt.decoders.search import MAX_PRESCREEN, search_placements
+
+    graph = resolve_graphs("txl-tiny")[0]
+    ref = reference_decision(graph, CLUSTER, "placement", SIM)
+    for bad in (0, MAX_PRESCREEN + 1, True, 2.5):
+        with pytest.raises(ValueError, match="prescreen must be an integer in 1..64"):
+            search_placements(graph, CLUSTER, ref.decision, 4, prescreen=bad)
