@@ -51,6 +51,17 @@ from graphopt.typing import Decision
 from policies.step_policy import StepPolicy
 
 
+def bench_items(train: int, max_ops: int) -> tuple[list[Item], list[Item]]:
+    """The training items (``train`` graphs of ``suite:train-gen`` with at most ``max_ops`` ops,
+    drawn with seed 0) and the test items (the family-test graphs of at most 1,400 ops), on
+    ``v100-nvlink-4``."""
+    clusters = resolve_clusters("v100-nvlink-4")
+    pool = [g for g in resolve_run_graphs("suite:train-gen") if g.num_ops <= max_ops]
+    picks = np.random.default_rng(0).choice(len(pool), min(train, len(pool)), replace=False)
+    test = [g for g in resolve_run_graphs("suite:family-test") if g.num_ops <= 1400]
+    return build_items([pool[i] for i in sorted(picks)], clusters), build_items(test, clusters)
+
+
 def search_target(item: Item, calls: int) -> tuple[np.ndarray, float]:
     """``optimize_graph``'s placement of ``item`` at ``calls`` and its speed-up (cached)."""
     key = hashlib.sha256(f"{item.name}|{calls}".encode()).hexdigest()[:24]
@@ -143,10 +154,7 @@ def main() -> None:
     ap.add_argument("--guided-search", type=int, default=0, metavar="C")
     args = ap.parse_args()
     torch.set_num_threads(1)
-    clusters = resolve_clusters("v100-nvlink-4")
-    pool = [g for g in resolve_run_graphs("suite:train-gen") if g.num_ops <= args.max_ops]
-    picks = np.random.default_rng(0).choice(len(pool), min(args.train, len(pool)), replace=False)
-    items = build_items([pool[i] for i in sorted(picks)], clusters)
+    items, test_items = bench_items(args.train, args.max_ops)
     start = time.perf_counter()
     speedups, shares, mins = [], [], []
     for item in items:
@@ -181,9 +189,6 @@ def main() -> None:
     print(
         f"imitation: {args.updates} updates, {time.perf_counter() - start:.0f} s; accuracy "
         f"(last 10 updates) {accuracy:.0%}"
-    )
-    test_items = build_items(
-        [g for g in resolve_run_graphs("suite:family-test") if g.num_ops <= 1400], clusters
     )
     for name, group in (("training graphs", items), ("family-test (<= 1,400 ops)", test_items)):
         s = greedy_speedups(policy, group)

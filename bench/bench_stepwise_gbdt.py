@@ -35,7 +35,7 @@ import time
 import lightgbm as lgb
 import numpy as np
 import torch
-from bench_stepwise_distill import search_target
+from bench_stepwise_distill import bench_items, search_target
 
 from graphopt.decoders.decision import decode as decode_outputs
 from graphopt.decoders.search import PLACEMENT_DECODER, search_placements
@@ -49,7 +49,6 @@ from graphopt.decoders.stepwise import (
     next_op,
 )
 from graphopt.sim import Simulator
-from graphopt.train.step_run import build_items, resolve_clusters, resolve_run_graphs
 from graphopt.train.stepwise import Item, geomean
 from graphopt.typing import Decision
 
@@ -193,13 +192,7 @@ def main() -> None:
     ap.add_argument("--release", action="store_true")
     args = ap.parse_args()
     torch.set_num_threads(1)
-    clusters = resolve_clusters("v100-nvlink-4")
-    pool = [g for g in resolve_run_graphs("suite:train-gen") if g.num_ops <= args.max_ops]
-    picks = np.random.default_rng(0).choice(len(pool), min(args.train, len(pool)), replace=False)
-    train_items = build_items([pool[i] for i in sorted(picks)], clusters)
-    test_items = build_items(
-        [g for g in resolve_run_graphs("suite:family-test") if g.num_ops <= 1400], clusters
-    )
+    train_items, test_items = bench_items(args.train, args.max_ops)
     start = time.perf_counter()
     sets = []
     for items in (train_items, test_items):
