@@ -196,7 +196,7 @@ def run_decision(run: str, graph: CompGraph, cluster: Cluster, task: str, seed: 
             f"{task}; give --task {config.decides} or a run trained for {task}"
         )
     try:
-        loaded = load_run(run, [graph], cluster, seed, device="cpu")
+        loaded = load_run(run, [graph], cluster, seed, device="cpu", config=config)
         return policy_result(loaded.model, loaded.env, 0, "greedy", seed).decision
     except ValueError as e:
         raise ValueError(f"--run {run}: {e}") from e

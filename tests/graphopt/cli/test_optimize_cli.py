@@ -256,3 +256,37 @@ def test_a_trained_run_can_be_the_start(run_cli_here, tmp_path: Path):
         "optimize", GRAPH, "--cluster", CLUSTER, "--calls", "8", "--run", str(run), "-o", str(out)
     )
     assert "decoder-search+annealing from" in proc.stdout and out.exists()
+
+
+def test_a_run_start_reads_the_run_config_and_resolves_its_cluster_once(tmp_path, monkeypatch):
+    # run_decision hands the configuration it checked the task with to load_run: config.yaml is
+    # read once and the run's cluster preset built once (the model's checks included)
+    import torch
+    from tiny_runs import tiny_config
+
+    import graphopt.eval.evaluate
+    import graphopt.train.config
+    import graphopt.train.trainer
+    from graphopt import rundir
+    from graphopt.hardware import PRESETS, get_cluster
+    from graphopt.train.config import load_config
+    from graphopt.train.trainer import train
+    from graphopt.workloads import get_graph
+
+    torch.set_num_threads(1)
+    run = train(tiny_config(), runs_root=tmp_path / "runs", show_progress=False)
+    graph, cluster = get_graph(GRAPH), get_cluster(CLUSTER)
+    loads: list[Path] = []
+
+    def counting(path=None, **kwargs):
+        loads.append(path)
+        return load_config(path, **kwargs)
+
+    for module in (graphopt.train.config, graphopt.eval.evaluate, graphopt.train.trainer):
+        monkeypatch.setattr(module, "load_config", counting)
+    built = []  # the run's cluster preset, each time it is resolved
+    preset = PRESETS[CLUSTER]
+    monkeypatch.setitem(PRESETS, CLUSTER, lambda: built.append(1) or preset())
+    decision = optimize_cli.run_decision(str(run), graph, cluster, "placement", seed=0)
+    assert len(decision.placement) == graph.num_ops
+    assert loads == [run / rundir.CONFIG_FILE] and built == [1]
