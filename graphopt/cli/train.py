@@ -159,7 +159,7 @@ def cmd_train(args: argparse.Namespace) -> int:
 
     from graphopt import rundir
     from graphopt.errors import RunAlreadyFinished, TrainingInterrupted, WorkerDied
-    from graphopt.train.config import load_config
+    from graphopt.train.config import TrainConfig, load_config
 
     config = None
     if not args.resume:  # a bad config or flag value is refused before torch is imported
@@ -189,10 +189,10 @@ def cmd_train(args: argparse.Namespace) -> int:
     try:
         if args.resume:
 
-            def resuming(run: Path) -> None:
+            def resuming(run: Path, resumed: TrainConfig) -> None:
                 started.append(run)
                 done = int(rundir.read_state(run).get("timesteps", 0))
-                total = load_config(run / rundir.CONFIG_FILE).total_timesteps
+                total = resumed.total_timesteps  # the run's, or --total-timesteps
                 print(f"resuming {run} at {done:,} of {total:,} timesteps", flush=True)
 
             run = resume(
@@ -206,10 +206,9 @@ def cmd_train(args: argparse.Namespace) -> int:
         else:
             assert config is not None
 
-            def starting(run: Path) -> None:
-                assert config is not None
+            def starting(run: Path, training: TrainConfig) -> None:
                 started.append(run)
-                print(f"run: {run} (training {config.total_timesteps:,} timesteps)", flush=True)
+                print(f"run: {run} (training {training.total_timesteps:,} timesteps)", flush=True)
 
             run = train(
                 config,

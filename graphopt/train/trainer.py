@@ -219,17 +219,17 @@ def train(
     config: TrainConfig,
     runs_root: str | Path = "runs",
     show_progress: bool = True,
-    on_start: Callable[[Path], None] | None = None,
+    on_start: Callable[[Path, TrainConfig], None] | None = None,
     *,
     workers: int = 1,
     ray_address: str | None = None,
     backend: str = "auto",
 ) -> Path:
     """Train a new run; returns its directory (``runs_root/<task>/<name>_<k>``). ``on_start`` is
-    called with the directory once it exists, before training begins. ``backend``, ``workers``
-    and ``ray_address`` say where the training environments run
-    (:func:`graphopt.train.vec_env.make_vec_env`); they are not part of the run, which may resume
-    on any backend.
+    called with the directory and the configuration it trains with once the directory exists,
+    before training begins. ``backend``, ``workers`` and ``ray_address`` say where the training
+    environments run (:func:`graphopt.train.vec_env.make_vec_env`); they are not part of the run,
+    which may resume on any backend.
 
     Raises:
         ValueError: a bad configuration, a run name that is not a plain directory name or a
@@ -264,7 +264,7 @@ def _train_new(
     config: TrainConfig,
     val_env: Any | None,
     show_progress: bool,
-    on_start: Callable[[Path], None] | None,
+    on_start: Callable[[Path, TrainConfig], None] | None,
 ) -> None:
     """:func:`train`'s run directory ``run``: written and trained under its lock. A Ctrl-C or
     SIGTERM before the first checkpoint that is not a stop during training (which :func:`_learn`
@@ -277,7 +277,7 @@ def _train_new(
             run, status="starting", timesteps=0, total_timesteps=config.total_timesteps
         )
         if on_start is not None:
-            on_start(run)
+            on_start(run, config)
         _learn(model, run, config, val_env, config.total_timesteps, show_progress, reset=True)
 
 
@@ -285,7 +285,7 @@ def resume(
     run: str | Path,
     total_timesteps: int | None = None,
     show_progress: bool = True,
-    on_start: Callable[[Path], None] | None = None,
+    on_start: Callable[[Path, TrainConfig], None] | None = None,
     device: str | None = None,
     *,
     workers: int = 1,
@@ -305,7 +305,8 @@ def resume(
             ``config.yaml`` and ``state.json``; this also extends a finished run. Default: the
             run's own total.
         show_progress: draw a progress bar.
-        on_start: called with the run directory before training goes on.
+        on_start: called with the run directory and the configuration it goes on with (its
+            new total included) before training goes on.
         device: where to train from now on (default: the run's ``device`` setting); not
             recorded in the run.
         workers, ray_address, backend: where the training environments run from now on
@@ -330,7 +331,7 @@ def _resume(
     path: Path,
     total_timesteps: int | None,
     show_progress: bool,
-    on_start: Callable[[Path], None] | None,
+    on_start: Callable[[Path, TrainConfig], None] | None,
     device: str | None = None,
     where: dict[str, Any] | None = None,
 ) -> Path:
@@ -381,7 +382,7 @@ def _resume_model(
     weights: dict[str, Any],
     done: int,
     show_progress: bool,
-    on_start: Callable[[Path], None] | None,
+    on_start: Callable[[Path, TrainConfig], None] | None,
     device: str | None,
 ) -> None:
     """:func:`_resume`'s training on ``vec_env`` from the checkpoint's ``weights``."""
@@ -392,7 +393,7 @@ def _resume_model(
         rundir.write_state(path, timesteps=resumed)
     remaining = config.total_timesteps - resumed
     if on_start is not None:
-        on_start(path)
+        on_start(path, config)
     if remaining > 0:
         _learn(model, path, config, val_env, remaining, show_progress, reset=False)
     else:

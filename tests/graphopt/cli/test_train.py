@@ -353,6 +353,31 @@ def test_a_corrupt_state_file_is_named(run_cli_here, tmp_path):
         assert_one_line(proc, f"{run / 'state.json'} is corrupt (Unterminated string", "delete it")
 
 
+def test_resume_reports_the_total_of_the_config_it_resumes_with(
+    run_cli_here, tmp_path, monkeypatch
+):
+    # the line "resuming RUN at N of TOTAL" takes TOTAL from the configuration resume() loaded
+    # (with --total-timesteps applied), not from config.yaml read a second time
+    import graphopt.train.config
+    import graphopt.train.trainer
+    from graphopt.train.config import load_config
+
+    run = fabricated_run(tmp_path / "runs")  # config.yaml: 32 timesteps; done: 16
+    extended = load_config(run / "config.yaml").replace(total_timesteps=96)
+
+    def fake_resume(path, total_timesteps=None, show_progress=True, on_start=None, **kwargs):
+        on_start(Path(path), extended)
+        return Path(path)
+
+    def never(*args, **kwargs):
+        raise AssertionError("config.yaml read again")
+
+    monkeypatch.setattr(graphopt.train.trainer, "resume", fake_resume)
+    monkeypatch.setattr(graphopt.train.config, "load_config", never)
+    proc = run_cli_here("train", "--resume", str(run), "--no-progress")
+    assert proc.stdout.startswith(f"resuming {run} at 16 of 96 timesteps")
+
+
 def test_decoder_run_trains_evaluates_and_saves_its_decisions(run_cli, tmp_path):
     runs = tmp_path / "runs"
     config = write_config(tmp_path, 32)

@@ -206,7 +206,7 @@ def sigterm_at(monkeypatch, timesteps: int) -> None:
 
     def train_killed_at_start(config, **kwargs):
         return real_train(
-            config, on_start=lambda run: os.kill(os.getpid(), signal.SIGTERM), **kwargs
+            config, on_start=lambda run, config: os.kill(os.getpid(), signal.SIGTERM), **kwargs
         )
 
     if timesteps:

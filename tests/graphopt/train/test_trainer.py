@@ -117,9 +117,11 @@ def test_resume_drops_the_metrics_past_its_checkpoint(trained: Path, tmp_path: P
         run,
         total_timesteps=48,
         show_progress=False,
-        on_start=lambda r: resumed.append(rundir.read_state(r)["timesteps"]),
+        on_start=lambda r, config: resumed.append(
+            (rundir.read_state(r)["timesteps"], config.total_timesteps)
+        ),
     )
-    assert resumed == [32]  # the checkpoint's count, recorded before training went on
+    assert resumed == [(32, 48)]  # the checkpoint's count, recorded before training went on
     rows = metrics.read_text().splitlines()
     assert rows[: len(before)] == before  # the rows up to the checkpoint are kept as they were
     assert "12345" not in metrics.read_text() and "54321" not in metrics.read_text()
