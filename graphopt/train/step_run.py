@@ -36,7 +36,7 @@ import yaml
 
 from graphopt.file_set import write_file
 from graphopt.graph import CompGraph
-from graphopt.hardware import Cluster, get_cluster
+from graphopt.hardware import DEFAULT_CLUSTER, Cluster, get_cluster
 from graphopt.train.stepwise import Item, StepTrainConfig, make_item, train
 
 TASK_DIR = "placement-step"
@@ -51,7 +51,7 @@ class StepRunConfig:
     """Training graphs: names, suite:NAME, files, gen:/torch:/pipedream: sources, comma list."""
     val_graphs: str = "suite:heldout-small"
     """Validation graphs (the best checkpoint by their greedy geometric mean)."""
-    clusters: str = "v100-nvlink-4"
+    clusters: str = DEFAULT_CLUSTER
     """Cluster presets or files, comma-separated: every graph is trained on every cluster."""
     name: str = "step"
     """Run name: the directory is ``runs/placement-step/<name>_<k>``."""
