@@ -12,10 +12,11 @@ Model (times are integers in units of ``time_unit`` seconds):
   overlap.
 - **Transfers.** Op ``u`` on ``s`` sends its output once to each device ``t != s`` hosting one of
   its consumers: an optional interval ``[TS_ut, TE_ut)`` on link ``(s, t)``, present when
-  ``x[u, s]`` and some consumer is on ``t``, of length ``latency + bytes / bandwidth`` with
-  ``bytes`` the largest edge from ``u`` to a consumer on ``t`` (a max over the consumers present),
-  starting after ``E_u``; intervals of one link do not overlap. A consumer ``v`` starts after
-  ``E_u`` when on ``u``'s device, else after the transfer to its device.
+  ``x[u, s]`` and some consumer is on ``t``, of length ``latency + bytes / bandwidth``
+  (:func:`graphopt.sim.links.transfer_time`) with ``bytes`` the largest edge from ``u`` to a
+  consumer on ``t`` (a max over the consumers present), starting after ``E_u``; intervals of one
+  link do not overlap. A consumer ``v`` starts after ``E_u`` when on ``u``'s device, else after
+  the transfer to its device.
 - **List scheduling** (``model="list"``, the default). The simulator does not run *any* schedule: a
   device never idles while a kernel is ready, and a link serves its queue first come first served
   (queue time = producer end, ties by producer index) without idling. Some optimal schedules of
@@ -78,6 +79,7 @@ from graphopt.baselines.placement import PLACERS
 from graphopt.graph import CompGraph
 from graphopt.hardware import Cluster
 from graphopt.sim import PreparedGraph
+from graphopt.sim.links import transfer_time
 from graphopt.typing import Decision, IntArray, Measurement
 
 MODELS = ("list", "relaxed")
@@ -314,7 +316,7 @@ class _Builder:
         # Durations in seconds, then in units (module docstring: rounding).
         op_time = prepared.op_time  # (N, D)
         comm = {
-            (u, v, s, t): prepared.link_lat[s, t] + b / prepared.link_bw[s, t]
+            (u, v, s, t): transfer_time(prepared.link_lat, prepared.link_bw, s, t, b)
             for u in self.senders
             for v, b in self.succ[u]
             for s, t in self._links()

@@ -45,6 +45,7 @@ import numpy as np
 from graphopt.baselines._costs import op_times
 from graphopt.graph import CompGraph
 from graphopt.hardware import Cluster
+from graphopt.sim.links import inverse_bandwidth
 from graphopt.typing import FloatArray, IntArray
 
 VERTEX_SCALE = 10_000_000
@@ -198,7 +199,7 @@ def metis(graph: CompGraph, cluster: Cluster, *, seed: int = 0) -> IntArray:
     traffic = np.zeros((num_dev, num_dev))
     np.add.at(traffic, (a[cross], b[cross]), graph.edge_bytes[cross])
     perms = _device_permutations(share)
-    inv_bw = 1.0 / np.asarray(cluster.bandwidth, dtype=np.float64)  # 0 on the diagonal
+    inv_bw = inverse_bandwidth(cluster.bandwidth)  # 0 on the diagonal
     cost = (traffic[None, :, :] * inv_bw[perms[:, :, None], perms[:, None, :]]).sum(axis=(1, 2))
     best = perms[int(np.argmin(cost))]  # argmin: the first of equal costs, deterministic
     return best[part]

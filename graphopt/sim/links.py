@@ -23,7 +23,7 @@ exact twins pin down:
 
 - dividing by the bandwidth (:func:`transfer_time` compiled, :func:`transfer_times` elementwise):
   the simulator's engine, HEFT, HEFT-lc, the placement and step-wise decoders, m-ETF, the
-  critical-path scheduler and the PipeDream planner;
+  critical-path scheduler, the PipeDream planner and the exact (CP-SAT) model;
 - multiplying by the inverse bandwidth (:func:`transfer_time_by_inverse` compiled,
   :func:`transfer_times_by_inverse` elementwise): the analytic estimates
   (:mod:`graphopt.sim.estimate`) and the cost model's features, where the hot loop multiplies.
