@@ -156,6 +156,8 @@ def test_graph_file_column_round_trip_and_bad_length(tmp_path) -> None:
 
 # ------------------------------------------------------------------ the property
 CASES = 500
+BOUNDS = (0, 60, 170, 280, 390, CASES)
+"""Seeds of each part: the first 60 in every run, all 500 where the expensive tests run (CI)."""
 
 
 def assert_keeps(graph: CompGraph, cluster: Cluster, placement: object, method: str) -> None:
@@ -165,15 +167,14 @@ def assert_keeps(graph: CompGraph, cluster: Cluster, placement: object, method: 
 
 @pytest.mark.parametrize(
     "part",
-    # the first 100 graphs in every run; all 500 where the expensive tests run (CI)
-    [0, *(pytest.param(part, marks=pytest.mark.expensive) for part in range(1, 5))],
+    [0, *(pytest.param(part, marks=pytest.mark.expensive) for part in range(1, len(BOUNDS) - 1))],
 )
 def test_no_method_returns_a_violating_placement(part: int) -> None:
-    """500 random constrained graphs (100 per part): every placer and the best-heuristic chain,
+    """500 random constrained graphs (:data:`BOUNDS` per part): every placer and the best-heuristic chain,
     random search and annealing, the estimate search and the placement decoder keep the
     constraints."""
     sim = Simulator()
-    for seed in range(part * CASES // 5, (part + 1) * CASES // 5):
+    for seed in range(BOUNDS[part], BOUNDS[part + 1]):
         graph, cluster = random_case(seed)
         chain, score, best = measure_chain(graph, cluster, "placement", sim)
         placed = {c.method for c in chain.candidates if c.decision is not None}
