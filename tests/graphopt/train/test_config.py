@@ -3,6 +3,7 @@ from __future__ import annotations
 import re
 
 import pytest
+from default_sources import default_sources
 
 from graphopt.configs import CONFIG_DIR
 from graphopt.hardware import get_cluster
@@ -21,9 +22,7 @@ SHARED_WITH_THE_ENVIRONMENTS = ("cluster", "reward_mode", "max_ops", "candidates
 
 
 def test_the_environment_defaults_are_envsettings():
-    import ast
     import dataclasses
-    import inspect
 
     import graphopt.train.config as config_module
     from envs.settings import EnvSettings
@@ -34,13 +33,7 @@ def test_the_environment_defaults_are_envsettings():
     for key in SHARED_WITH_THE_ENVIRONMENTS:
         assert train[key] == env[key], key
     # one home: each of these defaults is read from EnvSettings (or DEFAULT_CLUSTER), no literal
-    tree = ast.parse(inspect.getsource(config_module))
-    body = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "TrainConfig")
-    defaults = {
-        n.target.id: ast.unparse(n.value)
-        for n in body.body
-        if isinstance(n, ast.AnnAssign) and isinstance(n.target, ast.Name) and n.value
-    }
+    defaults = default_sources(config_module, "TrainConfig")
     assert {k: defaults[k] for k in SHARED_WITH_THE_ENVIRONMENTS} == {
         "cluster": "DEFAULT_CLUSTER",
         **{k: f"EnvSettings.{k}" for k in SHARED_WITH_THE_ENVIRONMENTS if k != "cluster"},
