@@ -4,7 +4,8 @@ A :class:`Cluster` is what cost models price a decision on: ``D`` :class:`Device
 directed link for every ordered pair of devices. Contract (the simulator relies on it):
 
 - Every ordered pair ``(src, dst)``, ``src != dst``, is its own link with its own bandwidth
-  (bytes/s) and latency (s); a transfer takes ``latency + nbytes / bandwidth``; by default
+  (bytes/s) and latency (s); a transfer takes ``latency + nbytes / bandwidth``
+  (:func:`graphopt.sim.links.transfer_time` prices it, the one place it is written); by default
   transfers on one link run one at a time (the simulator serialises them: ``contention`` below).
 - Devices with no direct link still get an entry for the slower route real systems take (PCIe
   through the host, across sockets). The diagonal is unused: bandwidth ``inf``, latency ``0``,
@@ -616,11 +617,6 @@ class Cluster:
     def launch_overhead(self) -> FloatArray:
         """``(D,)`` seconds of launch overhead per kernel, per device."""
         return self._column("launch_overhead")
-
-    def transfer_time(self, src: Any, dst: Any, nbytes: Any) -> Any:
-        """Seconds to send ``nbytes`` from device ``src`` to ``dst``: ``latency + nbytes /
-        bandwidth`` (0 when ``src == dst``). Works elementwise on index and byte arrays."""
-        return self.latency[src, dst] + np.divide(nbytes, self.bandwidth[src, dst])
 
     @cached_property
     def fingerprint(self) -> str:

@@ -26,6 +26,7 @@ from graphopt.hardware import (
     get_cluster,
     list_presets,
 )
+from graphopt.sim.links import link_arrays, transfer_time, transfer_times
 
 REQUIRED_PRESETS = (
     "v100-nvlink-2",
@@ -229,14 +230,17 @@ def test_presets_keep_their_fingerprint_without_efficiency() -> None:
     assert get_cluster("v100-nvlink-4").fingerprint.startswith("9cdc542405a8")
 
 
-def test_transfer_time() -> None:
-    c = asymmetric_cluster()
-    assert c.transfer_time(1, 2, 1e9) == pytest.approx(1e9 / 50e9)  # zero latency
-    assert c.transfer_time(0, 2, 3e9) == pytest.approx(2e-5 + 1.0)  # one-way link
-    assert c.transfer_time(2, 0, 12e9) == pytest.approx(1e-5 + 1.0)  # default back
-    assert c.transfer_time(1, 1, 1e9) == 0.0
-    times = c.transfer_time(np.array([0, 1]), np.array([1, 0]), np.array([12e9, 24e9]))
+def test_transfer_time_on_the_clusters_links() -> None:
+    # priced by graphopt.sim.links, the one home of the transfer time, on the cluster's links
+    latency, bandwidth = link_arrays(asymmetric_cluster())
+    assert transfer_time(latency, bandwidth, 1, 2, 1e9) == pytest.approx(1e9 / 50e9)  # no latency
+    assert transfer_time(latency, bandwidth, 0, 2, 3e9) == pytest.approx(2e-5 + 1.0)  # one-way
+    assert transfer_time(latency, bandwidth, 2, 0, 12e9) == pytest.approx(1e-5 + 1.0)  # default
+    assert transfer_time(latency, bandwidth, 1, 1, 1e9) == 0.0
+    times = transfer_times(latency, bandwidth, np.array([0, 1]), np.array([1, 0]), [12e9, 24e9])
     np.testing.assert_allclose(times, [1 + 1e-5, 2 + 1e-5])
+    same = transfer_times(latency, bandwidth, np.array([1, 0]), np.array([1, 0]), 5e9)
+    assert same.tolist() == [0.0, 0.0]
 
 
 def test_cluster_copies_and_normalises_arrays() -> None:
