@@ -11,7 +11,7 @@
   simulator's relayed send takes when no other transfer is in its way);
 - the *mean* communication cost of an edge (HEFT's ``c̄``) is that time averaged over the
   ``D (D - 1)`` directed links, ``mean(latency) + b * mean(1 / bandwidth)``
-  (:func:`graphopt.sim.links.mean_link_figures`), and 0 when ``D == 1``.
+  (:func:`graphopt.sim.links.mean_transfer_times`), and 0 when ``D == 1``.
 
 The numba kernels here take the graph as CSR arrays (``graph.successors_csr``: edges are sorted by
 source, so the successor slot of an edge is its edge id) and walk ops in topological order, which is
@@ -26,7 +26,7 @@ from numba import njit
 from graphopt.graph import CompGraph
 from graphopt.hardware import Cluster
 from graphopt.sim import PreparedGraph
-from graphopt.sim.links import link_arrays, mean_link_figures
+from graphopt.sim.links import link_arrays, mean_transfer_times
 from graphopt.typing import FloatArray, IntArray
 
 __all__ = [
@@ -68,7 +68,8 @@ def check_finite_times(graph: CompGraph, cluster: Cluster, times: FloatArray) ->
 @njit(cache=True)
 def mean_costs(comp, edge_data, latency, bandwidth):
     """HEFT's averages: ``w̄[i]`` = mean of ``comp[i, :]`` (summed left to right, divided by ``D``)
-    and ``c̄[e]`` = ``mean latency + edge_data[e] * mean(1 / bandwidth)`` over the directed links."""
+    and ``c̄[e]`` = ``mean latency + edge_data[e] * mean(1 / bandwidth)`` over the directed links
+    (:func:`~graphopt.sim.links.mean_transfer_times`)."""
     n, num_dev = comp.shape
     w_mean = np.empty(n, dtype=np.float64)
     for i in range(n):
@@ -76,11 +77,7 @@ def mean_costs(comp, edge_data, latency, bandwidth):
         for p in range(num_dev):
             total += comp[i, p]
         w_mean[i] = total / num_dev
-    lat_mean, inv_bw_mean = mean_link_figures(latency, bandwidth)
-    c_mean = np.empty(len(edge_data), dtype=np.float64)
-    for e in range(len(edge_data)):
-        c_mean[e] = lat_mean + edge_data[e] * inv_bw_mean if num_dev > 1 else 0.0
-    return w_mean, c_mean
+    return w_mean, mean_transfer_times(latency, bandwidth, edge_data)
 
 
 @njit(cache=True)

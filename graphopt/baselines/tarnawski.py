@@ -15,8 +15,8 @@ chain of blocks (:mod:`~graphopt.blocks`, :mod:`~graphopt.baselines.contiguous`)
   block DAG (:mod:`~graphopt.baselines.ideals`) that minimises the *max-load*, the largest, over
   devices, of the device's compute plus the transfers into and out of it. Devices are taken
   fastest first and may stay idle; a transfer between blocks costs the cluster's mean link time,
-  ``mean latency + bytes * mean(1 / bandwidth)`` (their model prices each transfer the same
-  whichever devices it joins). As in their latency experiments (Appendix F), the split it finds
+  ``mean latency + bytes * mean(1 / bandwidth)`` (:func:`graphopt.sim.links.mean_transfer_times`;
+  their model prices each transfer the same whichever devices it joins). As in their latency experiments (Appendix F), the split it finds
   for throughput is then scored for latency by the simulator, where the best-heuristic chain
   ranks it. A graph whose block DAG has more than
   :data:`~graphopt.baselines.ideals.MAX_IDEALS` ideals, or whose split walks more than
@@ -45,7 +45,7 @@ from graphopt.baselines.ideals import ideal_split, ideals_of
 from graphopt.blocks import class_names
 from graphopt.graph import CompGraph
 from graphopt.hardware import HOST_KIND, Cluster
-from graphopt.sim.links import link_arrays, mean_link_figures
+from graphopt.sim.links import link_arrays, mean_transfer_times
 from graphopt.typing import FloatArray, IntArray
 
 
@@ -137,8 +137,7 @@ def max_load_dp(graph: CompGraph, cluster: Cluster) -> IntArray:
         raise ValueError(f"max-load DP on {graph.name}: {e}") from e
     order = device_order(chain)[:MAX_STAGES]
     latency, bandwidth = link_arrays(cluster)
-    lat_mean, inv_bw_mean = mean_link_figures(latency, bandwidth)
-    edge_cost = lat_mean + chain.edge_bytes * inv_bw_mean
+    edge_cost = mean_transfer_times(latency, bandwidth, chain.edge_bytes)
     work = chain.work[:, order]
     capacity = np.asarray(cluster.memory, dtype=np.float64)[order]
     start = ALPHAS.index(activation_fraction(chain, float(capacity.sum())))

@@ -29,8 +29,9 @@ exact twins pin down:
   (:mod:`graphopt.sim.estimate`) and the cost model's features, where the hot loop multiplies.
   The two forms can differ in the last bit of a result.
 
-:func:`mean_link_figures` gives the averages over the directed links that HEFT's mean edge cost
-and Tarnawski et al.'s model price a transfer with: ``mean latency + b * mean(1 / bandwidth)``.
+:func:`mean_link_figures` gives the averages over the directed links, and
+:func:`mean_transfer_times` the time HEFT's mean edge cost and Tarnawski et al.'s model price a
+transfer of ``b`` bytes with: ``mean latency + b * mean(1 / bandwidth)`` (``0`` on one device).
 
 **Gap search** (insertion policy of HEFT's earliest-finish-time rule): a resource ``r`` keeps its
 busy intervals sorted by start in row ``r`` of two ``(R, capacity)`` tables ``starts``, ``ends``,
@@ -160,6 +161,19 @@ def mean_link_figures(latency, bandwidth):
     if links == 0:
         return 0.0, 0.0
     return lat_sum / links, inv_sum / links
+
+
+@njit(cache=True)
+def mean_transfer_times(latency, bandwidth, nbytes):
+    """``(E,)`` seconds of each transfer of ``nbytes[e]`` bytes on the mean link
+    (:func:`mean_link_figures`): ``mean latency + nbytes[e] * mean(1 / bandwidth)``, ``0.0`` on
+    one device."""
+    lat_mean, inv_mean = mean_link_figures(latency, bandwidth)
+    one_device = latency.shape[0] <= 1
+    out = np.empty(len(nbytes), dtype=np.float64)
+    for e in range(len(nbytes)):
+        out[e] = 0.0 if one_device else lat_mean + nbytes[e] * inv_mean
+    return out
 
 
 @njit(cache=True)

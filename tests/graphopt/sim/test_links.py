@@ -16,6 +16,7 @@ from graphopt.sim.links import (
     inverse_bandwidth,
     link_arrays,
     mean_link_figures,
+    mean_transfer_times,
     transfer_time,
     transfer_time_by_inverse,
     transfer_times,
@@ -75,7 +76,7 @@ def test_inverse_bandwidth_is_zero_on_the_diagonal() -> None:
             assert inv[s, t] == (0.0 if s == t else 1.0 / bandwidth[s, t])
 
 
-def test_mean_link_figures_agree_with_twin() -> None:
+def test_mean_link_figures_and_times_agree_with_twin() -> None:
     latency, bandwidth = link_arrays(replace(get_cluster(HETERO), route="via-host"))
     off = [(p, q) for p in range(3) for q in range(3) if p != q]
     lat, inv = 0.0, 0.0
@@ -83,8 +84,12 @@ def test_mean_link_figures_agree_with_twin() -> None:
         lat += latency[p, q]
         inv += 1.0 / bandwidth[p, q]
     assert mean_link_figures(latency, bandwidth) == (lat / len(off), inv / len(off))
+    nbytes = np.array([0.0, 1.5e6, 3e9])
+    twin = [lat / len(off) + b * (inv / len(off)) for b in nbytes]
+    assert mean_transfer_times(latency, bandwidth, nbytes).tolist() == twin
     one = np.zeros((1, 1)), np.full((1, 1), np.inf)
     assert mean_link_figures(*one) == (0.0, 0.0)
+    assert mean_transfer_times(*one, nbytes).tolist() == [0.0, 0.0, 0.0]
 
 
 # ---------------------------------------------------------------------------- transfer time
