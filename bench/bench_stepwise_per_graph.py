@@ -2,14 +2,22 @@
 the same number of simulator calls.
 
 Usage: python bench/bench_stepwise_per_graph.py [--graphs SPEC] [--cluster C] [--updates U]
-       [--samples K] [--seed S] [--algorithm ppo|lookahead]
+       [--samples K] [--seed S] [--algorithm ppo|lookahead|search] [--search-calls C]
+       [--epochs E]
 
 For each graph: a fresh :class:`policies.step_policy.StepPolicy` trains on that graph only
 (:func:`graphopt.train.stepwise.train`: ``U`` PPO updates of ``K`` sampled decodes each, with
 self-imitation of the fastest sample), so it spends ``U * K`` simulator calls; with
 ``--algorithm lookahead``, 3 imitation updates and then ``U`` updates labelling every step of the
 greedy decode by the rollout algorithm (each allowed device tried, the rest decoded greedily:
-about ``N * D`` calls an update). Printed per graph:
+about ``N * D`` calls an update); with ``--algorithm search``, expert iteration: each of the
+``U`` updates runs the decoder search of ``graphopt optimize`` (``C`` calls) from the policy's
+greedy placement, and ``E`` imitation passes teach the policy the fastest placement found (its
+own trajectory, the greedy one and ``K`` samples, labelled with its devices; the policy reads
+``--positions`` Fourier features of each op's topological position, so that it can hold one
+graph's placement exactly); the column
+"optimize" is then the same search without a network, from the best heuristic, at the same
+calls (what the network's memory of the search costs or adds). Printed per graph:
 the greedy decode of the trained policy, the fastest placement seen while training (the training
 is a search too), and simulated annealing from the best heuristic at the same number of simulator calls;
 all as speed-ups over the best heuristic, with training seconds. Target (issue #37): greedy
@@ -25,6 +33,7 @@ import numpy as np
 import torch
 
 from graphopt.baselines.search import simulated_annealing
+from graphopt.optimizer import optimize_graph
 from graphopt.train.step_run import build_items, resolve_clusters, resolve_run_graphs
 from graphopt.train.stepwise import StepTrainConfig, geomean, greedy_speedups, train
 from graphopt.typing import Decision
@@ -46,9 +55,15 @@ def main() -> None:
     ap.add_argument(
         "--algorithm",
         default="ppo",
-        choices=("ppo", "lookahead"),
+        choices=("ppo", "lookahead", "search"),
         help="ppo: sampled decodes and PPO; lookahead: the rollout algorithm's labels on every "
-        "step of the greedy decode (--samples is then ignored)",
+        "step of the greedy decode (--samples is then ignored); search: expert iteration with "
+        "the decoder search",
+    )
+    ap.add_argument("--search-calls", type=int, default=512, help="search: calls per update")
+    ap.add_argument("--epochs", type=int, default=64, help="search: imitation passes per update")
+    ap.add_argument(
+        "--positions", type=int, default=14, help="search: Fourier features of the op's position"
     )
     args = ap.parse_args()
     torch.set_num_threads(2)
@@ -59,10 +74,10 @@ def main() -> None:
     )
     print(
         "| graph | ops | best heuristic | greedy | best seen in training | calls | annealing "
-        "| training s |"
+        "| optimize | training s |"
     )
-    print("| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: |")
-    greedy, seen, annealed = [], [], []
+    print("| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: |")
+    greedy, seen, annealed, searched = [], [], [], []
     for item in items:
         config = StepTrainConfig(
             updates=args.updates,
@@ -85,6 +100,10 @@ def main() -> None:
         if args.algorithm == "lookahead":  # imitation first, then the labels of every step
             config.imitation_updates, config.imitation_coef = 3, 0.0
             config.learning_rate, config.epochs = 1e-3, 16
+        if args.algorithm == "search":  # the search's find, imitated until greedy decodes it
+            config.imitation_coef, config.self_imitation = 0.0, False
+            config.search_calls, config.epochs = args.search_calls, args.epochs
+            config.policy = {"anchor_weight": 4.0, "positions": args.positions}
         start = time.perf_counter()
         policy, rows = train([item], [], config)
         calls = int(rows[-1]["calls"])
@@ -101,17 +120,26 @@ def main() -> None:
         )
         m = result.measurement
         a = item.reference_time / m.step_time if m.valid else 0.0
+        found = optimize_graph(item.sg.graph, item.sg.cluster, calls=calls, seed=args.seed)
+        o = found.speedup_over(item.reference_time)
         greedy.append(g)
         seen.append(s)
         annealed.append(a)
+        searched.append(o)
         print(
             f"| {item.sg.graph.name} | {item.sg.num_ops:,} | {item.reference_name} | {g:.3f}x | "
-            f"{s:.3f}x | {calls:,} | {a:.3f}x | {seconds:.0f} |",
+            f"{s:.3f}x | {calls:,} | {a:.3f}x | {o:.3f}x | {seconds:.0f} |",
             flush=True,
         )
+    g_all = np.array(greedy)
     print(
-        f"| geometric mean | | | {geomean(np.array(greedy)):.3f}x | "
-        f"{geomean(np.array(seen)):.3f}x | | {geomean(np.array(annealed)):.3f}x | |"
+        f"| geometric mean | | | {geomean(g_all):.3f}x | "
+        f"{geomean(np.array(seen)):.3f}x | | {geomean(np.array(annealed)):.3f}x | "
+        f"{geomean(np.array(searched)):.3f}x | |"
+    )
+    print(
+        f"greedy >= 1.05x on {(g_all >= 1.05).sum()} of {len(g_all)} graphs; >= annealing on "
+        f"{(g_all >= np.array(annealed) - 1e-9).sum()} of {len(g_all)}"
     )
 
 

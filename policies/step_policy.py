@@ -24,6 +24,7 @@ that sampling starts near the reference placement, as GO's hint weight does.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -40,6 +41,7 @@ from policies.go_network import GOSettings
 from policies.segment_attention import SegmentAttention
 
 ENCODERS = ("go", "mlp")
+POSITION = [name for name, _ in OP_FEATURES].index("position")
 GO = GOSettings()
 """The GO network's defaults, which the GO encoder's arguments share."""
 
@@ -61,6 +63,10 @@ class StepPolicy(nn.Module):
     The GO encoder's arguments default to :class:`policies.go_network.GOSettings`' values.
         schedule_features: read the schedule's features (default True); False keeps only
             ``anchor``.
+        anchor_weight: the anchor's initial logit bonus.
+        positions: ``K`` > 0 adds ``K`` sine and cosine frequencies of the op's topological
+            position to ``pre`` (Fourier features; Tancik et al., 2020): a network trained on one
+            graph can then tell neighbouring ops apart and hold a placement exactly (0: none).
 
     Shapes:
         - :meth:`embed`: one encoded observation -> ``(N, H)``.
@@ -80,6 +86,7 @@ class StepPolicy(nn.Module):
         film: bool = GO.film,
         schedule_features: bool = True,
         anchor_weight: float = 3.0,
+        positions: int = 0,
     ) -> None:
         super().__init__()
         if encoder not in ENCODERS:
@@ -96,7 +103,14 @@ class StepPolicy(nn.Module):
             film=film,
             schedule_features=schedule_features,
             anchor_weight=anchor_weight,
+            positions=positions,
         )
+        if (
+            isinstance(positions, bool)
+            or not isinstance(positions, int)
+            or not 0 <= positions <= 16
+        ):
+            raise ValueError(f"positions must be an integer in 0..16, got {positions!r}")
         self.encoder_kind = encoder
         if encoder == "go":
             self.encoder = GraphEncoder(hidden, sage_layers, num_op_features=len(OP_FEATURES))
@@ -115,6 +129,8 @@ class StepPolicy(nn.Module):
             self.trunk = None
             self.film = None
         self.proj = nn.Linear(hidden, head_hidden, bias=False)
+        self.positions = positions
+        self.pos_proj = nn.Linear(2 * positions, head_hidden, bias=False) if positions else None
         self.w_feat = nn.Linear(NUM_FEATURES, head_hidden)
         self.out = nn.Linear(head_hidden, 1)
         # the anchor's logit bonus: at initialisation samples stay near the reference placement
@@ -137,6 +153,22 @@ class StepPolicy(nn.Module):
 
     def embed_many(self, observations: Sequence[Mapping[str, np.ndarray]]) -> list[Tensor]:
         """``pre`` ``(N_b, H)`` of each of several encoded graphs, in one batched pass."""
+        pres = self._embed_many(observations)
+        if self.pos_proj is None:
+            return pres
+        return [
+            pre + self.pos_proj(self._fourier(obs["op_features"][: len(pre)], pre.device))
+            for pre, obs in zip(pres, observations, strict=True)
+        ]
+
+    def _fourier(self, op_features: np.ndarray, device: torch.device) -> Tensor:
+        """``sin`` and ``cos`` of ``2^k pi x`` for ``k < positions``, ``x`` the op's topological
+        position in ``[0, 1]``: features sharp enough to tell neighbouring ops apart."""
+        x = torch.tensor(np.asarray(op_features[:, POSITION], dtype=np.float32), device=device)
+        angles = x[:, None] * (math.pi * 2.0 ** torch.arange(self.positions, device=device))
+        return torch.cat([torch.sin(angles), torch.cos(angles)], dim=1)
+
+    def _embed_many(self, observations: Sequence[Mapping[str, np.ndarray]]) -> list[Tensor]:
         device = self.proj.weight.device
         stacked = stack_observations(list(observations))
         batch = graph_batch({k: v.to(device) for k, v in stacked.items()})

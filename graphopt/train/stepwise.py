@@ -18,6 +18,11 @@ The loop, top to bottom (:func:`train`):
    ICLR 2023; no critic, so no value of one graph's scale leaks into another's). Every step of
    an episode carries its episode's advantage; PPO's clipped surrogate (Schulman et al., 2017)
    runs ``epochs`` passes over the recorded steps, the encoder run once per graph per pass.
+   With ``algorithm: search`` (expert iteration) each update instead runs the decoder search
+   of ``graphopt optimize`` from the policy's greedy placement (or the item's target, where
+   faster) and imitates the fastest placement found (:func:`search_batch`): with the ops'
+   position features (``policy: {positions: K}``) the policy trained on one graph decodes it
+   exactly, so its greedy decision keeps what the search found.
 4. **Validation.** Every ``eval_every`` updates, one greedy decode per validation graph: the
    geometric mean of ``t_ref / t`` (``val/speedup``). The best checkpoint is kept.
 
@@ -55,7 +60,7 @@ from policies.step_policy import StepPolicy
 
 CHECKPOINT_KIND = "graphopt-step-policy"
 CHECKPOINT_VERSION = 1
-ALGORITHMS = ("ppo", "lookahead")
+ALGORITHMS = ("ppo", "lookahead", "search")
 MAX_COUNT = 1_000_000
 """The largest value of every count of :class:`StepTrainConfig` (updates, samples, steps...)."""
 
@@ -87,8 +92,12 @@ class StepTrainConfig:
     self_imitation: bool = False
     """Replace an item's imitation target by a faster sampled placement (self-imitation)."""
     algorithm: str = "ppo"
-    """What follows imitation: ``"ppo"`` or ``"lookahead"`` (approximate policy iteration with
-    the rollout algorithm's labels, :func:`lookahead_batch`)."""
+    """What follows imitation: ``"ppo"``, ``"lookahead"`` (approximate policy iteration with
+    the rollout algorithm's labels, :func:`lookahead_batch`) or ``"search"`` (expert iteration:
+    the decoder search of :func:`graphopt.optimizer.optimize_graph` started from the policy's
+    greedy placement improves the imitation target, :func:`search_batch`)."""
+    search_calls: int = 256
+    """Simulator calls of ``"search"``'s decoder search per graph and update."""
     lookahead_steps: int = 32
     """States labelled per graph and update by ``"lookahead"``."""
     lookahead_margin: float = 1e-3
@@ -124,6 +133,7 @@ class StepTrainConfig:
             "threads",
             "lookahead_steps",
             "lookahead_buffer",
+            "search_calls",
         ):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_COUNT:
@@ -506,6 +516,51 @@ def lookahead_update(
     return figures
 
 
+def search_batch(
+    policy: StepPolicy,
+    item: Item,
+    pre: torch.Tensor,
+    samples: int,
+    calls: int,
+    rng: np.random.Generator,
+) -> Batch:
+    """Expert iteration (Anthony et al., 2017; AlphaZero's policy targets): the decoder search
+    (:func:`graphopt.optimizer.optimize_graph`) starts from the policy's greedy placement, or from
+    the item's target where that is faster, and the fastest placement it finds becomes the
+    target if it beats it. ``calls`` simulator calls in all: the greedy placement's price and
+    the search's. The batch holds the states of the target's own trajectory
+    (the step-wise decoder replaying it), of the greedy episode and of ``samples`` sampled ones,
+    to be labelled with the target's devices by :func:`imitation_update` (DAgger). Its one step
+    time is the search's result; ``calls`` counts the search's calls."""
+    from graphopt.optimizer import optimize_graph
+    from graphopt.typing import Decision
+
+    head = policy.head_params(pre)
+    greedy = decode(item.sg, "greedy", head)
+    priced = item.prepared.evaluate_batch(greedy.placement[None, :])
+    own = math.log(item.reference_time / priced.step_time[0]) if priced.valid[0] else -math.inf
+    start = greedy.placement if own >= item.target_return else item.target
+    found = optimize_graph(
+        item.sg.graph,
+        item.sg.cluster,
+        calls=max(calls - 1, 1),
+        seed=int(rng.integers(2**31)),
+        start=Decision(placement=start),
+        start_name="policy",
+    )
+    placement = np.asarray(found.decision.placement, dtype=np.int64)
+    step_time = found.measurement.step_time if found.measurement.valid else math.inf
+    if math.isfinite(step_time):
+        r = math.log(item.reference_time / step_time)
+        if r > item.target_return + 1e-9:
+            item.target, item.target_return = placement.copy(), r
+    episodes = [decode(item.sg, "given", given=item.target), greedy]
+    episodes += [decode(item.sg, "sample", head, rng=rng) for _ in range(samples)]
+    batch = _batch(item, episodes, np.array([step_time]), np.array([math.isfinite(step_time)]), pre)
+    batch.calls = found.calls + 1
+    return batch
+
+
 # ---------------------------------------------------------------------------- evaluation
 def greedy_speedups(policy: StepPolicy, items: Sequence[Item]) -> np.ndarray:
     """``t_ref / t`` of each item's greedy decode (0 for an invalid placement)."""
@@ -638,6 +693,13 @@ def train(
                     )
                     for i, pre in zip(picks, pres, strict=True)
                 ]
+            elif update > config.imitation_updates and config.algorithm == "search":
+                batches = [
+                    search_batch(
+                        policy, items[i], pre, config.samples_per_graph, config.search_calls, rng
+                    )
+                    for i, pre in zip(picks, pres, strict=True)
+                ]
             else:
                 batches = [
                     rollout_with(
@@ -652,7 +714,7 @@ def train(
                 ]
             decisions += sum(b.decisions for b in batches)
             calls += sum(b.calls for b in batches)
-            if update <= config.imitation_updates:
+            if update <= config.imitation_updates or config.algorithm == "search":
                 stats = imitation_update(policy, optimizer, batches, config)
             elif config.algorithm == "lookahead":
                 buffer = (buffer + [batches])[-config.lookahead_buffer :]

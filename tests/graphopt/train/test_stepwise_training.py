@@ -23,6 +23,7 @@ from graphopt.train.stepwise import (
     returns,
     rollout,
     save_checkpoint,
+    search_batch,
     train,
 )
 from graphopt.workloads import get_graph
@@ -246,6 +247,56 @@ def test_lookahead_training_runs_and_counts_calls(items) -> None:
     assert any("lookahead/changed" in r for r in rows)
     calls = [r["calls"] for r in rows]
     assert calls[0] == 2 * len(items) and calls[-1] > calls[1] > calls[0]
+
+
+def test_search_batch_improves_the_target_and_labels_its_trajectory() -> None:
+    """Expert iteration's batch: the decoder search from the policy's greedy placement finds a
+    faster placement than the best heuristic's (on this graph, within 64 calls); it becomes the
+    target, its step time the batch's, and the batch holds the target's own trajectory."""
+    item = make_item(get_graph("random-sp-100-s1"), get_cluster("v100-nvlink-4"))
+    policy = StepPolicy(**SMALL)
+    with torch.no_grad():
+        pre = policy.embed(item.observation)
+    batch = search_batch(policy, item, pre, 1, 64, np.random.default_rng(0))
+    assert 0 < batch.calls <= 64
+    assert item.target_return > 0 and not np.array_equal(item.target, item.sg.anchor)
+    priced = item.prepared.evaluate_batch(item.target[None, :]).step_time[0]
+    assert batch.step_times[0] == pytest.approx(priced)
+    assert item.target_return == pytest.approx(math.log(item.reference_time / priced))
+    own = decode(item.sg, "given", given=item.target)
+    choice = own.masks.sum(axis=1) >= 2
+    first = int(choice.sum())
+    assert torch.equal(batch.ops[:first], torch.from_numpy(own.ops[choice]))
+    assert torch.equal(batch.actions[:first], torch.from_numpy(own.actions[choice]))
+    target, target_return = item.target.copy(), item.target_return
+    item.target_return = math.inf  # nothing beats it: the target stays
+    search_batch(policy, item, pre, 0, 16, np.random.default_rng(1))
+    assert np.array_equal(item.target, target)
+    item.target_return = target_return
+
+
+def test_search_training_makes_greedy_decode_what_the_search_found() -> None:
+    """Trained on one graph by expert iteration, with the ops' position features, the greedy
+    decode is the search's placement."""
+    item = make_item(get_graph("random-sp-100-s1"), get_cluster("v100-nvlink-4"))
+    config = StepTrainConfig(
+        updates=3,
+        imitation_updates=0,
+        graphs_per_update=1,
+        samples_per_graph=1,
+        epochs=40,
+        minibatches=1,
+        learning_rate=1e-2,
+        algorithm="search",
+        search_calls=48,
+        eval_every=100,
+        policy=dict(SMALL, positions=12),
+        threads=1,
+    )
+    policy, rows = train([item], [], config)
+    assert rows[-1]["calls"] <= 3 * 48
+    greedy = float(greedy_speedups(policy, [item])[0])
+    assert greedy == pytest.approx(math.exp(item.target_return)) and greedy > 1.0
 
 
 def test_shipped_step_configs_load() -> None:
