@@ -3,6 +3,7 @@
 
 Usage: python bench/bench_stepwise_distill.py [--train N] [--max-ops M] [--calls K]
        [--updates U] [--anchor-weight A] [--encoder go|mlp] [--seed S] [--guided-search C]
+       [--learning-rate LR] [--epochs E] [--positions P]
 
 1. ``N`` graphs of ``suite:train-gen`` with at most ``M`` ops (drawn with seed 0), on
    ``v100-nvlink-4``; each one's imitation target is ``optimize_graph(calls=K)``'s placement where
@@ -10,7 +11,9 @@ Usage: python bench/bench_stepwise_distill.py [--train N] [--max-ops M] [--calls
    keyed by graph, cluster and ``K``).
 2. ``U`` imitation updates (:func:`graphopt.train.stepwise.train` with ``updates=0``: 8 graphs an
    update, 8 sampled decodes each, every visited state labelled with the target's device), from
-   a fresh policy whose anchor bonus starts at ``A``.
+   a fresh policy whose anchor bonus starts at ``A`` (Adam's step ``LR``, ``E`` passes an update;
+   ``P`` > 0: the policy reads ``P`` Fourier features of each op's position, which let it hold
+   one graph's placement exactly: does fitting the training targets harder carry to new graphs?).
 3. Printed: the targets' speed-up, the share of the targets' decisions that leave the best
    heuristic's device and how many of those are the lowest-EFT device, the imitation accuracy,
    and the greedy decode's speed-up on the training graphs and on the 28 graphs of
@@ -152,6 +155,9 @@ def main() -> None:
     ap.add_argument("--encoder", default="go", choices=("go", "mlp"))
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--guided-search", type=int, default=0, metavar="C")
+    ap.add_argument("--learning-rate", type=float, default=3e-4)
+    ap.add_argument("--epochs", type=int, default=2)
+    ap.add_argument("--positions", type=int, default=0)
     args = ap.parse_args()
     torch.set_num_threads(1)
     items, test_items = bench_items(args.train, args.max_ops)
@@ -180,7 +186,13 @@ def main() -> None:
         eval_every=10**6,
         threads=1,
         seed=args.seed,
-        policy={"encoder": args.encoder, "anchor_weight": args.anchor_weight},
+        learning_rate=args.learning_rate,
+        epochs=args.epochs,
+        policy={
+            "encoder": args.encoder,
+            "anchor_weight": args.anchor_weight,
+            "positions": args.positions,
+        },
     )
     start = time.perf_counter()
     policy, rows = train(items, [], config)

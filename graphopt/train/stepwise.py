@@ -36,7 +36,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -45,7 +45,14 @@ import torch
 import torch.nn.functional as F
 
 from graphopt.accelerator import check_device_name, resolve_device
-from graphopt.decoders.stepwise import Episode, StepGraph, decode, lookahead, step_graph
+from graphopt.decoders.stepwise import (
+    Episode,
+    HeadParams,
+    StepGraph,
+    decode,
+    lookahead,
+    step_graph,
+)
 from graphopt.encoding import encode
 from graphopt.graph import CompGraph
 from graphopt.hardware import Cluster
@@ -78,7 +85,8 @@ class StepTrainConfig:
     samples_per_graph: int = 16
     """Sampled episodes per graph and update (the shared baseline's group)."""
     epochs: int = 2
-    """Passes over an update's steps (PPO's epochs; imitation's too)."""
+    """Passes over an update's steps (PPO's epochs; imitation's too; with ``"search"``, the most
+    passes spent imitating the targets, stopped once greedy decodes them)."""
     minibatches: int = 4
     """Optimizer steps per pass: the update's graphs split into this many groups."""
     learning_rate: float = 3e-4
@@ -554,11 +562,69 @@ def search_batch(
         r = math.log(item.reference_time / step_time)
         if r > item.target_return + 1e-9:
             item.target, item.target_return = placement.copy(), r
-    episodes = [decode(item.sg, "given", given=item.target), greedy]
-    episodes += [decode(item.sg, "sample", head, rng=rng) for _ in range(samples)]
-    batch = _batch(item, episodes, np.array([step_time]), np.array([math.isfinite(step_time)]), pre)
+    batch = target_batch(item, pre, head, greedy, samples, rng)
+    batch.step_times = np.array([step_time])
+    batch.valid = np.array([math.isfinite(step_time)])
     batch.calls = found.calls + 1
     return batch
+
+
+def target_batch(
+    item: Item,
+    pre: torch.Tensor,
+    head: HeadParams,
+    greedy: Episode,
+    samples: int,
+    rng: np.random.Generator,
+) -> Batch:
+    """The states on which imitation teaches the item's target: the target's own trajectory,
+    the policy's greedy episode ``greedy`` and ``samples`` episodes sampled from ``head`` (the
+    head of ``pre``). No simulator call: the batch's step time is the target's."""
+    episodes = [decode(item.sg, "given", given=item.target), greedy]
+    episodes += [decode(item.sg, "sample", head, rng=rng) for _ in range(samples)]
+    target_time = item.reference_time / math.exp(item.target_return)
+    batch = _batch(item, episodes, np.array([target_time]), np.array([True]), pre)
+    batch.calls = 0
+    return batch
+
+
+FIT_PASSES = 10
+"""Imitation passes between two checks of :func:`imitate_targets`."""
+
+
+def imitate_targets(
+    policy: StepPolicy,
+    optimizer: torch.optim.Optimizer,
+    batches: Sequence[Batch],
+    config: StepTrainConfig,
+    rng: np.random.Generator,
+) -> dict[str, float]:
+    """Expert iteration's imitation: :func:`imitation_update` in rounds of
+    :data:`FIT_PASSES` passes, each round on fresh DAgger states (:func:`target_batch` with the
+    policy's current greedy episode), until every batch's greedy decode is its item's target or
+    ``config.epochs`` passes are spent. Adds ``search/matched`` (share of the items whose greedy
+    decode is the target) and ``search/passes`` to the figures."""
+    rounds = replace(config, epochs=min(FIT_PASSES, config.epochs))
+    passes, stats = 0, {}
+    while True:
+        stats = imitation_update(policy, optimizer, batches, rounds)
+        passes += rounds.epochs
+        with torch.no_grad():
+            pres = policy.embed_many([b.item.observation for b in batches])
+        heads = [policy.head_params(pre) for pre in pres]
+        greedy = [decode(b.item.sg, "greedy", h) for b, h in zip(batches, heads, strict=True)]
+        matched = [
+            np.array_equal(g.placement, b.item.target) for g, b in zip(greedy, batches, strict=True)
+        ]
+        if all(matched) or passes >= config.epochs:
+            break
+        samples = config.samples_per_graph
+        batches = [
+            target_batch(b.item, pre, h, g, samples, rng)
+            for b, pre, h, g in zip(batches, pres, heads, greedy, strict=True)
+        ]
+    stats.update({"search/matched": float(np.mean(matched)), "search/passes": float(passes)})
+    return stats
 
 
 # ---------------------------------------------------------------------------- evaluation
@@ -714,8 +780,10 @@ def train(
                 ]
             decisions += sum(b.decisions for b in batches)
             calls += sum(b.calls for b in batches)
-            if update <= config.imitation_updates or config.algorithm == "search":
+            if update <= config.imitation_updates:
                 stats = imitation_update(policy, optimizer, batches, config)
+            elif config.algorithm == "search":
+                stats = imitate_targets(policy, optimizer, batches, config, rng)
             elif config.algorithm == "lookahead":
                 buffer = (buffer + [batches])[-config.lookahead_buffer :]
                 stats = lookahead_update(
