@@ -77,7 +77,7 @@ from numba import njit
 from graphopt.compiled import INTERNAL
 from graphopt.sim.arrays import CoreResult, GraphArrays, Workspace
 from graphopt.sim.heaps import iheap_pop, iheap_push
-from graphopt.sim.links import transfer_time
+from graphopt.sim.links import first_hop, transfer_time
 
 STATUS_OK = 0
 STATUS_OOM = 1
@@ -406,7 +406,8 @@ def plan_transfers(g, kernel_of, k_dev, ws):
 def plan_routes(g, kernel_of, k_dev, ws):
     """:func:`plan_transfers` for the link models it does not cover: ``send: per-consumer`` or
     ``route: via-host`` (``g.per_consumer``, ``g.host >= 0``; rules 5 and 8 of
-    :mod:`graphopt.sim`). Fills the same rows, with the same meaning, plus per transfer ``i``:
+    :mod:`graphopt.sim`; which sends the host relays: :func:`graphopt.sim.links.first_hop`).
+    Fills the same rows, with the same meaning, plus per transfer ``i``:
 
     - ``t_parent[i]``: the first hop it follows (through the host), -1 for a transfer sent as
       its producer's kernel ends;
@@ -451,8 +452,7 @@ def plan_routes(g, kernel_of, k_dev, ws):
             if h == k or t == s:
                 continue
             if not per_consumer:
-                if host >= 0 and s != host:
-                    t = host  # relayed or to the host: u's one transfer to the host
+                t = first_hop(host, s, t)  # relayed or to the host: u's one transfer there
                 if dmark[t] == u:
                     continue
                 dmark[t] = u
@@ -476,14 +476,15 @@ def plan_routes(g, kernel_of, k_dev, ws):
             ext += new_consumer
             if t == s or t < 0:
                 continue
-            relay = host >= 0 and s != host and t != host
+            hop = first_hop(host, s, t)
+            relay = hop != t
             nbytes = g.edge_bytes[e]
             # the transfer sent at u's end: to t, or the first hop to the host
-            if per_consumer or dmark[host if relay else t] != u:
+            if per_consumer or dmark[hop] != u:
                 i = num_t
                 num_t += 1
                 t_src[i] = s
-                t_dst[i] = host if relay else t
+                t_dst[i] = hop
                 t_bytes[i] = nbytes
                 t_parent[i] = -1
                 t_edge[i] = (-2 if relay else e) if per_consumer else -1
@@ -494,7 +495,7 @@ def plan_routes(g, kernel_of, k_dev, ws):
                     dmark[t_dst[i]] = u
                     dtid[t_dst[i]] = i
             else:
-                i = dtid[host if relay else t]
+                i = dtid[hop]
                 t_bytes[i] = _max(t_bytes[i], nbytes)
             slot = u + 1 + i
             if relay:  # the second hop, host -> t
@@ -502,7 +503,7 @@ def plan_routes(g, kernel_of, k_dev, ws):
                 if per_consumer or dmark[t] != u:
                     i = num_c
                     num_c += 1
-                    t_src[i] = host
+                    t_src[i] = hop
                     t_dst[i] = t
                     t_bytes[i] = nbytes
                     t_parent[i] = root

@@ -30,6 +30,7 @@ from graphopt.hardware import Cluster
 from graphopt.sim.links import (
     book_interval,
     earliest_gap,
+    first_hop,
     inverse_bandwidth,
     link_arrays,
     transfer_time_by_inverse,
@@ -143,9 +144,10 @@ def contention_schedule(
     transfer ``latency + bytes / bandwidth`` after it is sent, no link booked;
     ``per_consumer=True`` (``send: per-consumer``) sends once per remote consuming edge, with
     that edge's bytes, in successor order; ``host >= 0`` (``route: via-host``) sends between two
-    non-host devices in two hops through ``host``, the second sent when the first lands (per
-    device: one upload per op to the host, sized by the largest of its edges to the host and to
-    every relayed device, then one hop per relayed device; per consumer: two hops per edge).
+    non-host devices in two hops through ``host`` (:func:`graphopt.sim.links.first_hop`), the
+    second sent when the first lands (per device: one upload per op to the host, sized by the
+    largest of its edges to the host and to every relayed device, then one hop per relayed
+    device; per consumer: two hops per edge).
 
     Args:
         place: ``(B, N)`` int64 devices. op_time: ``(N, D)`` seconds. succ_ptr, succ_dst: the
@@ -157,7 +159,15 @@ def contention_schedule(
     d = latency.shape[0]
     out = np.zeros(b)
     arrive = np.zeros(n)
+    hops = np.empty((d, d), dtype=np.int64)  # hops[s, t]: where a send from s to t goes first
+    relays = np.zeros(d, dtype=np.bool_)  # relays[s]: some send from s is relayed
+    for s in range(d):
+        for t in range(d):
+            hops[s, t] = first_hop(host, s, t) if s != t else t
+            relays[s] = relays[s] or hops[s, t] != t
     sent = np.empty(d)
+    first = np.full(d, -1.0)  # bytes of each first hop (-1: none), reset after its send
+    hop_landed = np.empty(d)
     landed = np.empty(d)
     start = np.empty((d + d * d, 2 * (window + 1)))
     end = np.empty_like(start)
@@ -169,7 +179,6 @@ def contention_schedule(
             dv = place[k, v]
             finish = _book(start, end, count, dv, arrive[v], op_time[v, dv], window)
             out[k] = max(out[k], finish)
-            relayed = host >= 0 and dv != host
             if per_consumer:  # one send per remote edge, each routed on its own
                 for e in range(succ_ptr[v], succ_ptr[v + 1]):
                     w = succ_dst[e]
@@ -179,12 +188,13 @@ def contention_schedule(
                         continue
                     ready = finish
                     src = dv
-                    if relayed and dw != host:
+                    hop = hops[dv, dw]
+                    if hop != dw:  # relayed: first hop to the host
                         ready = _send(
-                            start, end, count, dv, host, finish, nbytes[e], latency, inv_bw,
+                            start, end, count, dv, hop, finish, nbytes[e], latency, inv_bw,
                             window, queued,
                         )  # fmt: skip
-                        src = host
+                        src = hop
                     land = _send(
                         start, end, count, src, dw, ready, nbytes[e], latency, inv_bw, window,
                         queued,
@@ -192,37 +202,52 @@ def contention_schedule(
                     arrive[w] = max(arrive[w], land)
                 continue
             sent[:] = -1.0
-            for e in range(succ_ptr[v], succ_ptr[v + 1]):
-                w = succ_dst[e]
-                dw = place[k, w]
-                if dw == dv:
-                    arrive[w] = max(arrive[w], finish)
-                elif nbytes[e] > sent[dw]:
-                    sent[dw] = nbytes[e]
-            if relayed:  # one upload to the host, shared by every relayed device
-                upload = -1.0
-                for t in range(d):
-                    upload = max(upload, sent[t])
-                if upload >= 0.0:
-                    up = _send(
-                        start, end, count, dv, host, finish, upload, latency, inv_bw, window,
-                        queued,
-                    )  # fmt: skip
-                    for t in range(d):
-                        if t == host and sent[t] >= 0.0:
-                            landed[t] = up
-                        elif sent[t] >= 0.0:
-                            landed[t] = _send(
-                                start, end, count, host, t, up, sent[t], latency, inv_bw, window,
-                                queued,
-                            )  # fmt: skip
-            else:
+            if not relays[dv]:  # every send on its direct link
+                for e in range(succ_ptr[v], succ_ptr[v + 1]):
+                    w = succ_dst[e]
+                    dw = place[k, w]
+                    if dw == dv:
+                        arrive[w] = max(arrive[w], finish)
+                    elif nbytes[e] > sent[dw]:
+                        sent[dw] = nbytes[e]
                 for t in range(d):
                     if sent[t] >= 0.0:
                         landed[t] = _send(
                             start, end, count, dv, t, finish, sent[t], latency, inv_bw, window,
                             queued,
                         )  # fmt: skip
+            else:
+                # one send per first hop, sized by the largest send it carries (one upload to
+                # the host, shared by every relayed device; the loop above written out again,
+                # as the direct case's loop ran slower with the branch in it) ...
+                for e in range(succ_ptr[v], succ_ptr[v + 1]):
+                    w = succ_dst[e]
+                    dw = place[k, w]
+                    if dw == dv:
+                        arrive[w] = max(arrive[w], finish)
+                        continue
+                    if nbytes[e] > sent[dw]:
+                        sent[dw] = nbytes[e]
+                    hop = hops[dv, dw]
+                    first[hop] = max(first[hop], nbytes[e])
+                for t in range(d):
+                    if first[t] >= 0.0:
+                        hop_landed[t] = _send(
+                            start, end, count, dv, t, finish, first[t], latency, inv_bw, window,
+                            queued,
+                        )  # fmt: skip
+                        first[t] = -1.0
+                # ... then the second hops, each from the host once its upload has landed
+                for t in range(d):
+                    if sent[t] >= 0.0:
+                        hop = hops[dv, t]
+                        if hop == t:
+                            landed[t] = hop_landed[t]
+                        else:
+                            landed[t] = _send(
+                                start, end, count, hop, t, hop_landed[hop], sent[t], latency,
+                                inv_bw, window, queued,
+                            )  # fmt: skip
             for e in range(succ_ptr[v], succ_ptr[v + 1]):
                 dw = place[k, succ_dst[e]]
                 if dw != dv:

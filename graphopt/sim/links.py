@@ -17,6 +17,13 @@ relayed send takes when nothing else is in its way); sends to or from the host k
 The default follows the cluster's ``route``. :func:`inverse_bandwidth` turns ``bandwidth`` into
 seconds per byte (``0`` on the diagonal) for the callers that multiply.
 
+**Relay rule** (:func:`first_hop`): where a send from ``s`` to ``t`` goes first, the host ``h``
+under ``via-host`` when neither end is the host (the send is *relayed*: a second hop ``h -> t``
+follows once the first has landed), else ``t`` itself. Written here only: the fold of
+:func:`link_arrays`, the simulator's transfer plan (:func:`graphopt.sim.engine.plan_routes`),
+:func:`modelled_ready` (HEFT-lc) and the estimate's
+:func:`~graphopt.sim.estimate.contention_schedule` all ask it.
+
 **Transfer time** of ``b`` bytes from ``s`` to ``t``: ``latency[s, t] + b / bandwidth[s, t]``,
 ``0`` when ``s == t``. Written here only, in two numerically distinct forms that the callers'
 exact twins pin down:
@@ -91,14 +98,26 @@ def link_arrays(cluster: Cluster, *, route: str | None = None) -> tuple[FloatArr
             f"route 'via-host' needs a host device and cluster {cluster.name!r} has none; "
             "use route 'direct' or give the cluster a host"
         )
-    relayed = np.ones_like(latency, dtype=bool)
-    relayed[h, :] = relayed[:, h] = False
-    np.fill_diagonal(relayed, False)
+    d = len(latency)
+    relayed = np.array(
+        [[s != t and first_hop(h, s, t) != t for t in range(d)] for s in range(d)], dtype=bool
+    ).reshape(d, d)
     two_hops = latency[:, h, None] + latency[None, h, :]
     inverse = 1.0 / bandwidth[:, h, None] + 1.0 / bandwidth[None, h, :]
     latency = np.where(relayed, two_hops, latency)
     bandwidth = np.where(relayed, 1.0 / np.where(relayed, inverse, 1.0), bandwidth)
     return np.ascontiguousarray(latency), np.ascontiguousarray(bandwidth)
+
+
+@njit(cache=True, inline="always")
+def first_hop(host, src, dst):
+    """The device a send from ``src`` to ``dst != src`` goes to first (module docstring, rule 5b
+    of :mod:`graphopt.sim`): ``host`` when the route is via the host (``host >= 0``) and neither
+    end is the host, the send then relayed (a second hop ``host -> dst`` once this one has
+    landed); else ``dst``, the direct link."""
+    if host >= 0 and src != host and dst != host:
+        return host
+    return dst
 
 
 def inverse_bandwidth(bandwidth: FloatArray) -> FloatArray:
@@ -268,16 +287,17 @@ def modelled_ready(v, p, preds, placement, finish, links, booking, model, commit
                 arrival = copy_arrival[u, p]
             else:
                 src = q
-                if host >= 0 and q != host and p != host:  # first hop: to the host
-                    if not per_consumer and copy_arrival[u, host] >= 0.0:
-                        arrival = copy_arrival[u, host]
+                hop = first_hop(host, q, p)
+                if hop != p:  # relayed: first hop to the host
+                    if not per_consumer and copy_arrival[u, hop] >= 0.0:
+                        arrival = copy_arrival[u, hop]
                     else:
                         arrival = send_on_link(
-                            latency, bandwidth, tentative, queued, q, host, arrival, nbytes
+                            latency, bandwidth, tentative, queued, q, hop, arrival, nbytes
                         )
                         if commit and not per_consumer:
-                            copy_arrival[u, host] = arrival
-                    src = host
+                            copy_arrival[u, hop] = arrival
+                    src = hop
                 arrival = send_on_link(
                     latency, bandwidth, tentative, queued, src, p, arrival, nbytes
                 )

@@ -13,6 +13,7 @@ from graphopt.sim.links import (
     book_interval,
     earliest_gap,
     find_slot,
+    first_hop,
     inverse_bandwidth,
     link_arrays,
     mean_link_figures,
@@ -54,6 +55,15 @@ def test_link_arrays_agree_with_twin(route: str) -> None:
     assert np.array_equal(latency, twin_latency) and np.array_equal(bandwidth, twin_bandwidth)
     assert latency.flags.c_contiguous and bandwidth.flags.c_contiguous
     assert latency.dtype == bandwidth.dtype == np.float64
+
+
+def test_first_hop_relays_between_non_host_devices() -> None:
+    for host in (-1, 0, 2):
+        for s in range(4):
+            for t in range(4):
+                relayed = s != t and host >= 0 and host not in (s, t)  # rule 5b
+                if s != t:
+                    assert first_hop(host, s, t) == (host if relayed else t)
 
 
 def test_route_argument_overrides_the_clusters() -> None:
