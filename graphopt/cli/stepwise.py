@@ -44,7 +44,7 @@ def register(sub: Any) -> None:
     t.add_argument(
         "--updates",
         type=options.integer(0, MAX_COUNT),
-        help=f"updates after imitation, PPO or lookahead (config key updates; 0..{MAX_COUNT})",
+        help=f"updates after imitation: PPO, lookahead or search (config key updates; 0..{MAX_COUNT})",
     )
     t.add_argument(
         "--imitation-updates",

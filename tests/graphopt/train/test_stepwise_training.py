@@ -308,7 +308,7 @@ def test_shipped_step_configs_load() -> None:
     shipped = sorted((Path(graphopt.__file__).parent / "configs").glob("stepwise*.yaml"))
     assert len(shipped) >= 3
     algorithms = {load_step_config(path).train.algorithm for path in shipped}
-    assert algorithms == {"ppo", "lookahead"}
+    assert algorithms == {"ppo", "lookahead", "search"}
 
 
 def test_the_command_line_bound_is_the_config_bound() -> None:
