@@ -61,7 +61,9 @@ def main() -> None:
         "the decoder search",
     )
     ap.add_argument("--search-calls", type=int, default=512, help="search: calls per update")
-    ap.add_argument("--epochs", type=int, default=64, help="search: imitation passes per update")
+    ap.add_argument(
+        "--epochs", type=int, default=1000, help="search: most imitation passes per update"
+    )
     ap.add_argument(
         "--positions", type=int, default=14, help="search: Fourier features of the op's position"
     )

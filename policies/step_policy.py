@@ -42,6 +42,8 @@ from policies.segment_attention import SegmentAttention
 
 ENCODERS = ("go", "mlp")
 POSITION = [name for name, _ in OP_FEATURES].index("position")
+POSITION_HIDDEN = 128
+"""Width of the MLP that maps an op's position features into ``pre``."""
 GO = GOSettings()
 """The GO network's defaults, which the GO encoder's arguments share."""
 
@@ -64,9 +66,10 @@ class StepPolicy(nn.Module):
         schedule_features: read the schedule's features (default True); False keeps only
             ``anchor``.
         anchor_weight: the anchor's initial logit bonus.
-        positions: ``K`` > 0 adds ``K`` sine and cosine frequencies of the op's topological
-            position to ``pre`` (Fourier features; Tancik et al., 2020): a network trained on one
-            graph can then tell neighbouring ops apart and hold a placement exactly (0: none).
+        positions: ``K`` > 0 adds an MLP of ``K`` sine and cosine frequencies of the op's
+            topological position to ``pre`` (Fourier features; Tancik et al., 2020): a network
+            trained on one graph can then tell neighbouring ops apart and hold a placement
+            exactly (0: none).
 
     Shapes:
         - :meth:`embed`: one encoded observation -> ``(N, H)``.
@@ -130,7 +133,15 @@ class StepPolicy(nn.Module):
             self.film = None
         self.proj = nn.Linear(hidden, head_hidden, bias=False)
         self.positions = positions
-        self.pos_proj = nn.Linear(2 * positions, head_hidden, bias=False) if positions else None
+        self.pos_proj = (
+            nn.Sequential(
+                nn.Linear(2 * positions, POSITION_HIDDEN),
+                nn.ReLU(),
+                nn.Linear(POSITION_HIDDEN, head_hidden, bias=False),
+            )
+            if positions
+            else None
+        )
         self.w_feat = nn.Linear(NUM_FEATURES, head_hidden)
         self.out = nn.Linear(head_hidden, 1)
         # the anchor's logit bonus: at initialisation samples stay near the reference placement

@@ -19,7 +19,7 @@ def observation() -> dict[str, np.ndarray]:
     return encode(graph, get_cluster("v100-nvlink-4"), graph.num_ops, graph.num_edges).observation
 
 
-def test_position_features_add_the_projected_fourier_features_of_the_position() -> None:
+def test_position_features_add_an_mlp_of_the_fourier_features_of_the_position() -> None:
     torch.manual_seed(0)
     plain = StepPolicy(**SMALL)
     torch.manual_seed(0)
@@ -31,8 +31,9 @@ def test_position_features_add_the_projected_fourier_features_of_the_position() 
         angles = x[:, None] * (np.pi * 2.0 ** torch.arange(4))
         fourier = torch.cat([torch.sin(angles), torch.cos(angles)], dim=1)
         assert with_positions.pos_proj is not None
-        expected = base + fourier @ with_positions.pos_proj.weight.T
+        expected = base + with_positions.pos_proj(fourier)
     assert torch.allclose(pre, expected, atol=1e-5)
+    assert not torch.allclose(pre, base, atol=1e-3)  # the positions change every op's row
 
 
 @pytest.mark.parametrize("bad", [-1, 17, 2.5, True])
