@@ -3,7 +3,7 @@ the same number of simulator calls.
 
 Usage: python bench/bench_stepwise_per_graph.py [--graphs SPEC] [--cluster C] [--updates U]
        [--samples K] [--seed S] [--algorithm ppo|lookahead|search] [--search-calls C]
-       [--epochs E]
+       [--epochs E] [--positions P]
 
 For each graph: a fresh :class:`policies.step_policy.StepPolicy` trains on that graph only
 (:func:`graphopt.train.stepwise.train`: ``U`` PPO updates of ``K`` sampled decodes each, with
@@ -12,10 +12,10 @@ self-imitation of the fastest sample), so it spends ``U * K`` simulator calls; w
 greedy decode by the rollout algorithm (each allowed device tried, the rest decoded greedily:
 about ``N * D`` calls an update); with ``--algorithm search``, expert iteration: each of the
 ``U`` updates runs the decoder search of ``graphopt optimize`` (``C`` calls) from the policy's
-greedy placement, and ``E`` imitation passes teach the policy the fastest placement found (its
-own trajectory, the greedy one and ``K`` samples, labelled with its devices; the policy reads
-``--positions`` Fourier features of each op's topological position, so that it can hold one
-graph's placement exactly); the column
+greedy placement, and at most ``E`` imitation passes teach the policy the fastest placement
+found (its own trajectory, the greedy one and ``K`` samples, labelled with its devices; the
+policy reads ``P`` sine and cosine frequencies of each op's topological position, so that it can
+hold one graph's placement exactly); the column
 "optimize" is then the same search without a network, from the best heuristic, at the same
 calls (what the network's memory of the search costs or adds). Printed per graph:
 the greedy decode of the trained policy, the fastest placement seen while training (the training

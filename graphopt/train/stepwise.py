@@ -536,10 +536,9 @@ def search_batch(
     (:func:`graphopt.optimizer.optimize_graph`) starts from the policy's greedy placement, or from
     the item's target where that is faster, and the fastest placement it finds becomes the
     target if it beats it. ``calls`` simulator calls in all: the greedy placement's price and
-    the search's. The batch holds the states of the target's own trajectory
-    (the step-wise decoder replaying it), of the greedy episode and of ``samples`` sampled ones,
-    to be labelled with the target's devices by :func:`imitation_update` (DAgger). Its one step
-    time is the search's result; ``calls`` counts the search's calls."""
+    the search's (the batch's ``calls``). The batch is :func:`target_batch`'s (the target's own
+    trajectory, the greedy episode and ``samples`` sampled ones, labelled with the target's
+    devices by imitation), its one step time the search's result."""
     from graphopt.optimizer import optimize_graph
     from graphopt.typing import Decision
 
