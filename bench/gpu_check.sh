@@ -31,7 +31,8 @@ export PYTHONUNBUFFERED=1
 
 if compgen -G ".whl/*.whl" >/dev/null; then
   "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-    --target /tmp/site .whl/*.whl
+    --target /tmp/site .whl/*.whl \
+    || { echo "gpu_check: the wheels in .whl/ do not install here (see pip's message above)" >&2; exit 1; }
   export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
 fi
 export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
