@@ -1,0 +1,199 @@
+"""A step-wise policy trained on one model, reused on that model's variants (GO's fine-tuning
+setting: train once per model, then run it at other batch sizes, image sizes and depths).
+
+Usage: python bench/bench_stepwise_transfer.py [--bases SPEC] [--cluster C] [--calls K]
+       [--train-calls T] [--updates U] [--seed S]
+
+For each base graph (``--bases``: comma-separated ``gen:`` names, default :data:`BASES`), a fresh
+:class:`policies.step_policy.StepPolicy` is trained on the base alone by expert iteration
+(``algorithm: search``, as ``bench/bench_stepwise_per_graph.py --algorithm search``: ``U``
+updates of ``T`` decoder-search calls each, the policy imitating the fastest placement found).
+Then on each variant of the base (:func:`variants`: the batch halved and doubled, which keeps the
+graph's ops and edges and changes their costs; and one architecture argument changed, which
+changes the graph) the script prints, as speed-ups over the variant's own best heuristic:
+
+- ``reused``: the base's best placement applied to the variant as it is (only where the variant
+  has the base's ops and edges): what remembering the placement alone gives;
+- ``greedy``: the trained policy's one greedy decode on the variant (one simulator call, no
+  search: the zero-shot transfer);
+- ``policy+search``: ``graphopt optimize``'s decoder search for ``K`` calls started from the
+  policy's greedy placement (where it is faster than the best heuristic; the greedy decode's
+  price is one of the ``K`` calls): fine-tuning's first step;
+- ``search``: the same search from the best heuristic at the same ``K`` calls;
+- ``annealing``: simulated annealing from the best heuristic at the same ``K`` calls.
+
+Targets read from it (issue #37): the network pays inside search (``policy+search`` >= ``search``
++ 2 points), and the zero-shot greedy decode >= 1.05x.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from collections.abc import Sequence
+
+import numpy as np
+import torch
+
+from graphopt.baselines.search import simulated_annealing
+from graphopt.decoders.stepwise import decode
+from graphopt.optimizer import optimize_graph
+from graphopt.train.step_run import build_items, resolve_clusters, resolve_run_graphs
+from graphopt.train.stepwise import Item, StepTrainConfig, geomean, train
+from graphopt.typing import Decision
+from graphopt.workloads import generated
+from graphopt.workloads.distribution import architecture, spec_of
+
+BASES = (
+    "gen:rnnlm?batch=32&hidden=512&layers=2&steps=8&vocab=4000,"
+    "gen:gnmt?batch=32&hidden=512&layers=2&src_len=4&tgt_len=4&vocab=4000,"
+    "gen:inception?aux=0&batch=32&classes=100&image=128,"
+    "gen:txl?batch=4&d_inner=1024&d_model=256&heads=4&layers=2&mem_len=64&segments=2&tgt_len=64"
+)
+"""Four models of the training families, 600-1,400 ops, whose best heuristic leaves room."""
+
+STRUCTURE = {"rnnlm": ("steps", 2), "gnmt": ("layers", 1), "inception": ("image", 32)}
+"""The architecture argument each family's third variant changes, and by how much (txl and
+others: ``layers`` + 1)."""
+
+
+def variants(base: str) -> list[tuple[str, str]]:
+    """``(label, name)`` of the base's variants: batch / 2, batch * 2, and one architecture
+    argument changed (:data:`STRUCTURE`)."""
+    family = architecture(base)[0]
+    values = generated.parse_name(base)[1]
+    out = []
+    for label, factor in (("batch / 2", 0.5), ("batch * 2", 2.0)):
+        batch = max(1, int(values["batch"] * factor))
+        out.append((label, spec_of(family, {**values, "batch": batch})))
+    key, step = STRUCTURE.get(family.removeprefix("gen:"), ("layers", 1))
+    out.append((f"{key} + {step}", spec_of(family, {**values, key: values[key] + step})))
+    return out
+
+
+def same_graph(a: Item, b: Item) -> bool:
+    """Whether two items' graphs have the same ops in the same order and the same edges."""
+    ga, gb = a.sg.graph, b.sg.graph
+    return (
+        ga.num_ops == gb.num_ops
+        and np.array_equal(ga.edge_src, gb.edge_src)
+        and np.array_equal(ga.edge_dst, gb.edge_dst)
+    )
+
+
+def speedup(item: Item, placement: np.ndarray) -> float:
+    """``t_ref / t`` of one placement on the item (0 if invalid)."""
+    m = item.prepared.evaluate_batch(placement[None, :])
+    return float(item.reference_time / m.step_time[0]) if m.valid[0] else 0.0
+
+
+def per_graph_config(updates: int, calls: int, seed: int) -> StepTrainConfig:
+    """Expert iteration on one graph, as ``bench_stepwise_per_graph.py --algorithm search``."""
+    return StepTrainConfig(
+        updates=updates,
+        imitation_updates=0,
+        graphs_per_update=1,
+        samples_per_graph=2,
+        epochs=1000,
+        minibatches=1,
+        learning_rate=3e-3,
+        imitation_coef=0.0,
+        self_imitation=False,
+        eval_every=10**6,
+        seed=seed,
+        policy={"anchor_weight": 4.0, "positions": 14},
+        algorithm="search",
+        search_calls=calls,
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--bases", default=BASES)
+    ap.add_argument("--cluster", default="v100-nvlink-4")
+    ap.add_argument("--calls", type=int, default=256, help="calls of the searches on a variant")
+    ap.add_argument("--train-calls", type=int, default=1024, help="search calls per update")
+    ap.add_argument("--updates", type=int, default=2)
+    ap.add_argument("--seed", type=int, default=0)
+    args = ap.parse_args(argv)
+    torch.set_num_threads(2)
+    clusters = resolve_clusters(args.cluster)
+    print(
+        f"trained on the base by expert iteration ({args.updates} updates of "
+        f"{args.train_calls} calls), {args.cluster}, seed {args.seed}; on each variant the "
+        f"searches at {args.calls} calls"
+    )
+    print(
+        "| base | variant | ops | best heuristic | reused | greedy | policy+search | search "
+        "| annealing |"
+    )
+    print("| --- | --- | ---: | --- | ---: | ---: | ---: | ---: | ---: |")
+    cols: dict[str, list[float]] = {k: [] for k in ("greedy", "seeded", "search", "annealing")}
+    for base_name in (s.strip() for s in args.bases.split(",") if s.strip()):
+        (base,) = build_items(resolve_run_graphs(base_name), clusters)
+        start = time.perf_counter()
+        policy, _ = train([base], [], per_graph_config(args.updates, args.train_calls, args.seed))
+        family = architecture(base_name)[0]
+        print(
+            f"| {family} | the base itself (trained {time.perf_counter() - start:.0f} s) | "
+            f"{base.sg.num_ops:,} | {base.reference_name} | {np.exp(base.target_return):.3f}x | "
+            f"{greedy_speedup(policy, base):.3f}x | | | |",
+            flush=True,
+        )
+        for label, name in variants(base_name):
+            (item,) = build_items(resolve_run_graphs(name), clusters)
+            reused = f"{speedup(item, base.target):.3f}x" if same_graph(base, item) else "-"
+            with torch.no_grad():
+                head = policy.head_params(policy.embed(item.observation))
+            greedy = decode(item.sg, "greedy", head).placement
+            g = speedup(item, greedy)
+            seeded = optimize_graph(
+                item.sg.graph,
+                item.sg.cluster,
+                calls=args.calls - 1,
+                seed=args.seed,
+                start=Decision(placement=greedy),
+                start_name="policy",
+            ).speedup_over(item.reference_time)
+            plain = optimize_graph(
+                item.sg.graph, item.sg.cluster, calls=args.calls, seed=args.seed
+            ).speedup_over(item.reference_time)
+            result = simulated_annealing(
+                item.sg.graph,
+                item.sg.cluster,
+                "placement",
+                args.calls,
+                args.seed,
+                start=Decision(placement=item.sg.anchor.copy()),
+            )
+            m = result.measurement
+            a = item.reference_time / m.step_time if m.valid else 0.0
+            for key, value in zip(cols, (g, seeded, plain, a), strict=True):
+                cols[key].append(value)
+            print(
+                f"| {family} | {label} | {item.sg.num_ops:,} | {item.reference_name} | {reused} "
+                f"| {g:.3f}x | {seeded:.3f}x | {plain:.3f}x | {a:.3f}x |",
+                flush=True,
+            )
+    means = {k: geomean(np.array(v)) for k, v in cols.items()}
+    print(
+        f"| geometric mean (variants) | | | | | {means['greedy']:.3f}x | {means['seeded']:.3f}x | "
+        f"{means['search']:.3f}x | {means['annealing']:.3f}x |"
+    )
+    g, s, p = (np.array(cols[k]) for k in ("greedy", "seeded", "search"))
+    print(
+        f"greedy >= 1.05x on {(g >= 1.05).sum()} of {len(g)} variants, below 0.99x on "
+        f"{(g < 0.99).sum()}; policy+search - search: {100 * (means['seeded'] - means['search']):+.1f} "
+        f"points (ahead on {(s > p + 1e-9).sum()}, behind on {(s < p - 1e-9).sum()})"
+    )
+
+
+def greedy_speedup(policy: torch.nn.Module, item: Item) -> float:
+    """The policy's greedy decode on ``item`` as a speed-up over its best heuristic."""
+    with torch.no_grad():
+        head = policy.head_params(policy.embed(item.observation))
+    return speedup(item, decode(item.sg, "greedy", head).placement)
+
+
+if __name__ == "__main__":
+    main()
