@@ -10,13 +10,14 @@ import json
 import math
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from conftest import ROOT
+from conftest import ROOT, graphopt_here
 
 from graphopt.cli import main
 from graphopt.decision_files import INDEX
@@ -185,14 +186,24 @@ def test_diff_and_export(run_cli_here, tmp_path):
 # ---------------------------------------------------------------------------- bad input
 
 
-@pytest.fixture
-def saved_file(tmp_path, capsys) -> Path:
+@pytest.fixture(scope="module")
+def saved_once(tmp_path_factory) -> Path:
     """A fusion decision of gnmt-tiny on the default cluster (v100-nvlink-4), saved by
-    ``baselines --save-decisions``: its ``best+xla`` row."""
-    out = tmp_path / "saved"
-    assert main(["baselines", "gnmt-tiny", "--task", "fusion", "--save-decisions", str(out)]) == 0
-    capsys.readouterr()
+    ``baselines --save-decisions``: its ``best+xla`` row. Once per module (the run takes about a
+    second; nine tests read it), each test gets its own copy (:func:`saved_file`)."""
+    out = tmp_path_factory.mktemp("saved")
+    graphopt_here("baselines", "gnmt-tiny", "--task", "fusion", "--save-decisions", str(out))
     return out / "gnmt-tiny--best+xla.json"
+
+
+@pytest.fixture
+def saved_file(saved_once, tmp_path) -> Path:
+    """:func:`saved_once`'s file copied into the test's own directory, under the same name (the
+    tests write their broken variants beside it)."""
+    copy = tmp_path / "saved" / saved_once.name
+    copy.parent.mkdir()
+    shutil.copyfile(saved_once, copy)
+    return copy
 
 
 def rewrite(path: Path, edit) -> Path:
