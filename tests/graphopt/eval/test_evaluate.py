@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -60,9 +61,20 @@ def files_under(root: Path) -> dict[str, bytes]:
     return {str(p.relative_to(root)): p.read_bytes() for p in root.rglob("*") if p.is_file()}
 
 
+@pytest.fixture(scope="module")
+def evaluated(trained: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """``trained`` evaluated on txl-tiny once, its output in ``out`` and its decisions in
+    ``saved`` below the returned directory (the tests below copy them: they change them)."""
+    root = tmp_path_factory.mktemp("evaluated")
+    evaluate_run(
+        trained, "txl-tiny", out_dir=root / "out", save_decisions=root / "saved", console=quiet()
+    )
+    return root
+
+
 @pytest.mark.parametrize("stop", ["sigterm", "error"])
 def test_eval_writes_results_plots_and_decisions_as_one_set(
-    trained: Path, tmp_path: Path, monkeypatch, stop: str
+    trained: Path, evaluated: Path, tmp_path: Path, monkeypatch, stop: str
 ):
     """#40: results.json/.csv, comparison.png, training_curve.png and the saved decisions were
     written one after the other; now they are one set, and a SIGTERM or an error before the
@@ -74,7 +86,8 @@ def test_eval_writes_results_plots_and_decisions_as_one_set(
     from graphopt.signals import interrupts
 
     out, saved = tmp_path / "out", tmp_path / "saved"
-    evaluate_run(trained, "txl-tiny", out_dir=out, save_decisions=saved, console=quiet())
+    shutil.copytree(evaluated / "out", out)
+    shutil.copytree(evaluated / "saved", saved)
     assert sorted(p.name for p in out.iterdir()) == [
         "comparison.png",
         "results.csv",
@@ -201,10 +214,11 @@ def test_a_simulated_edit_run_trains_and_is_compared_at_its_calls(tmp_path: Path
         evaluate_run(run, "txl-tiny", mode="sample:4", console=quiet())
 
 
-def test_a_device_agnostic_go_policy_runs_on_any_device_count(tmp_path: Path):
+def test_a_device_agnostic_go_policy_runs_on_any_device_count(trained: Path, tmp_path: Path):
     # policy_kwargs device_agnostic: a one-shot GO placement run trained on 2 devices is
     # evaluated on 8 and on the heterogeneous 3-device preset, greedy = its hint there (the best
-    # heuristic of that cluster); without it the same evaluation is refused, naming the option.
+    # heuristic of that cluster); without it (`trained`: the same config, plain) the same
+    # evaluation is refused, naming the option.
     base = tiny_config()
     kwargs = {**base.policy_kwargs, "device_agnostic": True}
     run = train(tiny_config(policy_kwargs=kwargs), runs_root=tmp_path / "a", show_progress=False)
@@ -216,9 +230,8 @@ def test_a_device_agnostic_go_policy_runs_on_any_device_count(tmp_path: Path):
         policy = rows["policy (greedy)"]
         assert policy.valid
         assert policy.step_time == pytest.approx(comparisons[0].best_heuristic.step_time)
-    plain = train(base, runs_root=tmp_path / "b", show_progress=False)
     with pytest.raises(ValueError, match="device_agnostic: true"):
-        evaluate_run(plain, "txl-tiny", cluster="v100-nvlink-8", console=quiet())
+        evaluate_run(trained, "txl-tiny", cluster="v100-nvlink-8", console=quiet())
 
 
 def test_the_device_count_switch_is_the_policy_registrys(trained: Path, monkeypatch):
