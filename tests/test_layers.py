@@ -28,6 +28,7 @@ one layer too) fails :func:`test_no_import_cycle`, even where it works at run ti
 from __future__ import annotations
 
 import ast
+import functools
 import itertools
 import re
 from pathlib import Path
@@ -111,11 +112,19 @@ def modules() -> dict[str, Path]:
     return out
 
 
+@functools.cache
+def import_nodes(text: str, filename: str) -> tuple[ast.Import | ast.ImportFrom, ...]:
+    """Every import statement of a module's source ``text``, at any depth. Cached by the text:
+    parsing the three packages is most of the time of each test below that reads them all."""
+    tree = ast.parse(text, filename)
+    return tuple(n for n in ast.walk(tree) if isinstance(n, ast.Import | ast.ImportFrom))
+
+
 def imported(module: str, path: Path, known: dict[str, Path]) -> list[tuple[str, int]]:
     """``(imported module, line)`` for every import of the three packages in ``path``."""
     is_package = path.name == "__init__.py"
     out = []
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+    for node in import_nodes(path.read_text(), str(path)):
         if isinstance(node, ast.Import):
             out += [(a.name, node.lineno) for a in node.names]
         elif isinstance(node, ast.ImportFrom):
