@@ -22,13 +22,13 @@ def _learn(env, **policy_kwargs) -> PPO:
     model = PPO(
         GOPolicy,
         env,
-        n_steps=32,
-        batch_size=16,
+        n_steps=16,
+        batch_size=8,
         n_epochs=1,
         seed=0,
         policy_kwargs={"task": env.unwrapped.task, **policy_kwargs},
     )
-    model.learn(64)
+    model.learn(32)  # two rollouts, each followed by an update
     return model
 
 
