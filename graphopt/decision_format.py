@@ -25,9 +25,10 @@ A decision file is a JSON object::
 
 The maps list the ops in the graph file's order (:attr:`graphopt.graph.CompGraph.file_order`).
 Reading a file for a graph (:func:`decision_of`) checks, in this order: the graph's and the
-cluster's fingerprints, that every map names each op of the graph exactly once and nothing else,
-the devices, the fusion rules a-d (:mod:`graphopt.sim.fusion_rules`) and that ``kernels`` is what
-the fusion bits make. Every error is one line that starts with the file's path.
+cluster's fingerprints (:func:`decision_by_names`: all but these), that every map names each op of
+the graph exactly once and nothing else, the devices, the fusion rules a-d
+(:mod:`graphopt.sim.fusion_rules`) and that ``kernels`` is what the fusion bits make. Every
+error is one line that starts with the file's path.
 
 Reading without a graph (:func:`read_record`: for ``graphopt decision diff`` and ``export``) checks
 the structure only: keys, types, ranges and duplicate keys.
@@ -471,6 +472,23 @@ def decision_of(
     check_graph(path, record, graph)
     if cluster is not None:
         check_cluster(path, record, cluster)
+    return decision_by_names(path, record, graph, cluster)
+
+
+def decision_by_names(
+    path: str | Path, record: DecisionRecord, graph: CompGraph, cluster: Cluster | None = None
+) -> Decision:
+    """The :class:`Decision` a record holds, applied to ``graph`` by op name: every check of
+    :func:`decision_of` but the fingerprints. For a decision saved for another version of the
+    same model (another batch size, another profile of its ops), e.g. as the start of a search
+    (``graphopt optimize --start``); ``cluster`` only bounds the devices.
+
+    Raises:
+        ValueError: one line starting with ``path``: an op the graph does not have, an op
+            without an entry, a device the cluster does not have, a fusion that breaks the rules,
+            or kernels that the fusion bits do not make.
+    """
+    path = Path(path)
     arrays = {
         key: None if values is None else _array(path, key, values, graph)
         for key, values in (

@@ -73,6 +73,13 @@ def register(sub: Any) -> None:
         "decision is the start when it is faster than the best heuristic",
     )
     p.add_argument(
+        "--start",
+        metavar="DECISION.json",
+        help="a saved decision to start from when it is faster than the best heuristic, applied "
+        "by op name: e.g. the decision of the same model at another batch size (every op of "
+        "GRAPH named, devices within the cluster's; not with --run)",
+    )
+    p.add_argument(
         "--prescreen",
         type=int,
         default=1,
@@ -104,6 +111,7 @@ def register(sub: Any) -> None:
         calls="--calls",
         output="-o",
         run="--run",
+        start="--start",
         gantt="--gantt",
         prescreen="--prescreen",
     )
@@ -137,10 +145,19 @@ def check_optimize(args: argparse.Namespace) -> None:
                 f"{', '.join(PLOT_SUFFIXES)}"
             )
     if args.run:
+        if args.start:
+            raise ValueError("give --run or --start, not both: the search has one start")
         try:
             check_run_dir(args.run)
         except ValueError as e:
             raise ValueError(f"--run {args.run}: {e}") from e
+    if args.start:
+        from graphopt.decision_format import read_record
+
+        try:
+            read_record(args.start)  # the file's structure, before any work
+        except ValueError as e:
+            raise ValueError(f"--start: {e}") from e
 
 
 def cmd_optimize(args: argparse.Namespace) -> int:
@@ -154,6 +171,14 @@ def cmd_optimize(args: argparse.Namespace) -> int:
     if args.run:
         start = run_decision(args.run, graph, cluster, args.task, args.seed)
         start_name = f"run {Path(args.run).name}"
+    if args.start:
+        from graphopt.decision_format import decision_by_names, read_record
+
+        try:
+            start = decision_by_names(args.start, read_record(args.start), graph, cluster)
+        except ValueError as e:
+            raise ValueError(f"--start: {e}") from e
+        start_name = Path(args.start).name
     bar = ProgressLine(graph.name)
     try:
         with bar:

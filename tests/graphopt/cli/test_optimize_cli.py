@@ -290,3 +290,56 @@ def test_a_run_start_reads_the_run_config_and_resolves_its_cluster_once(tmp_path
     decision = optimize_cli.run_decision(str(run), graph, cluster, "placement", seed=0)
     assert len(decision.placement) == graph.num_ops
     assert loads == [run / rundir.CONFIG_FILE] and built == [1]
+
+
+SMALL = "gen:rnnlm?batch=8&hidden=128&layers=1&steps=4&vocab=1000"
+LARGE = SMALL.replace("batch=8", "batch=16")
+"""One model at two batch sizes: the same op names, other costs (other fingerprints)."""
+
+
+def test_a_decision_of_another_batch_size_is_the_start_by_op_name(run_cli_here, tmp_path: Path):
+    from graphopt.baselines.reference_cache import cached_best_placement
+    from graphopt.decision_format import decision_by_names, decision_of, read_record
+    from graphopt.hardware import get_cluster
+    from graphopt.sim import Simulator
+    from graphopt.workloads import get_graph
+
+    small, large = tmp_path / "small.json", tmp_path / "large.json"
+    run_cli_here("optimize", SMALL, "--cluster", CLUSTER, "--calls", "64", "-o", str(small))
+    proc = run_cli_here(
+        "optimize", LARGE, "--cluster", CLUSTER, "--calls", "8", "--start", str(small),
+        "-o", str(large),
+    )  # fmt: skip
+    graph, cluster = get_graph(LARGE), get_cluster(CLUSTER)
+    sim = Simulator()
+    start = sim.evaluate(graph, cluster, decision_by_names(small, read_record(small), graph))
+    heuristic = cached_best_placement(graph, cluster)[1]
+    found = sim.evaluate(graph, cluster, decision_of(large, read_record(large), graph, cluster))
+    assert start.step_time < heuristic  # the smaller batch's decision is a better start here
+    assert "from small.json" in proc.stdout and found.step_time <= start.step_time
+    with pytest.raises(ValueError, match="fingerprint"):  # a replay stays exact
+        decision_of(small, read_record(small), graph)
+
+
+def test_a_bad_start_is_one_line_exit_2_and_writes_nothing(run_cli_here, tmp_path: Path):
+    saved = tmp_path / "txl.json"
+    run_cli_here("optimize", GRAPH, "--cluster", "v100-nvlink-4", "--calls", "8", "-o", str(saved))
+    placement = json.loads(saved.read_text())["placement"]
+    placement[next(iter(placement))] = 3  # a device a 2-device cluster does not have
+    far = tmp_path / "far.json"
+    far.write_text(json.dumps({**json.loads(saved.read_text()), "placement": placement}))
+    out = str(tmp_path / "out.json")
+    cases = [
+        ([GRAPH, "--start", str(tmp_path / "none.json")], "--start: decision file"),
+        ([GRAPH, "--start", str(saved), "--run", str(tmp_path)], "give --run or --start"),
+        (["rnnlm-tiny", "--start", str(saved)], "which graph 'rnnlm-tiny' does not have"),
+        ([GRAPH, "--start", str(far)], "the cluster has 2 devices"),
+    ]
+    for args, says in cases:
+        before = sorted(p.name for p in tmp_path.iterdir())
+        proc = run_cli_here(
+            "optimize", *args, "--cluster", CLUSTER, "--calls", "8", "-o", out, check=False
+        )
+        assert proc.returncode == 2 and proc.stderr.count("\n") == 1, (args, proc.stderr)
+        assert says in proc.stderr and proc.stdout == "", (args, proc.stderr)
+        assert sorted(p.name for p in tmp_path.iterdir()) == before, args
