@@ -2,7 +2,7 @@
 setting: train once per model, then run it at other batch sizes, image sizes and depths).
 
 Usage: python bench/bench_stepwise_transfer.py [--bases SPEC] [--cluster C] [--calls K]
-       [--train-calls T] [--updates U] [--seed S]
+       [--train-calls T] [--updates U] [--seed S] [--no-network]
 
 For each base graph (``--bases``: comma-separated ``gen:`` names, default :data:`BASES`), a fresh
 :class:`policies.step_policy.StepPolicy` is trained on the base alone by expert iteration
@@ -14,6 +14,8 @@ changes the graph) the script prints, as speed-ups over the variant's own best h
 
 - ``reused``: the base's best placement applied to the variant as it is (only where the variant
   has the base's ops and edges): what remembering the placement alone gives;
+- ``reused+search``: the search below started from that placement (``graphopt optimize --start``
+  with the base's decision file);
 - ``greedy``: the trained policy's one greedy decode on the variant (one simulator call, no
   search: the zero-shot transfer);
 - ``policy+search``: ``graphopt optimize``'s decoder search for ``K`` calls started from the
@@ -21,6 +23,9 @@ changes the graph) the script prints, as speed-ups over the variant's own best h
   price is one of the ``K`` calls): fine-tuning's first step;
 - ``search``: the same search from the best heuristic at the same ``K`` calls;
 - ``annealing``: simulated annealing from the best heuristic at the same ``K`` calls.
+
+With ``--no-network`` no policy is trained: the base's placement is the decoder search's at
+``U * T`` calls, and the two policy columns are left out (``-``).
 
 Targets read from it (issue #37): the network pays inside search (``policy+search`` >= ``search``
 + 2 points), and the zero-shot greedy decode >= 1.05x.
@@ -115,47 +120,70 @@ def main(argv: Sequence[str] | None = None) -> None:
     ap.add_argument("--train-calls", type=int, default=1024, help="search calls per update")
     ap.add_argument("--updates", type=int, default=2)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument(
+        "--no-network",
+        action="store_true",
+        help="no policy: the base's placement is the decoder search's at the training's calls "
+        "(updates x train-calls); the greedy and policy+search columns are left out",
+    )
     args = ap.parse_args(argv)
     torch.set_num_threads(2)
     clusters = resolve_clusters(args.cluster)
+    how = (
+        f"the decoder search at {args.updates * args.train_calls} calls"
+        if args.no_network
+        else f"expert iteration ({args.updates} updates of {args.train_calls} calls)"
+    )
     print(
-        f"trained on the base by expert iteration ({args.updates} updates of "
-        f"{args.train_calls} calls), {args.cluster}, seed {args.seed}; on each variant the "
+        f"the base's placement by {how}, {args.cluster}, seed {args.seed}; on each variant the "
         f"searches at {args.calls} calls"
     )
     print(
-        "| base | variant | ops | best heuristic | reused | greedy | policy+search | search "
-        "| annealing |"
+        "| base | variant | ops | best heuristic | reused | reused+search | greedy "
+        "| policy+search | search | annealing |"
     )
-    print("| --- | --- | ---: | --- | ---: | ---: | ---: | ---: | ---: |")
-    cols: dict[str, list[float]] = {k: [] for k in ("greedy", "seeded", "search", "annealing")}
+    print("| --- | --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: |")
+    keys = ("reused+search", "greedy", "policy+search", "search", "annealing")
+    cols: dict[str, list[float]] = {k: [] for k in keys}
     for base_name in (s.strip() for s in args.bases.split(",") if s.strip()):
         (base,) = build_items(resolve_run_graphs(base_name), clusters)
         start = time.perf_counter()
-        policy, _ = train([base], [], per_graph_config(args.updates, args.train_calls, args.seed))
+        policy = None
+        if args.no_network:
+            found = optimize_graph(
+                base.sg.graph,
+                base.sg.cluster,
+                calls=args.updates * args.train_calls,
+                seed=args.seed,
+            )
+            base.target = np.asarray(found.decision.placement, dtype=np.int64)
+            base.target_return = float(np.log(found.speedup_over(base.reference_time)))
+            own = ""
+        else:
+            config = per_graph_config(args.updates, args.train_calls, args.seed)
+            policy, _ = train([base], [], config)
+            own = f"{greedy_speedup(policy, base):.3f}x"
         family = architecture(base_name)[0]
         print(
-            f"| {family} | the base itself (trained {time.perf_counter() - start:.0f} s) | "
+            f"| {family} | the base itself ({time.perf_counter() - start:.0f} s) | "
             f"{base.sg.num_ops:,} | {base.reference_name} | {np.exp(base.target_return):.3f}x | "
-            f"{greedy_speedup(policy, base):.3f}x | | | |",
+            f"| {own} | | | |",
             flush=True,
         )
         for label, name in variants(base_name):
             (item,) = build_items(resolve_run_graphs(name), clusters)
-            reused = f"{speedup(item, base.target):.3f}x" if same_graph(base, item) else "-"
-            with torch.no_grad():
-                head = policy.head_params(policy.embed(item.observation))
-            greedy = decode(item.sg, "greedy", head).placement
-            g = speedup(item, greedy)
-            seeded = optimize_graph(
-                item.sg.graph,
-                item.sg.cluster,
-                calls=args.calls - 1,
-                seed=args.seed,
-                start=Decision(placement=greedy),
-                start_name="policy",
-            ).speedup_over(item.reference_time)
-            plain = optimize_graph(
+            row = dict.fromkeys(keys, float("nan"))
+            reused = "-"
+            if same_graph(base, item):
+                reused = f"{speedup(item, base.target):.3f}x"
+                row["reused+search"] = seeded_search(item, base.target, args.calls, args.seed)
+            if policy is not None:
+                with torch.no_grad():
+                    head = policy.head_params(policy.embed(item.observation))
+                greedy = decode(item.sg, "greedy", head).placement
+                row["greedy"] = speedup(item, greedy)
+                row["policy+search"] = seeded_search(item, greedy, args.calls, args.seed)
+            row["search"] = optimize_graph(
                 item.sg.graph, item.sg.cluster, calls=args.calls, seed=args.seed
             ).speedup_over(item.reference_time)
             result = simulated_annealing(
@@ -167,25 +195,52 @@ def main(argv: Sequence[str] | None = None) -> None:
                 start=Decision(placement=item.sg.anchor.copy()),
             )
             m = result.measurement
-            a = item.reference_time / m.step_time if m.valid else 0.0
-            for key, value in zip(cols, (g, seeded, plain, a), strict=True):
-                cols[key].append(value)
+            row["annealing"] = item.reference_time / m.step_time if m.valid else 0.0
+            for key in keys:
+                cols[key].append(row[key])
+            shown = " | ".join("-" if np.isnan(row[k]) else f"{row[k]:.3f}x" for k in keys)
             print(
                 f"| {family} | {label} | {item.sg.num_ops:,} | {item.reference_name} | {reused} "
-                f"| {g:.3f}x | {seeded:.3f}x | {plain:.3f}x | {a:.3f}x |",
+                f"| {shown} |",
                 flush=True,
             )
-    means = {k: geomean(np.array(v)) for k, v in cols.items()}
+    means = {k: nan_geomean(np.array(v)) for k, v in cols.items()}
     print(
-        f"| geometric mean (variants) | | | | | {means['greedy']:.3f}x | {means['seeded']:.3f}x | "
-        f"{means['search']:.3f}x | {means['annealing']:.3f}x |"
+        "| geometric mean (variants) | | | | | "
+        + " | ".join("-" if np.isnan(means[k]) else f"{means[k]:.3f}x" for k in keys)
+        + " |"
     )
-    g, s, p = (np.array(cols[k]) for k in ("greedy", "seeded", "search"))
-    print(
-        f"greedy >= 1.05x on {(g >= 1.05).sum()} of {len(g)} variants, below 0.99x on "
-        f"{(g < 0.99).sum()}; policy+search - search: {100 * (means['seeded'] - means['search']):+.1f} "
-        f"points (ahead on {(s > p + 1e-9).sum()}, behind on {(s < p - 1e-9).sum()})"
-    )
+    search = np.array(cols["search"])
+    for key in ("greedy", "policy+search", "reused+search"):
+        v = np.array(cols[key])
+        ok = ~np.isnan(v)
+        if not ok.any():
+            continue
+        print(
+            f"{key}: >= 1.05x on {(v[ok] >= 1.05).sum()} of {ok.sum()} variants, below 0.99x on "
+            f"{(v[ok] < 0.99).sum()}; against the search from the best heuristic: ahead on "
+            f"{(v[ok] > search[ok] + 1e-9).sum()}, behind on {(v[ok] < search[ok] - 1e-9).sum()}"
+        )
+
+
+def nan_geomean(values: np.ndarray) -> float:
+    """The geometric mean of the values that are not NaN (NaN if none is)."""
+    values = values[~np.isnan(values)]
+    return geomean(values) if len(values) else float("nan")
+
+
+def seeded_search(item: Item, placement: np.ndarray, calls: int, seed: int) -> float:
+    """``graphopt optimize``'s search for ``calls`` calls from ``placement`` (where it is faster
+    than the best heuristic; its price is one of the calls), as a speed-up over the best
+    heuristic."""
+    return optimize_graph(
+        item.sg.graph,
+        item.sg.cluster,
+        calls=calls - 1,
+        seed=seed,
+        start=Decision(placement=placement),
+        start_name="start",
+    ).speedup_over(item.reference_time)
 
 
 def greedy_speedup(policy: torch.nn.Module, item: Item) -> float:
