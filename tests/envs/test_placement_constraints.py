@@ -9,7 +9,7 @@ from constrained_cases import contiguous_case, random_case
 
 import envs  # noqa: F401  (registers the ids)
 from envs import make_env
-from graphopt.constraints import constraints
+from graphopt.constraints import Constraints, constraints
 
 CASES = [random_case(seed) for seed in range(0, 40, 2)] + [
     contiguous_case(seed) for seed in range(0, 20, 2)
@@ -21,9 +21,22 @@ SOME = CASES[:14] + CASES[20:26]
 """20 of them, 6 contiguous: what the slower environments step through."""
 
 
+_RULES: dict[tuple[int, int], tuple[object, object, Constraints]] = {}
+
+
+def rules_of(graph, cluster) -> Constraints:
+    """``constraints(graph, cluster)``, built once per pair of objects (it is a function of the
+    two; building it on every check was most of these tests' time). The entry holds the pair, so
+    that their ids stay theirs."""
+    key = (id(graph), id(cluster))
+    if key not in _RULES:
+        _RULES[key] = (graph, cluster, constraints(graph, cluster))
+    return _RULES[key][2]
+
+
 def keeps(env, placement) -> bool:
     graph = env.graphs[env._current]
-    return constraints(graph, env.cluster).violation(np.asarray(placement)) == ""
+    return rules_of(graph, env.cluster).violation(np.asarray(placement)) == ""
 
 
 @pytest.mark.parametrize("task", ["placement", "joint"])
