@@ -9,9 +9,14 @@ import pytest
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    # Two cores, often two pytest workers: one thread each avoids oversubscription.
+    # Two cores, often two pytest workers: one thread each avoids oversubscription (the
+    # variables are inherited by the workers).
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     os.environ.setdefault("NUMBA_NUM_THREADS", "1")
+    # pytest-xdist's controller runs no test: importing torch there (2-5 s) only delayed the
+    # start of the workers, which import it themselves.
+    if config.getoption("numprocesses", None) and "PYTEST_XDIST_WORKER" not in os.environ:
+        return
     try:
         import torch
 
