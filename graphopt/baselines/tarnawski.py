@@ -30,6 +30,8 @@ split fits, down to parameters alone; if even they do not fit it raises ``ValueE
 
 from __future__ import annotations
 
+from collections import OrderedDict
+
 import numpy as np
 
 from graphopt.baselines.contiguous import (
@@ -120,14 +122,53 @@ def interval_transfers(chain: Chain, edge_cost: FloatArray) -> FloatArray:
     return np.maximum(table, 0.0)
 
 
+_DP_CACHE: OrderedDict[tuple[str, ...], IntArray | ValueError] = OrderedDict()
+_DP_CACHE_SIZE = 16
+"""Results of :func:`max_load_dp` kept per process (:func:`_dp_key`): the same pair is placed
+again by every task's heuristic chain, and the DP is the slowest placer."""
+
+
+def _dp_key(graph: CompGraph, cluster: Cluster) -> tuple[str, ...]:
+    """What the DP reads: the two fingerprints, and the block DAG's inputs the graph's
+    fingerprint leaves out (the colocation groups, the layers, the forward part)."""
+    forward = (graph.metadata.get("training"), graph.metadata.get("forward_ops"))
+    return (
+        graph.fingerprint,
+        cluster.fingerprint,
+        "\0".join(graph.colocation),
+        "\0".join(graph.layer),
+        repr(forward),
+    )
+
+
 def max_load_dp(graph: CompGraph, cluster: Cluster) -> IntArray:
     """Tarnawski et al.'s max-load dynamic program over the ideals of the block DAG (module
-    docstring).
+    docstring). The result (or refusal) of the last :data:`_DP_CACHE_SIZE` pairs is kept
+    (:func:`_dp_key`); each call returns a fresh array.
 
     Raises:
         ValueError: the block DAG has more ideals than the bound, or the parameters alone fit no
             split onto the devices.
     """
+    key = _dp_key(graph, cluster)
+    found = _DP_CACHE.get(key)
+    if found is None:
+        try:
+            found = _max_load_dp(graph, cluster)
+        except ValueError as e:
+            found = e
+        _DP_CACHE[key] = found
+        if len(_DP_CACHE) > _DP_CACHE_SIZE:
+            _DP_CACHE.popitem(last=False)
+    else:
+        _DP_CACHE.move_to_end(key)
+    if isinstance(found, ValueError):
+        raise ValueError(str(found))
+    return found.copy()
+
+
+def _max_load_dp(graph: CompGraph, cluster: Cluster) -> IntArray:
+    """:func:`max_load_dp` without its cache."""
     if graph.num_ops == 0:
         return np.zeros(0, dtype=np.int64)
     chain = build_chain(graph, cluster)

@@ -115,6 +115,29 @@ def test_max_load_dp_by_hand(nbytes, expected):
     assert max_load_dp(chain_of(nbytes), line_cluster(1e12, 1e12)).tolist() == expected
 
 
+def test_max_load_dp_keeps_each_pairs_result_and_refusal(monkeypatch):
+    import graphopt.baselines.tarnawski as tarnawski
+
+    runs = []
+    dp = tarnawski._max_load_dp
+    monkeypatch.setattr(tarnawski, "_max_load_dp", lambda g, c: runs.append(g.name) or dp(g, c))
+    monkeypatch.setattr(tarnawski, "_DP_CACHE", type(tarnawski._DP_CACHE)())
+    cluster = line_cluster(1e12, 1e12)
+    first = max_load_dp(chain_of(0.5), cluster)
+    first[:] = 3  # the caller's copy: the kept result is not changed
+    assert max_load_dp(chain_of(0.5), cluster).tolist() == [0, 0, 0, 1] and len(runs) == 1
+    assert max_load_dp(chain_of(4.0), cluster).tolist() == [0, 0, 0, 0] and len(runs) == 2
+    small = line_cluster(1e12, 1e12, memory=12.0)
+    for _ in range(2):  # a refusal is kept too, and raised again with its message
+        with pytest.raises(ValueError, match="fit no contiguous"):
+            max_load_dp(line([8.0] * 3), small)
+    assert len(runs) == 3
+    # the colocation groups are not in the graph's fingerprint but shape the blocks: not reused
+    assert max_load_dp(diamond([3, 2, 2, 2], [0, 0, 0, 0]), cluster).tolist() == [0, 1, 1, 1]
+    free = max_load_dp(diamond([3, 2, 2, 2], [0, 0, 0, 0], colour=""), cluster)
+    assert free[1] != free[2] and len(runs) == 5
+
+
 def test_max_load_dp_relaxes_activations_and_refuses_parameters_that_do_not_fit():
     # Outputs of 10 bytes per op on devices of 12: only a quarter of them fits; still placed.
     ops = [Op(f"o{i}", "X", flops=1e12, output_bytes=10.0) for i in range(4)]
