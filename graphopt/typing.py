@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 import numpy as np
 import numpy.typing as npt
@@ -256,3 +256,32 @@ class ClusterModel:
         """Whether the link options are all at their defaults (``contention: link``, ``route:
         direct``, ``send: per-device``): the link model the heuristics were first written for."""
         return self.queued and self.host < 0 and not self.per_consumer
+
+
+class LinkModel(NamedTuple):
+    """What every transfer a simulator, an estimate or a list schedule prices reads of the
+    cluster's links (:func:`graphopt.sim.links.link_model`): the direct link arrays and the link
+    options of :class:`ClusterModel`, in one value passed whole to the compiled code, which reads
+    its fields by name and prices a hop with :func:`graphopt.sim.links.hop_time` (or
+    :func:`~graphopt.sim.links.hop_time_by_inverse`). A new link option is a new field here,
+    filled and priced in :mod:`graphopt.sim.links`; the callers hand the value on unchanged.
+
+    Shapes: ``D`` devices. A plain tuple of the same fields, in the same order, is what crosses
+    into the simulator's engine (:class:`graphopt.sim.arrays.GraphArrays` ``links``), which
+    names it again inside (numba types a named tuple in Python, a plain one in C).
+    """
+
+    latency: FloatArray
+    """``(D, D)`` seconds a send on each direct link pays whatever its size (``0`` on the
+    diagonal)."""
+    bandwidth: FloatArray
+    """``(D, D)`` bytes per second of each direct link (``inf`` on the diagonal)."""
+    inv_bandwidth: FloatArray
+    """``(D, D)`` seconds per byte, ``1 / bandwidth`` (``0`` on the diagonal): what the
+    multiplying form of the transfer time reads."""
+    queued: bool
+    """:attr:`ClusterModel.queued` (``contention: link``)."""
+    host: int
+    """:attr:`ClusterModel.host` (``route: via-host``: the relaying device; ``-1``: direct)."""
+    per_consumer: bool
+    """:attr:`ClusterModel.per_consumer` (``send: per-consumer``)."""

@@ -62,10 +62,12 @@ from graphopt.sim.links import (
     book_interval,
     find_slot,
     link_arrays,
+    link_model,
+    link_model_of,
     modelled_ready,
     transfer_time,
 )
-from graphopt.typing import ClusterModel, FloatArray, IntArray, ListInputs
+from graphopt.typing import FloatArray, IntArray, LinkModel, ListInputs
 
 DEFAULT_MAX_GAPS = 256
 """Idle gaps examined per (op, device) by the insertion search (see the module docstring)."""
@@ -157,17 +159,13 @@ def list_schedule(
     pred_ptr,
     pred_src,
     pred_data,
-    latency,
-    bandwidth,
+    links,
     max_gaps,
     contention,
     params,
     memory,
     group,
     num_groups,
-    queued,
-    host,
-    per_consumer,
 ):
     """The list-scheduling loop of HEFT and of the placement decoder
     (:mod:`graphopt.decoders.placement`): the ready op of highest ``key`` (ties: lower index)
@@ -180,11 +178,11 @@ def list_schedule(
     is HEFT: the upward rank never grows along an edge, so HEFT's global order (decreasing rank,
     ties by index) is always a ready op of highest rank.
 
-    With ``contention``, ``(queued, host, per_consumer)`` is the cluster's link model
-    (:class:`~graphopt.typing.ClusterModel`): at its defaults ``(True, -1, False)`` the inputs'
-    arrivals are :func:`data_ready`'s, otherwise :func:`graphopt.sim.links.modelled_ready`'s
-    (then ``latency`` and ``bandwidth`` must be the direct links: a relayed send takes them hop
-    by hop).
+    ``links`` is a :class:`~graphopt.typing.LinkModel` (:func:`schedule_links`). With
+    ``contention`` and its options at their defaults (``queued``, no host, per device) the
+    inputs' arrivals are :func:`data_ready`'s, otherwise
+    :func:`graphopt.sim.links.modelled_ready`'s (then its arrays must be the direct links: a
+    relayed send takes them hop by hop). Without ``contention`` its options are not read.
     """
     n, num_dev = comp.shape
     placement = np.full(n, -1, dtype=np.int64)
@@ -197,10 +195,9 @@ def list_schedule(
     copy_arrival = np.full((n if contention else 1, num_dev), -1.0)
     tentative = np.zeros(num_dev, dtype=np.float64)
     preds = (pred_ptr, pred_src, pred_data)
-    links = (latency, bandwidth)
+    pair = (links.latency, links.bandwidth)
     booking = (link_free, copy_arrival, tentative)
-    modelled = contention and not (queued and host < 0 and not per_consumer)
-    model = (queued, host, per_consumer)
+    modelled = contention and not (links.queued and links.host < 0 and not links.per_consumer)
     booking2 = (link_free, copy_arrival, np.zeros((num_dev, num_dev), dtype=np.float64))
     resident = np.zeros(num_dev, dtype=np.float64)
     group_dev = np.full(max(num_groups, 1), -1, dtype=np.int64)
@@ -242,13 +239,9 @@ def list_schedule(
             if forced < 0 and memory[p] > 0.0 and resident[p] + params[v] > memory[p]:
                 continue
             if modelled:
-                ready = modelled_ready(
-                    v, p, preds, placement, finish, links, booking2, model, False
-                )
+                ready = modelled_ready(v, p, preds, placement, finish, links, booking2, False)
             else:
-                ready = data_ready(
-                    v, p, preds, placement, finish, links, contention, booking, False
-                )
+                ready = data_ready(v, p, preds, placement, finish, pair, contention, booking, False)
             duration = comp[v, p]
             est, pos = find_slot(busy_start, busy_end, count, p, ready, duration, max_gaps)
             score = est + duration - score_bias[v, p]
@@ -261,9 +254,9 @@ def list_schedule(
                     pos,
                 )
         if modelled:
-            modelled_ready(v, best_p, preds, placement, finish, links, booking2, model, True)
+            modelled_ready(v, best_p, preds, placement, finish, links, booking2, True)
         elif contention:
-            data_ready(v, best_p, preds, placement, finish, links, contention, booking, True)
+            data_ready(v, best_p, preds, placement, finish, pair, contention, booking, True)
         p = best_p
         book_interval(busy_start, busy_end, count, p, best_pos, best_est, best_eft)
         placement[v] = p
@@ -321,7 +314,7 @@ def run_list_schedule(
     key: FloatArray,
     comp: FloatArray,
     csr: Csr,
-    links: tuple[FloatArray, FloatArray],
+    links: LinkModel,
     *,
     max_gaps: int = DEFAULT_MAX_GAPS,
     contention: bool = False,
@@ -332,15 +325,13 @@ def run_list_schedule(
     memory: FloatArray | None = None,
     group: IntArray | None = None,
     num_groups: int = 0,
-    model: ClusterModel | None = None,
 ) -> tuple[IntArray, FloatArray, FloatArray, IntArray]:
     """:func:`list_schedule` with HEFT's setting for every input left out: zero ``bias``, every
-    op free (``anchor`` then unused), no parameters, no memory limit, no colocation groups, the
-    default link model (``model``, read under ``contention`` only; a model other than the
-    default needs the direct links). ``links`` is ``(latency, bandwidth)``. Returns
-    ``(placement, start, finish, order)``."""
+    op free (``anchor`` then unused), no parameters, no memory limit, no colocation groups.
+    ``links`` is the link model the schedule prices transfers with (:func:`schedule_links`; its
+    options read under ``contention`` only, and other than the defaults they need the direct
+    links). Returns ``(placement, start, finish, order)``."""
     n, num_dev = comp.shape
-    latency, bandwidth = links
     succ_ptr, succ_dst, pred_ptr, pred_src, pred_data = (_frozen(a) for a in csr)
     return list_schedule(  # every array read-only: one compiled list_schedule (see _frozen)
         _frozen(key),
@@ -353,17 +344,13 @@ def run_list_schedule(
         pred_ptr,
         pred_src,
         pred_data,
-        latency,  # writable, as the stepwise decoder's and the engine's links
-        bandwidth,
+        links,  # writable arrays, as the stepwise decoder's and the engine's links
         max_gaps,
         contention,
         _frozen(np.zeros(n) if params is None else params),
         _frozen(np.zeros(num_dev) if memory is None else memory),
         _frozen(np.full(n, -1, dtype=np.int64) if group is None else group),
         num_groups,
-        True if model is None else model.queued,
-        -1 if model is None else model.host,
-        False if model is None else model.per_consumer,
     )
 
 
@@ -437,8 +424,9 @@ def heft_schedule_from_costs(
     csr = _csr(n, src, dst, data)
     w_mean, c_mean = mean_costs(comp, _frozen(data), lat, bw)  # read-only as a graph's
     rank = longest_path_to_sink(csr[0], csr[1], w_mean, c_mean)
+    links = link_model_of(lat, bw)
     return HeftSchedule.of(
-        rank, *run_list_schedule(rank, comp, csr, (lat, bw), max_gaps=gaps, contention=contention)
+        rank, *run_list_schedule(rank, comp, csr, links, max_gaps=gaps, contention=contention)
     )
 
 
@@ -463,13 +451,15 @@ def list_inputs(
 
 def schedule_links(
     cluster: Cluster, links: tuple[FloatArray, FloatArray], contention: bool
-) -> tuple[FloatArray, FloatArray]:
-    """The ``(latency, bandwidth)`` a list schedule of ``cluster`` reads: ``links`` (the
-    prologue's, the cluster's route folded in), except under ``contention`` with a routed model
-    (``route: via-host``), where a relayed send is taken hop by hop on the direct links."""
-    if contention and cluster.model.routed:
-        return link_arrays(cluster, route="direct")
-    return links
+) -> LinkModel:
+    """The link model a list schedule of ``cluster`` reads. Under ``contention``, the cluster's
+    (:func:`graphopt.sim.links.link_model`: the direct links, a relayed send taken hop by hop,
+    and the cluster's link options). Without it, ``links`` (the prologue's, the cluster's route
+    folded in: every send one figure) under the default options, which HEFT's own model does not
+    read."""
+    if contention:
+        return link_model(cluster)
+    return link_model_of(*links)
 
 
 def upward_rank(graph: CompGraph, cluster: Cluster, times: FloatArray | None = None) -> FloatArray:
@@ -514,7 +504,6 @@ def heft_schedule(
         max_gaps=gaps,
         contention=contention,
         bias=bias,
-        model=cluster.model,
     )
     return HeftSchedule.of(inputs.rank, *schedule)
 

@@ -170,7 +170,6 @@ def decode_placement(
         schedule_links(cluster, prologue.links, contention),
         max_gaps=int(max_gaps),
         contention=contention,
-        model=cluster.model,
         bias=bias,
         anchor=anchor,
         free=free,

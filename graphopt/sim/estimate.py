@@ -31,8 +31,10 @@ from graphopt.sim.links import (
     book_interval,
     earliest_gap,
     first_hop,
+    hop_time_by_inverse,
     inverse_bandwidth,
     link_arrays,
+    link_model,
     transfer_time_by_inverse,
 )
 from graphopt.sim.simulator import PreparedGraph
@@ -103,31 +105,22 @@ def _book(start, end, count, r, ready, duration, window):
     return begin + duration
 
 
-@njit(cache=True, **INTERNAL)
-def _send(start, end, count, src, dst, ready, nbytes, latency, inv_bw, window, queued):
-    """One transfer of ``nbytes`` from device ``src`` to ``dst`` sent at ``ready``: booked on the
-    directed link (resource ``D + src * D + dst``) when ``queued``, else at once; its arrival."""
-    d = latency.shape[0]
-    seconds = transfer_time_by_inverse(latency, inv_bw, src, dst, nbytes)
-    if not queued:
+@njit(cache=True, inline="always", **INTERNAL)
+def _send(start, end, count, links, origin, src, dst, ready, nbytes, window):
+    """The hop ``src -> dst`` of a send of ``nbytes`` from device ``origin``, sent at ``ready``
+    and priced by :func:`~graphopt.sim.links.hop_time_by_inverse`: booked on the directed link
+    (resource ``D + src * D + dst``) when ``links.queued``, else at once; its arrival.
+    Inlined: as a call taking the link model by value, it made :class:`PlacementEstimate`
+    about 8% slower (``rnnlm-8``, 16 random placements)."""
+    d = links.latency.shape[0]
+    seconds = hop_time_by_inverse(links, origin, src, dst, nbytes)
+    if not links.queued:
         return ready + seconds
     return _book(start, end, count, d + src * d + dst, ready, seconds, window)
 
 
 @njit(cache=True)
-def contention_schedule(
-    place,
-    op_time,
-    succ_ptr,
-    succ_dst,
-    nbytes,
-    latency,
-    inv_bw,
-    window,
-    queued=True,
-    host=-1,
-    per_consumer=False,
-):
+def contention_schedule(place, op_time, succ_ptr, succ_dst, nbytes, links, window):
     """``(B,)`` schedule length per decision of an insertion list schedule with link contention.
 
     Ops are taken in topological order. Op ``v`` is booked on its device at the earliest time its
@@ -139,24 +132,27 @@ def contention_schedule(
     (contention-aware scheduling, Sinnen & Sousa 2005). Memory, priorities, fusion and the
     simulator's event-driven dispatch are not modelled. ``O(B (N + E) window)``.
 
-    The cluster's link model (:mod:`graphopt.hardware`, rules 5a-5d of :mod:`graphopt.sim`), the
-    defaults giving the schedule above: ``queued=False`` (``contention: none``) lands every
+    The cluster's link model (``links``, a :class:`~graphopt.typing.LinkModel`:
+    :func:`graphopt.sim.links.link_model`; rules 5a-5d of :mod:`graphopt.sim`), the default
+    options giving the schedule above: not ``queued`` (``contention: none``) lands every
     transfer ``latency + bytes / bandwidth`` after it is sent, no link booked;
-    ``per_consumer=True`` (``send: per-consumer``) sends once per remote consuming edge, with
-    that edge's bytes, in successor order; ``host >= 0`` (``route: via-host``) sends between two
+    ``per_consumer`` (``send: per-consumer``) sends once per remote consuming edge, with that
+    edge's bytes, in successor order; ``host >= 0`` (``route: via-host``) sends between two
     non-host devices in two hops through ``host`` (:func:`graphopt.sim.links.first_hop`), the
     second sent when the first lands (per device: one upload per op to the host, sized by the
     largest of its edges to the host and to every relayed device, then one hop per relayed
-    device; per consumer: two hops per edge).
+    device; per consumer: two hops per edge). Every hop is priced by
+    :func:`graphopt.sim.links.hop_time_by_inverse`.
 
     Args:
         place: ``(B, N)`` int64 devices. op_time: ``(N, D)`` seconds. succ_ptr, succ_dst: the
-        successor CSR, edge ids = positions. nbytes: ``(E,)`` edge bytes. latency, inv_bw:
-        ``(D, D)`` seconds and seconds per byte (0 on the diagonal). window: gap search depth.
-        queued, host, per_consumer: the link model (above).
+        successor CSR, edge ids = positions. nbytes: ``(E,)`` edge bytes. links: the link model
+        (the direct links and the options). window: gap search depth.
     """
+    host = links.host
+    per_consumer = links.per_consumer
     b, n = place.shape
-    d = latency.shape[0]
+    d = links.latency.shape[0]
     out = np.zeros(b)
     arrive = np.zeros(n)
     hops = np.empty((d, d), dtype=np.int64)  # hops[s, t]: where a send from s to t goes first
@@ -191,14 +187,10 @@ def contention_schedule(
                     hop = hops[dv, dw]
                     if hop != dw:  # relayed: first hop to the host
                         ready = _send(
-                            start, end, count, dv, hop, finish, nbytes[e], latency, inv_bw,
-                            window, queued,
-                        )  # fmt: skip
+                            start, end, count, links, dv, dv, hop, finish, nbytes[e], window
+                        )
                         src = hop
-                    land = _send(
-                        start, end, count, src, dw, ready, nbytes[e], latency, inv_bw, window,
-                        queued,
-                    )  # fmt: skip
+                    land = _send(start, end, count, links, dv, src, dw, ready, nbytes[e], window)
                     arrive[w] = max(arrive[w], land)
                 continue
             sent[:] = -1.0
@@ -213,9 +205,8 @@ def contention_schedule(
                 for t in range(d):
                     if sent[t] >= 0.0:
                         landed[t] = _send(
-                            start, end, count, dv, t, finish, sent[t], latency, inv_bw, window,
-                            queued,
-                        )  # fmt: skip
+                            start, end, count, links, dv, dv, t, finish, sent[t], window
+                        )
             else:
                 # one send per first hop, sized by the largest send it carries (one upload to
                 # the host, shared by every relayed device; the loop above written out again,
@@ -233,9 +224,8 @@ def contention_schedule(
                 for t in range(d):
                     if first[t] >= 0.0:
                         hop_landed[t] = _send(
-                            start, end, count, dv, t, finish, first[t], latency, inv_bw, window,
-                            queued,
-                        )  # fmt: skip
+                            start, end, count, links, dv, dv, t, finish, first[t], window
+                        )
                         first[t] = -1.0
                 # ... then the second hops, each from the host once its upload has landed
                 for t in range(d):
@@ -245,8 +235,8 @@ def contention_schedule(
                             landed[t] = hop_landed[t]
                         else:
                             landed[t] = _send(
-                                start, end, count, hop, t, hop_landed[hop], sent[t], latency,
-                                inv_bw, window, queued,
+                                start, end, count, links, dv, hop, t, hop_landed[hop], sent[t],
+                                window,
                             )  # fmt: skip
             for e in range(succ_ptr[v], succ_ptr[v + 1]):
                 dw = place[k, succ_dst[e]]
@@ -260,10 +250,11 @@ def estimate_links(
 ) -> tuple[np.ndarray, np.ndarray]:
     """``(latency, inverse bandwidth)``, both ``(D, D)`` contiguous float64 (s and s/byte; zero
     on the diagonal) of :func:`~graphopt.sim.links.link_arrays` on ``route``. The default,
-    the cluster's own links, is what :func:`contention_schedule` takes (it takes the via-host
-    route hop by hop); ``route=None`` (the cluster's route: two hops folded into one figure
-    under ``via-host``) is what a per-edge price without queueing takes, :func:`path_lengths`
-    and the cost model's per-edge features."""
+    the cluster's own links, are the figures of the link model :func:`contention_schedule`
+    takes (:func:`~graphopt.sim.links.link_model`: the via-host route hop by hop);
+    ``route=None`` (the cluster's route: two hops folded into one figure under ``via-host``) is
+    what a per-edge price without queueing takes, :func:`path_lengths` and the cost model's
+    per-edge features."""
     latency, bandwidth = link_arrays(cluster, route=route)
     return latency, inverse_bandwidth(bandwidth)
 
@@ -304,14 +295,10 @@ class PlacementEstimate:
         self.op_time = np.ascontiguousarray(PreparedGraph(graph, cluster).op_time)
         self.succ_ptr, self.succ_dst = graph.successors_csr
         self.nbytes = np.asarray(graph.edge_bytes, dtype=np.float64)
-        self.latency, self.inv_bw = estimate_links(cluster)
+        self.links = link_model(cluster)
         self.param_bytes = np.asarray(graph.param_bytes, dtype=np.float64)
         self.memory = np.asarray(cluster.memory, dtype=np.float64)
         self.num_devices = cluster.num_devices
-        model = cluster.model
-        self.queued = model.queued
-        self.host = model.host
-        self.per_consumer = model.per_consumer
 
     def __call__(self, placements: IntArray) -> FloatArray:
         place = np.ascontiguousarray(placements, dtype=np.int64)
@@ -327,12 +314,8 @@ class PlacementEstimate:
             self.succ_ptr,
             self.succ_dst,
             self.nbytes,
-            self.latency,
-            self.inv_bw,
+            self.links,
             self.window,
-            self.queued,
-            self.host,
-            self.per_consumer,
         )
 
 

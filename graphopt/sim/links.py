@@ -24,6 +24,17 @@ follows once the first has landed), else ``t`` itself. Written here only: the fo
 :func:`modelled_ready` (HEFT-lc) and the estimate's
 :func:`~graphopt.sim.estimate.contention_schedule` all ask it.
 
+**Link model** (:func:`link_model`, :class:`~graphopt.typing.LinkModel`): the direct link arrays
+and the link options (``contention``, ``route``, ``send`` of :attr:`Cluster.model
+<graphopt.hardware.Cluster.model>`) in one value, built here and handed whole to the three
+schedules that take a relayed send hop by hop: the simulator's engine (its transfer plan), HEFT-lc
+(:func:`modelled_ready`) and the estimate's ``contention_schedule``. Each prices every hop with
+:func:`hop_time` (dividing) or :func:`hop_time_by_inverse` (multiplying): the seconds of the hop
+``src -> dst`` of a send that left ``origin`` (``src == origin`` for a direct send and for the
+first hop of a relayed one, the host for its second hop). A new link option is a field of the
+link model, filled by :func:`link_model` and applied by the hop prices (and, for the per-edge
+figures, by :func:`link_arrays`' fold): the schedules hand the value on unchanged.
+
 **Transfer time** of ``b`` bytes from ``s`` to ``t``: ``latency[s, t] + b / bandwidth[s, t]``,
 ``0`` when ``s == t``. Written here only, in two numerically distinct forms that the callers'
 exact twins pin down:
@@ -51,6 +62,8 @@ readable twins are in ``tests/graphopt/sim/test_links.py`` and must agree exactl
 
 Performance: the compiled functions are small ``numba`` functions that the callers' compiled
 loops call; numba compiles them into the caller, so a call costs what the inline formula did.
+The hop prices are inlined by numba itself (``inline="always"``), so that reading the link
+model's fields costs what reading the arrays did.
 They use ``error_model="numpy"`` (a division by a zero bandwidth gives ``inf``, no check per
 division), as the simulator's engine does.
 """
@@ -62,7 +75,7 @@ from numba import njit
 
 from graphopt.compiled import INTERNAL
 from graphopt.hardware import Cluster
-from graphopt.typing import FloatArray
+from graphopt.typing import ClusterModel, FloatArray, LinkModel
 
 ROUTES = ("direct", "via-host")
 """The routes :func:`link_arrays` prices (``route`` of :mod:`graphopt.hardware`)."""
@@ -109,6 +122,31 @@ def link_arrays(cluster: Cluster, *, route: str | None = None) -> tuple[FloatArr
     return np.ascontiguousarray(latency), np.ascontiguousarray(bandwidth)
 
 
+def link_model(cluster: Cluster) -> LinkModel:
+    """The cluster's link model (module docstring): its direct links and its link options,
+    decoded once (:attr:`Cluster.model <graphopt.hardware.Cluster.model>`). A relayed send is
+    priced hop by hop on the direct links (:func:`hop_time`)."""
+    latency, bandwidth = link_arrays(cluster, route="direct")
+    return link_model_of(latency, bandwidth, cluster.model)
+
+
+def link_model_of(
+    latency: FloatArray, bandwidth: FloatArray, model: ClusterModel | None = None
+) -> LinkModel:
+    """The link model of explicit ``(D, D)`` link arrays (used as they are, not copied) under
+    ``model``'s link options; ``None`` gives the defaults (``contention: link``, ``route:
+    direct``, ``send: per-device``), which also describe route-folded arrays
+    (:func:`link_arrays`), whose every send is one figure."""
+    return LinkModel(
+        latency=latency,
+        bandwidth=bandwidth,
+        inv_bandwidth=inverse_bandwidth(bandwidth),
+        queued=True if model is None else model.queued,
+        host=-1 if model is None else model.host,
+        per_consumer=False if model is None else model.per_consumer,
+    )
+
+
 @njit(cache=True, inline="always")
 def first_hop(host, src, dst):
     """The device a send from ``src`` to ``dst != src`` goes to first (module docstring, rule 5b
@@ -145,6 +183,24 @@ def transfer_time_by_inverse(latency, inv_bandwidth, src, dst, nbytes):
     if src == dst:
         return 0.0
     return latency[src, dst] + nbytes * inv_bandwidth[src, dst]
+
+
+@njit(cache=True, inline="always", error_model="numpy")
+def hop_time(links, origin, src, dst, nbytes):
+    """Seconds of the hop ``src -> dst`` (``src != dst``) of a send of ``nbytes`` that left
+    device ``origin`` (``src == origin`` for a direct send and for the first hop of a relayed
+    one, the host for its second hop), on :class:`~graphopt.typing.LinkModel` ``links``'s
+    direct links: :func:`transfer_time`, each hop paying its link's latency. The price of every
+    hop the simulator's engine, HEFT-lc and the placement decoder book (module docstring)."""
+    return transfer_time(links.latency, links.bandwidth, src, dst, nbytes)
+
+
+@njit(cache=True, inline="always", error_model="numpy")
+def hop_time_by_inverse(links, origin, src, dst, nbytes):
+    """:func:`hop_time` in the multiplying form (:func:`transfer_time_by_inverse` on
+    ``links.inv_bandwidth``): the price of every hop the estimate's ``contention_schedule``
+    books."""
+    return transfer_time_by_inverse(links.latency, links.inv_bandwidth, src, dst, nbytes)
 
 
 def transfer_times(
@@ -234,12 +290,13 @@ def book_interval(starts, ends, count, r, pos, begin, end):
 
 
 @njit(cache=True, error_model="numpy", **INTERNAL)
-def send_on_link(latency, bandwidth, link_free, queued, src, dst, ready, nbytes):
-    """Arrival of one transfer of ``nbytes`` from ``src`` to ``dst`` sent at ``ready``: when
-    ``queued`` (``contention: link``) it starts once the link is free (``link_free[src, dst]``,
-    advanced to its arrival), else at once (``contention: none``)."""
-    seconds = transfer_time(latency, bandwidth, src, dst, nbytes)
-    if not queued:
+def send_on_link(links, link_free, origin, src, dst, ready, nbytes):
+    """Arrival of the hop ``src -> dst`` of a send of ``nbytes`` from ``origin``, sent at
+    ``ready`` (:func:`hop_time`): when ``links.queued`` (``contention: link``) it starts once the
+    link is free (``link_free[src, dst]``, advanced to its arrival), else at once (``contention:
+    none``)."""
+    seconds = hop_time(links, origin, src, dst, nbytes)
+    if not links.queued:
         return ready + seconds
     begin = max(ready, link_free[src, dst])
     link_free[src, dst] = begin + seconds
@@ -247,11 +304,11 @@ def send_on_link(latency, bandwidth, link_free, queued, src, dst, ready, nbytes)
 
 
 @njit(cache=True, inline="always")
-def modelled_ready(v, p, preds, placement, finish, links, booking, model, commit):
+def modelled_ready(v, p, preds, placement, finish, links, booking, commit):
     """Data-ready time of op ``v`` on device ``p`` in a list schedule (HEFT-lc's), under the
-    cluster's link model (``model`` = ``(queued, host, per_consumer)`` of
-    :class:`~graphopt.typing.ClusterModel`; rules 5a-5d of :mod:`graphopt.sim`), each transfer
-    booked after the transfers already on its link, in scheduling order, without insertion.
+    cluster's link model (``links``, a :class:`~graphopt.typing.LinkModel`: the direct links and
+    the options; rules 5a-5d of :mod:`graphopt.sim`), each transfer booked after the transfers
+    already on its link, in scheduling order, without insertion, and priced by :func:`hop_time`.
 
     - ``send: per-device``: a predecessor's output sent to ``p`` once is reused by every later
       consumer there (``copy_arrival[u, p]``); ``per-consumer``: every edge sends its own.
@@ -261,16 +318,16 @@ def modelled_ready(v, p, preds, placement, finish, links, booking, model, commit
     - ``contention: none`` (not ``queued``): a transfer lands ``latency + bytes / bandwidth``
       after it is sent; no link is booked.
 
-    ``preds`` is ``(pred_ptr, pred_src, pred_data)``, ``links`` the direct ``(latency,
-    bandwidth)`` and ``booking`` ``(link_free, copy_arrival, tentative)``, the link free times
-    ``(D, D)``, the copies' arrivals ``(N, D)`` (``-1``: not sent) and a ``(D, D)`` scratch for
-    the bookings of ``v``'s own inputs. ``commit`` keeps them.
+    ``preds`` is ``(pred_ptr, pred_src, pred_data)`` and ``booking`` ``(link_free, copy_arrival,
+    tentative)``, the link free times ``(D, D)``, the copies' arrivals ``(N, D)`` (``-1``: not
+    sent) and a ``(D, D)`` scratch for the bookings of ``v``'s own inputs. ``commit`` keeps them.
     """
     pred_ptr, pred_src, pred_data = preds
-    latency, bandwidth = links
     link_free, copy_arrival, tentative = booking
-    queued, host, per_consumer = model
-    num_dev = latency.shape[0]
+    queued = links.queued
+    host = links.host
+    per_consumer = links.per_consumer
+    num_dev = links.latency.shape[0]
     if queued:  # every link v's inputs may take ends at p or at the host
         for q in range(num_dev):
             tentative[q, p] = link_free[q, p]
@@ -292,15 +349,11 @@ def modelled_ready(v, p, preds, placement, finish, links, booking, model, commit
                     if not per_consumer and copy_arrival[u, hop] >= 0.0:
                         arrival = copy_arrival[u, hop]
                     else:
-                        arrival = send_on_link(
-                            latency, bandwidth, tentative, queued, q, hop, arrival, nbytes
-                        )
+                        arrival = send_on_link(links, tentative, q, q, hop, arrival, nbytes)
                         if commit and not per_consumer:
                             copy_arrival[u, hop] = arrival
                     src = hop
-                arrival = send_on_link(
-                    latency, bandwidth, tentative, queued, src, p, arrival, nbytes
-                )
+                arrival = send_on_link(links, tentative, q, src, p, arrival, nbytes)
                 if commit and not per_consumer:
                     copy_arrival[u, p] = arrival
         if arrival > ready:

@@ -14,8 +14,12 @@ from graphopt.sim.links import (
     earliest_gap,
     find_slot,
     first_hop,
+    hop_time,
+    hop_time_by_inverse,
     inverse_bandwidth,
     link_arrays,
+    link_model,
+    link_model_of,
     mean_link_figures,
     mean_transfer_times,
     transfer_time,
@@ -129,6 +133,40 @@ def test_direct_transfer_time_is_the_clusters() -> None:
         for t in range(3):
             own = 0.0 if s == t else cluster.latency[s, t] + 3e6 / cluster.bandwidth[s, t]
             assert transfer_time(latency, bandwidth, s, t, 3e6) == own
+
+
+# ------------------------------------------------------------------------------- link model
+def _hop_time_twin(cluster, origin: int, src: int, dst: int, nbytes: float) -> tuple[float, float]:
+    """Seconds of the hop ``src -> dst`` of a send from ``origin``, dividing and multiplying:
+    every hop pays its own direct link's latency and bytes, wherever the send began."""
+    latency, bandwidth = cluster.latency[src, dst], cluster.bandwidth[src, dst]
+    return latency + nbytes / bandwidth, latency + nbytes * (1.0 / bandwidth)
+
+
+@pytest.mark.parametrize(
+    "options",
+    [{}, {"route": "via-host"}, {"contention": "none", "send": "per-consumer"}],
+)
+def test_link_model_holds_the_direct_links_and_the_options(options: dict[str, str]) -> None:
+    cluster = replace(get_cluster(HETERO), **options)
+    links = link_model(cluster)
+    latency, bandwidth = link_arrays(cluster, route="direct")
+    assert np.array_equal(links.latency, latency) and np.array_equal(links.bandwidth, bandwidth)
+    assert np.array_equal(links.inv_bandwidth, inverse_bandwidth(bandwidth))
+    model = cluster.model
+    read = (links.queued, links.host, links.per_consumer)
+    assert read == (model.queued, model.host, model.per_consumer)
+    plain = link_model_of(latency, bandwidth)
+    assert (plain.queued, plain.host, plain.per_consumer) == (True, -1, False)
+    h = max(cluster.host_index, 0)
+    for origin in range(3):
+        for src in (origin, h):
+            for dst in range(3):
+                if dst == src:
+                    continue
+                divided, multiplied = _hop_time_twin(cluster, origin, src, dst, 3e6)
+                assert hop_time(links, origin, src, dst, 3e6) == divided
+                assert hop_time_by_inverse(links, origin, src, dst, 3e6) == multiplied
 
 
 # ------------------------------------------------------------------------------- gap search
