@@ -259,16 +259,16 @@ class ClusterModel:
 
 
 class LinkModel(NamedTuple):
-    """What every transfer a simulator, an estimate or a list schedule prices reads of the
+    """What HEFT-lc's list schedule and the estimate's contention schedule read of the
     cluster's links (:func:`graphopt.sim.links.link_model`): the direct link arrays and the link
     options of :class:`ClusterModel`, in one value passed whole to the compiled code, which reads
     its fields by name and prices a hop with :func:`graphopt.sim.links.hop_time` (or
     :func:`~graphopt.sim.links.hop_time_by_inverse`). A new link option is a new field here,
-    filled and priced in :mod:`graphopt.sim.links`; the callers hand the value on unchanged.
+    filled and priced in :mod:`graphopt.sim.links`; these callers hand the value on unchanged.
+    (The simulator's engine reads the same options as scalars of its
+    :class:`~graphopt.sim.arrays.GraphArrays`.)
 
-    Shapes: ``D`` devices. A plain tuple of the same fields, in the same order, is what crosses
-    into the simulator's engine (:class:`graphopt.sim.arrays.GraphArrays` ``links``), which
-    names it again inside (numba types a named tuple in Python, a plain one in C).
+    Shapes: ``D`` devices.
     """
 
     latency: FloatArray

@@ -7,10 +7,9 @@ device classes, ``K`` kernels and ``T`` transfers:
   (:class:`~graphopt.sim.simulator.PreparedGraph`): the graph in CSR form (``int32`` ``succ_ptr``
   and ``pred_ptr`` ``[N+1]``, ``succ_dst`` and ``succ_to_pred`` ``[E]``), ``float64`` per-edge
   bytes ``[E]``, per-op FLOPs and bytes ``[N]``, modelled and measured op times per device class
-  ``[N, C]``, every device's class (``int64 [D]``) and specs (``float64 [D]``), the link model
-  (``links``: the fields of a :class:`~graphopt.typing.LinkModel` as a plain tuple), and the
-  cluster's other model options as scalars (``charge_copies``, ``fcfs``). :func:`succ_to_pred`
-  computes its ``succ_to_pred`` field.
+  ``[N, C]``, every device's class (``int64 [D]``) and specs (``float64 [D]``), the links
+  (``float64 [D, D]``), and the cluster's model options as scalars (``contention``, ``host``,
+  ``per_consumer``, ``charge_copies``, ``fcfs``). :func:`succ_to_pred` computes its ``succ_to_pred`` field.
 - :class:`Workspace`, scratch written by every call, sized once per graph by
   :meth:`Workspace.allocate` for at most ``T`` transfers (``T = E`` unless transfers are routed
   through a host, ``2 E`` then): rows of length ``N + 1`` (``op_int`` ``int32 [7, N+1]``,
@@ -81,14 +80,19 @@ class GraphArrays(NamedTuple):
     """``float64 [D]``: launch overhead per kernel, seconds."""
     capacity: np.ndarray
     """``float64 [D]``: memory, bytes."""
-    links: tuple
-    """The link model (:func:`graphopt.sim.links.link_model`: the direct links ``float64 [D, D]``
-    and the link options ``contention``, ``route``, ``send``) as a plain tuple of the fields of
-    :class:`~graphopt.typing.LinkModel`, in its order (a named tuple from Python would be typed
-    in Python on every call: :func:`~graphopt.sim.engine.simulate_core`); the engine names it
-    again, ``LinkModel(*g.links)``, and prices every transfer with
-    :func:`~graphopt.sim.links.hop_time`. Its options are scalars, so that the compiled code
-    branches on a value in a register (rules 5 and 8 of :mod:`graphopt.sim`)."""
+    link_bw: np.ndarray
+    """``float64 [D, D]``: bytes/s from one device to another."""
+    link_lat: np.ndarray
+    """``float64 [D, D]``: seconds."""
+    contention: bool
+    """True: a link carries one transfer at a time (``contention: link``); False: any number
+    (``none``). The model options are scalars, so that the compiled code branches on a value
+    in a register (rules 5 and 8 of :mod:`graphopt.sim`)."""
+    host: int
+    """The device that relays transfers between other devices (``route: via-host``); -1 for
+    ``route: direct``."""
+    per_consumer: bool
+    """True: one send per consuming op (``send: per-consumer``); False: per device."""
     charge_copies: bool
     """True: a received copy uses the receiver's memory (``copies: charged``)."""
     fcfs: bool

@@ -32,8 +32,8 @@ Performance notes (why the code looks like this):
   consumer)``: one producer's transfers on one link are numbered by consumer) only needs a
   sorted insert among the entries queued at the same instant. An entry carries its transfer's
   duration, so starting it reads the queue sequentially.
-- The cluster's model options (the link model's ``queued``, ``host``, ``per_consumer``, and
-  :class:`GraphArrays` ``charge_copies``, ``fcfs``) are scalars that the loop branches on; with the defaults every such branch
+- The cluster's model options (:class:`GraphArrays` ``contention``, ``host``, ``per_consumer``,
+  ``charge_copies``, ``fcfs``) are scalars that the loop branches on; with the defaults every such branch
   goes the same way every time, so the predictor makes them free, and the default plan is
   :func:`plan_transfers` itself. Other link models plan with :func:`plan_routes`, which records
   per transfer what the default plan leaves implicit (the edge it satisfies, the hop before it,
@@ -77,8 +77,7 @@ from numba import njit
 from graphopt.compiled import INTERNAL
 from graphopt.sim.arrays import CoreResult, GraphArrays, Workspace
 from graphopt.sim.heaps import iheap_pop, iheap_push
-from graphopt.sim.links import first_hop, hop_time
-from graphopt.typing import LinkModel
+from graphopt.sim.links import first_hop, transfer_time
 
 STATUS_OK = 0
 STATUS_OOM = 1
@@ -301,14 +300,11 @@ def _plan_op(g, u, s, first, oslot, ext, op_rec, slot_int, slot_float):
 
 
 @njit(cache=True, inline="always", error_model="numpy")
-def _close_plan(g, n, num_sent, num_t, op_rec, t_src, t_dst, t_link, t_bytes, t_dur, t_parent):
+def _close_plan(g, n, num_sent, num_t, op_rec, t_src, t_dst, t_link, t_bytes, t_dur):
     """End both plans: the sentinel row ``op_rec[n]`` (``num_sent`` transfers are sent as their
-    producer's kernel ends, the rest are second hops, each after its ``t_parent``), and each of
-    the ``num_t`` transfers' duration (:func:`~graphopt.sim.links.hop_time`, the send's origin
-    the source of its first hop) and link. Returns ``link_count[D*(D-1)]``, the transfers per
-    link."""
-    links = LinkModel(*g.links)
-    num_dev = links.latency.shape[0]
+    producer's kernel ends), and each of the ``num_t`` transfers' duration and link. Returns
+    ``link_count[D*(D-1)]``, the transfers per link."""
+    num_dev = g.link_bw.shape[0]
     op_rec[n, 0] = g.pred_ptr[n]
     op_rec[n, 1] = g.succ_ptr[n]
     op_rec[n, 2] = num_sent
@@ -316,9 +312,8 @@ def _close_plan(g, n, num_sent, num_t, op_rec, t_src, t_dst, t_link, t_bytes, t_
     for i in range(num_t):
         s = t_src[i]
         t = t_dst[i]
-        origin = s if i < num_sent else t_src[t_parent[i]]
-        # int64 devices, as the other callers of hop_time pass (one compiled signature)
-        t_dur[i] = hop_time(links, np.int64(origin), np.int64(s), np.int64(t), t_bytes[i])
+        # int64 devices, as the other callers of transfer_time pass (one compiled signature)
+        t_dur[i] = transfer_time(g.link_lat, g.link_bw, np.int64(s), np.int64(t), t_bytes[i])
         t_link[i] = link_index(s, t, num_dev)
         link_count[t_link[i]] += 1
     return link_count
@@ -361,11 +356,10 @@ def plan_transfers(g, kernel_of, k_dev, ws):
     n = len(kernel_of)
     num_k = len(k_dev)
     num_e = len(g.succ_dst)
-    num_dev = len(g.peak)
+    num_dev = g.link_bw.shape[0]
     need, e_cons, p_slot = _edge_plan_rows(ws, num_k)
     kmark = ws.op_int[6, :num_k]  # kmark[h] == u: h already reads u
     t_op, t_src, t_dst, t_link, t_bytes, t_dur = _transfer_rows(ws, num_e)
-    t_parent = _route_rows(ws, num_e)[0]  # not read: every transfer is sent at its producer's end
     op_rec, slot_int, slot_float = ws.op_rec, ws.slot_int, ws.slot_float
     need[:] = 0
     kmark[:] = -1
@@ -404,16 +398,14 @@ def plan_transfers(g, kernel_of, k_dev, ws):
             t_src[i] = s
             slot_int[u + 1 + i, 1] = t_dst[i]
             slot_float[u + 1 + i] = t_bytes[i]
-    link_count = _close_plan(
-        g, n, num_t, num_t, op_rec, t_src, t_dst, t_link, t_bytes, t_dur, t_parent
-    )
+    link_count = _close_plan(g, n, num_t, num_t, op_rec, t_src, t_dst, t_link, t_bytes, t_dur)
     return num_t, link_count
 
 
 @njit(cache=True, error_model="numpy", **INTERNAL)
 def plan_routes(g, kernel_of, k_dev, ws):
     """:func:`plan_transfers` for the link models it does not cover: ``send: per-consumer`` or
-    ``route: via-host`` (the link model's ``per_consumer``, ``host >= 0``; rules 5 and 8 of
+    ``route: via-host`` (``g.per_consumer``, ``g.host >= 0``; rules 5 and 8 of
     :mod:`graphopt.sim`; which sends the host relays: :func:`graphopt.sim.links.first_hop`).
     Fills the same rows, with the same meaning, plus per transfer ``i``:
 
@@ -439,10 +431,9 @@ def plan_routes(g, kernel_of, k_dev, ws):
     n = len(kernel_of)
     num_k = len(k_dev)
     num_t_max = ws.edge_int.shape[1] - 1
-    num_dev = len(g.peak)
-    links = LinkModel(*g.links)
-    host = links.host
-    per_consumer = links.per_consumer
+    num_dev = g.link_bw.shape[0]
+    host = g.host
+    per_consumer = g.per_consumer
     need, e_cons, p_slot = _edge_plan_rows(ws, num_k)
     kmark = ws.op_int[6, :num_k]
     t_op, t_src, t_dst, t_link, t_bytes, t_dur = _transfer_rows(ws, num_t_max)
@@ -546,9 +537,7 @@ def plan_routes(g, kernel_of, k_dev, ws):
         slot = t_op[i] + 1 + i if i < num_roots else n + i
         slot_int[slot, 1] = t_dst[i]
         slot_float[slot] = t_bytes[i] if g.charge_copies else 0.0
-    link_count = _close_plan(
-        g, n, num_t, num_c, op_rec, t_src, t_dst, t_link, t_bytes, t_dur, t_parent
-    )
+    link_count = _close_plan(g, n, num_t, num_c, op_rec, t_src, t_dst, t_link, t_bytes, t_dur)
     return num_c, link_count
 
 
@@ -700,9 +689,8 @@ def _simulate(g, placement, priority, fusion, ws):
     """:func:`simulate_core` on the named tuples."""
     n = len(g.flops)
     num_dev = len(g.peak)
-    links = LinkModel(*g.links)
-    contention = links.queued
-    routed = links.host >= 0 or links.per_consumer  # planned by plan_routes, not plan_transfers
+    contention = g.contention
+    routed = g.host >= 0 or g.per_consumer  # planned by plan_routes, not plan_transfers
     plain = contention and not routed  # the default link model
     charge = g.charge_copies
     fcfs = g.fcfs

@@ -26,14 +26,19 @@ follows once the first has landed), else ``t`` itself. Written here only: the fo
 
 **Link model** (:func:`link_model`, :class:`~graphopt.typing.LinkModel`): the direct link arrays
 and the link options (``contention``, ``route``, ``send`` of :attr:`Cluster.model
-<graphopt.hardware.Cluster.model>`) in one value, built here and handed whole to the three
-schedules that take a relayed send hop by hop: the simulator's engine (its transfer plan), HEFT-lc
-(:func:`modelled_ready`) and the estimate's ``contention_schedule``. Each prices every hop with
-:func:`hop_time` (dividing) or :func:`hop_time_by_inverse` (multiplying): the seconds of the hop
-``src -> dst`` of a send that left ``origin`` (``src == origin`` for a direct send and for the
-first hop of a relayed one, the host for its second hop). A new link option is a field of the
-link model, filled by :func:`link_model` and applied by the hop prices (and, for the per-edge
-figures, by :func:`link_arrays`' fold): the schedules hand the value on unchanged.
+<graphopt.hardware.Cluster.model>`) in one value, built here and handed whole to two of the
+three schedules that take a relayed send hop by hop: HEFT-lc (:func:`modelled_ready`) and the
+estimate's ``contention_schedule``. Each prices every hop with :func:`hop_time` (dividing) or
+:func:`hop_time_by_inverse` (multiplying): the seconds of the hop ``src -> dst`` of a send that
+left ``origin`` (``src == origin`` for a direct send and for the first hop of a relayed one, the
+host for its second hop). A new link option is a field of the link model, filled by
+:func:`link_model` and applied by the hop prices (and, for the per-edge figures, by
+:func:`link_arrays`' fold): these two schedules hand the value on unchanged. The third, the
+simulator's engine, still reads the options as scalars of its
+:class:`~graphopt.sim.arrays.GraphArrays` and prices each transfer of its plan with
+:func:`transfer_time` (``_close_plan`` of :mod:`graphopt.sim.engine`): passed the link model
+whole, its best time on ``bench/bench_sim.py``'s decision was up to 7% higher in interleaved
+runs on a loaded machine, more than the 2% the simulator's speed may give up.
 
 **Transfer time** of ``b`` bytes from ``s`` to ``t``: ``latency[s, t] + b / bandwidth[s, t]``,
 ``0`` when ``s == t``. Written here only, in two numerically distinct forms that the callers'
@@ -191,7 +196,7 @@ def hop_time(links, origin, src, dst, nbytes):
     device ``origin`` (``src == origin`` for a direct send and for the first hop of a relayed
     one, the host for its second hop), on :class:`~graphopt.typing.LinkModel` ``links``'s
     direct links: :func:`transfer_time`, each hop paying its link's latency. The price of every
-    hop the simulator's engine, HEFT-lc and the placement decoder book (module docstring)."""
+    hop HEFT-lc and the placement decoder book (module docstring)."""
     return transfer_time(links.latency, links.bandwidth, src, dst, nbytes)
 
 

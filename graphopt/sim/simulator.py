@@ -22,7 +22,7 @@ from graphopt.hardware import Cluster
 from graphopt.sim import engine
 from graphopt.sim.arrays import GraphArrays, Workspace, succ_to_pred
 from graphopt.sim.fusion_rules import RULE_OK, FusionRules
-from graphopt.sim.links import link_model
+from graphopt.sim.links import link_arrays
 from graphopt.typing import (
     Decision,
     FloatArray,
@@ -147,10 +147,8 @@ class PreparedGraph:
         self.bw = np.ascontiguousarray(cluster.mem_bandwidth, dtype=np.float64)
         self.launch = np.ascontiguousarray(cluster.launch_overhead, dtype=np.float64)
         self.capacity = np.ascontiguousarray(cluster.memory, dtype=np.float64)
-        # the direct links and the link options: the engine takes the via-host route hop by hop
-        # (rule 5b)
-        self.links = link_model(cluster)
-        self.link_lat, self.link_bw = self.links.latency, self.links.bandwidth
+        # the direct links: the engine takes the via-host route hop by hop (rule 5b)
+        self.link_lat, self.link_bw = link_arrays(cluster, route="direct")
         # measured time per op on each device (NaN where its kind was not measured)
         op_meas = np.full((n, num_dev), np.nan)
         for d, device in enumerate(cluster.devices):
@@ -218,7 +216,11 @@ class PreparedGraph:
             bw=self.bw,
             launch=self.launch,
             capacity=self.capacity,
-            links=tuple(self.links),  # plain, as the whole (see engine.simulate_core)
+            link_bw=self.link_bw,
+            link_lat=self.link_lat,
+            contention=model.queued,
+            host=model.host,
+            per_consumer=model.per_consumer,
             charge_copies=model.charge_copies,
             fcfs=model.fcfs,
         )

@@ -7,7 +7,6 @@ from conftest import make_graph, unit_cluster
 
 from graphopt.sim import PreparedGraph, engine
 from graphopt.sim.arrays import CoreResult, GraphArrays, Workspace, succ_to_pred
-from graphopt.typing import LinkModel
 
 
 def test_workspace_allocate_shapes_and_dtypes() -> None:
@@ -77,14 +76,10 @@ def test_prepared_graph_arrays_match_the_documented_layout() -> None:
     assert g.dev_class.shape == (d,) and g.dev_class.dtype == np.int64
     for name in ("peak", "bw", "launch", "capacity"):
         assert getattr(g, name).shape == (d,) and getattr(g, name).dtype == np.float64
-    # the link model, a plain tuple of LinkModel's fields: the direct links and the options
-    assert type(g.links) is tuple
-    links = LinkModel(*g.links)
-    for name in ("latency", "bandwidth", "inv_bandwidth"):
-        assert getattr(links, name).shape == (d, d) and getattr(links, name).dtype == np.float64
+    for name in ("link_bw", "link_lat"):
+        assert getattr(g, name).shape == (d, d) and getattr(g, name).dtype == np.float64
     # the default model options, as scalars
-    options = (links.queued, links.host, links.per_consumer, g.charge_copies)
-    assert options == (True, -1, False, True)
+    assert (g.contention, g.host, g.per_consumer, g.charge_copies) == (True, -1, False, True)
 
 
 def test_simulate_core_returns_core_result_fields_in_order() -> None:
