@@ -45,6 +45,31 @@ GRAPHS = (
 """The eight held-out graphs of docs/results/decoder.md."""
 
 
+def search_config(
+    updates: int, samples: int, calls: int, epochs: int, positions: int, seed: int
+) -> StepTrainConfig:
+    """Expert iteration on one graph (``--algorithm search``): each of ``updates`` updates runs
+    the decoder search for ``calls`` calls, then at most ``epochs`` imitation passes (``samples``
+    sampled episodes a round) teach the policy, which reads ``positions`` Fourier features of
+    each op's position, the fastest placement found."""
+    return StepTrainConfig(
+        updates=updates,
+        imitation_updates=0,
+        graphs_per_update=1,
+        samples_per_graph=samples,
+        epochs=epochs,
+        minibatches=1,
+        learning_rate=3e-3,
+        imitation_coef=0.0,
+        self_imitation=False,
+        eval_every=10**6,
+        seed=seed,
+        policy={"anchor_weight": 4.0, "positions": positions},
+        algorithm="search",
+        search_calls=calls,
+    )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--graphs", default=GRAPHS)
@@ -81,31 +106,37 @@ def main() -> None:
     print("| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: |")
     greedy, seen, annealed, searched = [], [], [], []
     for item in items:
-        config = StepTrainConfig(
-            updates=args.updates,
-            imitation_updates=0,
-            graphs_per_update=1,
-            samples_per_graph=args.samples,
-            epochs=4,
-            minibatches=1,
-            learning_rate=3e-3,
-            imitation_coef=1.0,
-            self_imitation=True,
-            eval_every=10**6,
-            seed=args.seed,
-            policy={"anchor_weight": 4.0},
-            algorithm=args.algorithm,
-            lookahead_steps=item.sg.num_ops,
-            lookahead_buffer=1,
-            lookahead_weight=1.0,
-        )
+        if args.algorithm == "search":
+            config = search_config(
+                args.updates,
+                args.samples,
+                args.search_calls,
+                args.epochs,
+                args.positions,
+                args.seed,
+            )
+        else:
+            config = StepTrainConfig(
+                updates=args.updates,
+                imitation_updates=0,
+                graphs_per_update=1,
+                samples_per_graph=args.samples,
+                epochs=4,
+                minibatches=1,
+                learning_rate=3e-3,
+                imitation_coef=1.0,
+                self_imitation=True,
+                eval_every=10**6,
+                seed=args.seed,
+                policy={"anchor_weight": 4.0},
+                algorithm=args.algorithm,
+                lookahead_steps=item.sg.num_ops,
+                lookahead_buffer=1,
+                lookahead_weight=1.0,
+            )
         if args.algorithm == "lookahead":  # imitation first, then the labels of every step
             config.imitation_updates, config.imitation_coef = 3, 0.0
             config.learning_rate, config.epochs = 1e-3, 16
-        if args.algorithm == "search":  # the search's find, imitated until greedy decodes it
-            config.imitation_coef, config.self_imitation = 0.0, False
-            config.search_calls, config.epochs = args.search_calls, args.epochs
-            config.policy = {"anchor_weight": 4.0, "positions": args.positions}
         start = time.perf_counter()
         policy, rows = train([item], [], config)
         calls = int(rows[-1]["calls"])

@@ -39,12 +39,13 @@ from collections.abc import Sequence
 
 import numpy as np
 import torch
+from bench_stepwise_per_graph import search_config
 
 from graphopt.baselines.search import simulated_annealing
 from graphopt.decoders.stepwise import decode
 from graphopt.optimizer import optimize_graph
 from graphopt.train.step_run import build_items, resolve_clusters, resolve_run_graphs
-from graphopt.train.stepwise import Item, StepTrainConfig, geomean, train
+from graphopt.train.stepwise import Item, geomean, greedy_speedups, train
 from graphopt.typing import Decision
 from graphopt.workloads import generated
 from graphopt.workloads.distribution import architecture, spec_of
@@ -90,26 +91,6 @@ def speedup(item: Item, placement: np.ndarray) -> float:
     """``t_ref / t`` of one placement on the item (0 if invalid)."""
     m = item.prepared.evaluate_batch(placement[None, :])
     return float(item.reference_time / m.step_time[0]) if m.valid[0] else 0.0
-
-
-def per_graph_config(updates: int, calls: int, seed: int) -> StepTrainConfig:
-    """Expert iteration on one graph, as ``bench_stepwise_per_graph.py --algorithm search``."""
-    return StepTrainConfig(
-        updates=updates,
-        imitation_updates=0,
-        graphs_per_update=1,
-        samples_per_graph=2,
-        epochs=1000,
-        minibatches=1,
-        learning_rate=3e-3,
-        imitation_coef=0.0,
-        self_imitation=False,
-        eval_every=10**6,
-        seed=seed,
-        policy={"anchor_weight": 4.0, "positions": 14},
-        algorithm="search",
-        search_calls=calls,
-    )
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -160,9 +141,10 @@ def main(argv: Sequence[str] | None = None) -> None:
             base.target_return = float(np.log(found.speedup_over(base.reference_time)))
             own = ""
         else:
-            config = per_graph_config(args.updates, args.train_calls, args.seed)
+            # the per-graph table's settings: 2 samples a round, <= 1,000 passes, 14 frequencies
+            config = search_config(args.updates, 2, args.train_calls, 1000, 14, args.seed)
             policy, _ = train([base], [], config)
-            own = f"{greedy_speedup(policy, base):.3f}x"
+            own = f"{greedy_speedups(policy, [base])[0]:.3f}x"
         family = architecture(base_name)[0]
         print(
             f"| {family} | the base itself ({time.perf_counter() - start:.0f} s) | "
@@ -241,13 +223,6 @@ def seeded_search(item: Item, placement: np.ndarray, calls: int, seed: int) -> f
         start=Decision(placement=placement),
         start_name="start",
     ).speedup_over(item.reference_time)
-
-
-def greedy_speedup(policy: torch.nn.Module, item: Item) -> float:
-    """The policy's greedy decode on ``item`` as a speed-up over its best heuristic."""
-    with torch.no_grad():
-        head = policy.head_params(policy.embed(item.observation))
-    return speedup(item, decode(item.sg, "greedy", head).placement)
 
 
 if __name__ == "__main__":

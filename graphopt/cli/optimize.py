@@ -154,8 +154,8 @@ def check_optimize(args: argparse.Namespace) -> None:
     if args.start:
         from graphopt.decision_format import read_record
 
-        try:
-            read_record(args.start)  # the file's structure, before any work
+        try:  # the file's structure, before any work; kept for cmd_optimize
+            args.start_record = read_record(args.start)
         except ValueError as e:
             raise ValueError(f"--start: {e}") from e
 
@@ -172,10 +172,10 @@ def cmd_optimize(args: argparse.Namespace) -> int:
         start = run_decision(args.run, graph, cluster, args.task, args.seed)
         start_name = f"run {Path(args.run).name}"
     if args.start:
-        from graphopt.decision_format import decision_by_names, read_record
+        from graphopt.decision_format import decision_by_names
 
         try:
-            start = decision_by_names(args.start, read_record(args.start), graph, cluster)
+            start = decision_by_names(args.start, args.start_record, graph, cluster)
         except ValueError as e:
             raise ValueError(f"--start: {e}") from e
         start_name = Path(args.start).name
