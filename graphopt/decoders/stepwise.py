@@ -658,6 +658,27 @@ class HeadParams:
     anchor_weight: float = 0.0
 
     @staticmethod
+    def linear(theta: FloatArray, num_ops: int) -> HeadParams:
+        """The head whose logit of device ``d`` is ``theta . feat[v, d]``: a linear scoring rule
+        over :data:`SCHEDULE_FEATURES` (the same for every op), written as the MLP
+        ``relu(f) - relu(-f)`` with ``2 F`` hidden units.
+
+        Raises:
+            ValueError: ``theta`` without one weight per feature.
+        """
+        theta = np.asarray(theta, dtype=np.float64).reshape(-1)
+        if theta.shape != (NUM_FEATURES,):
+            raise ValueError(f"theta has {theta.size} weights; the features are {NUM_FEATURES}")
+        eye = np.eye(NUM_FEATURES)
+        return HeadParams(
+            np.zeros((num_ops, 2 * NUM_FEATURES)),
+            np.concatenate([eye, -eye], axis=1),
+            np.zeros(2 * NUM_FEATURES),
+            np.concatenate([theta, -theta]),
+            0.0,
+        )
+
+    @staticmethod
     def zeros(num_ops: int, hidden: int = 1) -> HeadParams:
         """A head whose logits are 0 everywhere (uniform samples, greedy = lowest allowed device)."""
         return HeadParams(

@@ -215,6 +215,22 @@ def test_min_eft_head_is_heft_lc() -> None:
     assert ep.makespan > 0
 
 
+def test_linear_head_scores_theta_dot_features() -> None:
+    """``HeadParams.linear``: greedy picks, at every step, the allowed device of highest
+    ``theta . feat``; a unit weight on ``anchor`` decodes the anchor."""
+    graph, cluster = get_graph("gnmt-tiny"), get_cluster("v100-nvlink-4")
+    anchor = PLACERS["metis"](graph, cluster)
+    sg = step_graph(graph, cluster, anchor)
+    theta = np.random.default_rng(3).normal(size=NUM_FEATURES)
+    ep = decode(sg, "greedy", HeadParams.linear(theta, graph.num_ops))
+    scores = np.where(ep.masks, ep.feats.astype(np.float64) @ theta, -np.inf)
+    np.testing.assert_array_equal(ep.actions, scores.argmax(axis=1))
+    unit = np.eye(NUM_FEATURES)[ANCHOR_FEATURE]
+    assert (decode(sg, "greedy", HeadParams.linear(unit, graph.num_ops)).placement == anchor).all()
+    with pytest.raises(ValueError, match="weights"):
+        HeadParams.linear(np.ones(3), graph.num_ops)
+
+
 def test_given_mode_replays_a_placement_and_orders_topologically() -> None:
     graph, cluster = get_graph("random-layered-100-s0"), get_cluster("v100-nvlink-4")
     given = np.random.default_rng(0).integers(0, cluster.num_devices, graph.num_ops)

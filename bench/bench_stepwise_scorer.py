@@ -1,0 +1,183 @@
+"""Is there a rule over the step-wise policy's schedule features that beats the best heuristic,
+per graph and across graphs? The simplest policy class: a linear scoring rule (issue #37).
+
+Usage: python bench/bench_stepwise_scorer.py [--graphs SPEC] [--train SPEC] [--cluster C]
+       [--max-ops N] [--calls K] [--train-calls K] [--seed S]
+
+The step-wise decoder (``graphopt.decoders.stepwise``) with the head ``HeadParams.linear(theta)``
+places each op on the allowed device of highest ``theta . feat`` (the 14 schedule features,
+``anchor`` among them: ``theta`` = 1 on ``anchor`` alone is the best heuristic's placement). The
+weights are searched by CMA-ES (the ``cma`` package; 14 rules a generation, from the anchor's
+rule), each rule one greedy decode priced by the simulator, its score the log speed-up over the
+best heuristic:
+
+1. **per graph**: ``K`` simulator calls on each graph of ``--graphs``, against
+   ``graphopt.optimize`` (the decoder search, then annealing) at the same ``K`` calls;
+2. **transfer**: each graph's best ``theta`` applied to every other graph of the set (one decode
+   each, no search): does a rule found on one graph carry to another?
+3. **one rule for all** (``--train``): one ``theta`` searched for the geometric mean over the
+   training graphs, then decoded once on each graph of ``--graphs`` (zero-shot).
+
+Speed-ups over each graph's best heuristic (the reference cache's), geometric means.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from collections.abc import Callable, Sequence
+
+import cma
+import numpy as np
+
+from graphopt.baselines.reference_cache import cached_best_placement
+from graphopt.decoders.stepwise import (
+    ANCHOR_FEATURE,
+    NUM_FEATURES,
+    HeadParams,
+    StepGraph,
+    decode,
+    step_graph,
+)
+from graphopt.optimizer import optimize_graph
+from graphopt.sim.simulator import PreparedGraph
+from graphopt.train.step_run import resolve_clusters, resolve_run_graphs
+
+BOUND = 8.0
+"""Each weight is searched in ``[-BOUND, BOUND]``."""
+SPREAD = 4.0
+"""The search starts at the anchor's rule with weight ``SPREAD``, step size ``SPREAD / 2``."""
+POPULATION = NUM_FEATURES
+"""Rules a generation."""
+
+
+class Case:
+    """One graph on the cluster: its decoder arrays, simulator and best heuristic."""
+
+    def __init__(self, graph, cluster) -> None:
+        placement, self.ref_time, self.ref_name = cached_best_placement(graph, cluster)
+        self.graph = graph
+        self.sg: StepGraph = step_graph(graph, cluster, placement)
+        self.prepared = PreparedGraph(graph, cluster)
+
+    def speedups(self, thetas: np.ndarray) -> np.ndarray:
+        """Speed-up of each rule's greedy decode (0 where the simulator finds it invalid)."""
+        n = self.graph.num_ops
+        placements = np.stack(
+            [decode(self.sg, "greedy", HeadParams.linear(t, n)).placement for t in thetas]
+        )
+        result = self.prepared.evaluate_batch(placements)
+        return np.where(result.valid, self.ref_time / np.asarray(result.step_time), 0.0)
+
+
+def search_rule(
+    score: Callable[[np.ndarray], np.ndarray], calls: int, seed: int
+) -> tuple[np.ndarray, float]:
+    """The weights of highest ``score`` (mean log speed-up of a batch of rules) that CMA-ES finds
+    in ``calls`` evaluations, starting from the anchor's rule; returns them and their score."""
+    x0 = np.zeros(NUM_FEATURES)
+    x0[ANCHOR_FEATURE] = SPREAD
+    best_x, best = x0, float(score(x0[None])[0])
+    options = {"popsize": POPULATION, "seed": seed + 1, "verbose": -9, "bounds": [-BOUND, BOUND]}
+    es = cma.CMAEvolutionStrategy(x0, SPREAD / 2, options)
+    used = 1
+    while used + POPULATION <= calls:
+        xs = np.asarray(es.ask())
+        values = score(xs)
+        used += len(xs)
+        if values.max() > best:
+            best_x, best = xs[int(values.argmax())].copy(), float(values.max())
+        es.tell(list(xs), list(-values))
+    return best_x, best
+
+
+def log_score(cases: Sequence[Case]) -> Callable[[np.ndarray], np.ndarray]:
+    """Mean log speed-up over ``cases`` of each rule of a batch."""
+
+    def score(thetas: np.ndarray) -> np.ndarray:
+        logs = [np.log(np.maximum(c.speedups(thetas), 1e-3)) for c in cases]
+        return np.mean(logs, axis=0)
+
+    return score
+
+
+def geomean(values) -> float:
+    return float(np.exp(np.mean(np.log(np.maximum(values, 1e-3)))))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--graphs", default="suite:family-test")
+    ap.add_argument("--train", default="suite:train-gen-small", help="'' skips part 3")
+    ap.add_argument("--cluster", default="v100-nvlink-4")
+    ap.add_argument("--max-ops", type=int, default=1400)
+    ap.add_argument("--calls", type=int, default=256, help="per graph (parts 1 and 2)")
+    ap.add_argument("--train-calls", type=int, default=224, help="rules tried in part 3")
+    ap.add_argument("--seed", type=int, default=0)
+    args = ap.parse_args()
+    (cluster,) = resolve_clusters(args.cluster)
+    graphs = [g for g in resolve_run_graphs(args.graphs) if g.num_ops <= args.max_ops]
+    cases = [Case(g, cluster) for g in graphs]
+    print(f"{len(cases)} graphs of {args.graphs} (<= {args.max_ops} ops), {cluster.name}")
+
+    print(f"\n1. per graph, {args.calls} simulator calls each, seed {args.seed}")
+    print(
+        f"| graph | ops | best heuristic | linear rule@{args.calls} | optimize@{args.calls} | s |"
+    )
+    print("| --- | ---: | --- | ---: | ---: | ---: |")
+    thetas, rule, opt = [], [], []
+    for case in cases:
+        began = time.perf_counter()
+        theta, value = search_rule(log_score([case]), args.calls, args.seed)
+        result = optimize_graph(case.graph, cluster, calls=args.calls, seed=args.seed)
+        thetas.append(theta)
+        rule.append(float(np.exp(value)))
+        opt.append(result.speedup_over(case.ref_time))
+        print(
+            f"| {case.graph.name} | {case.graph.num_ops:,} | {case.ref_name} | {rule[-1]:.3f}x | "
+            f"{opt[-1]:.3f}x | {time.perf_counter() - began:.1f} |",
+            flush=True,
+        )
+    ahead = sum(r >= o for r, o in zip(rule, opt, strict=True))
+    print(f"| geometric mean | | | {geomean(rule):.3f}x | {geomean(opt):.3f}x | |")
+    print(f"linear rule >= optimize on {ahead} of {len(cases)} graphs")
+
+    print("\n2. each graph's rule decoded once on every other graph of the set")
+    matrix = np.stack([case.speedups(np.stack(thetas)) for case in cases])  # graph x rule
+    others = [np.delete(matrix[:, j], j) for j in range(len(cases))]
+    means = np.array([geomean(o) for o in others])
+    above = np.array([(o > 1.001).sum() for o in others])
+    below = np.array([(o < 0.99).sum() for o in others])
+    moved = np.array([rule[j] > 1.001 for j in range(len(cases))])
+    print(
+        f"the {moved.sum()} rules that leave the heuristic on their own graph: geomean on the "
+        f"other {len(cases) - 1} graphs {geomean(means[moved]) if moved.any() else 1:.3f}x "
+        f"(best rule {means[moved].max() if moved.any() else 1:.3f}x, worst "
+        f"{means[moved].min() if moved.any() else 1:.3f}x); above the heuristic on "
+        f"{above[moved].mean() if moved.any() else 0:.1f} graphs on average, below 0.99x on "
+        f"{below[moved].mean() if moved.any() else 0:.1f}"
+    )
+
+    if args.train:
+        train = [
+            Case(g, cluster)
+            for g in resolve_run_graphs(args.train)
+            if g.num_ops <= args.max_ops
+            and g.fingerprint not in {c.graph.fingerprint for c in cases}
+        ]
+        print(
+            f"\n3. one rule searched over {len(train)} graphs of {args.train} ({args.train_calls} rules)"
+        )
+        began = time.perf_counter()
+        theta, value = search_rule(log_score(train), args.train_calls, args.seed)
+        zero_shot = cases and np.concatenate([c.speedups(theta[None]) for c in cases])
+        print(
+            f"training graphs: {np.exp(value):.4f}x; {args.graphs}, one decode each: "
+            f"{geomean(zero_shot):.4f}x (min {zero_shot.min():.3f}x; above the heuristic on "
+            f"{(zero_shot > 1.001).sum()}, below 0.99x on {(zero_shot < 0.99).sum()}); "
+            f"{time.perf_counter() - began:.0f} s"
+        )
+
+
+if __name__ == "__main__":
+    main()
