@@ -457,6 +457,42 @@ def _array(path: Path, key: str, values: Mapping[str, int], graph: CompGraph) ->
     return out
 
 
+MIN_NAMED = 0.5
+"""The share of a graph's ops that a decision of another version of the model must name
+(:func:`placement_by_names`): below it, the file is more likely another model's."""
+
+
+def placement_by_names(
+    path: str | Path, devices: Mapping[str, int], graph: CompGraph, num_devices: int
+) -> tuple[np.ndarray, int]:
+    """A placement saved for another version of the model (more or fewer layers, steps or
+    blocks), applied to ``graph`` by op name: each op the map names takes its device, every other
+    op ``-1`` (for the caller to fill, e.g. with the best heuristic's device); names ``graph``
+    does not have are skipped. Returns the placement and how many ops were named.
+
+    Raises:
+        ValueError: one line starting with ``path``: fewer than :data:`MIN_NAMED` of the graph's
+            ops named, or a device outside ``0..num_devices - 1``.
+    """
+    index = graph.index
+    found = [(name, int(device)) for name, device in devices.items() if name in index]
+    if len(found) < MIN_NAMED * graph.num_ops:
+        raise ValueError(
+            f"{path}: names {len(found):,} of the {graph.num_ops:,} ops of graph {graph.name!r} "
+            f"(at least {MIN_NAMED:.0%} needed to start from it); is it a decision for another "
+            "model?"
+        )
+    out = np.full(graph.num_ops, -1, dtype=np.int64)
+    for name, device in found:
+        if not 0 <= device < num_devices:
+            raise ValueError(
+                f"{path}: op {name!r} has device {device}, but the cluster has {num_devices} "
+                f"devices (0..{num_devices - 1})"
+            )
+        out[index[name]] = device
+    return out, len(found)
+
+
 def decision_of(
     path: str | Path, record: DecisionRecord, graph: CompGraph, cluster: Cluster | None = None
 ) -> Decision:

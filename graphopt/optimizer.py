@@ -152,6 +152,8 @@ class Optimized:
     """Wall time of the whole call."""
     trace: tuple[float, ...] = field(default=(), repr=False)
     """Best valid step time after each progress report (``inf`` before a valid one)."""
+    given: tuple[str, Measurement] | None = None
+    """A given start's name and measurement (whether or not the search started from it)."""
 
     def speedup_over(self, step_time: float) -> float:
         """``step_time`` over the best decision's (0 when it is invalid)."""
@@ -256,7 +258,8 @@ def optimize_graph(
         seed: seeds the search.
         start: a decision to start from instead of the best heuristic when it is faster (by
             validity, then step time); its arrays the task does not decide are replaced by the
-            best heuristic's.
+            best heuristic's, and so are its placement's ``-1`` entries (ops it does not place:
+            :func:`graphopt.decision_format.placement_by_names`).
         start_name: how the result names ``start`` when it is used.
         on_progress: called after every step of the search with the best so far.
         sim: the simulator (a new one by default).
@@ -289,6 +292,7 @@ def optimize_graph(
     heuristic_decision = best.decision.filled(n)
     heuristic_m = score.of(best)
     anchor, anchor_m, anchor_name = heuristic_decision, heuristic_m, chain.name
+    given_m = None
     if start is not None:
         given = _merged(start, heuristic_decision, task, n)
         given_m = sim.evaluate(graph, cluster, given)
@@ -387,11 +391,13 @@ def optimize_graph(
         calls=used,
         seconds=clock() - began,
         trace=tuple(trace),
+        given=None if given_m is None else (start_name, given_m),
     )
 
 
 def _merged(start: Decision, heuristic: Decision, task: str, n: int) -> Decision:
-    """``start``'s arrays that ``task`` decides, the heuristic's for the rest.
+    """``start``'s arrays that ``task`` decides, the heuristic's for the rest (and for the
+    placement's ``-1`` entries).
 
     Raises:
         ValueError: an array of ``start`` without one entry per op.
@@ -409,6 +415,8 @@ def _merged(start: Decision, heuristic: Decision, task: str, n: int) -> Decision
                     shape=mine.shape,
                     n=n,
                 )
+            if key == "placement" and (mine < 0).any():
+                mine = np.where(mine < 0, heuristic.placement, mine)
             arrays[key] = mine
         else:
             arrays[key] = getattr(heuristic, key)

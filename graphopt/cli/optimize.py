@@ -14,7 +14,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from graphopt.graph import CompGraph
     from graphopt.hardware import Cluster
     from graphopt.optimizer import Optimized, Progress
-    from graphopt.typing import Decision, Measurement
+    from graphopt.typing import Decision, DecisionRecord, Measurement
 
 from graphopt.cli import options
 
@@ -160,6 +160,30 @@ def check_optimize(args: argparse.Namespace) -> None:
             raise ValueError(f"--start: {e}") from e
 
 
+def start_decision(
+    path: str, record: DecisionRecord, graph: CompGraph, cluster: Cluster
+) -> tuple[Decision, str]:
+    """The start ``--start`` names and what the result calls it. A file that names exactly the
+    graph's ops (the model at another batch size) gives its whole decision; one of another
+    version of the model (more or fewer layers) gives the placement of the ops it names, the
+    others taking the best heuristic's device (at least half must be named).
+
+    Raises:
+        ValueError: one line starting with ``--start:`` (:mod:`graphopt.decision_format`).
+    """
+    from graphopt.decision_format import decision_by_names, placement_by_names
+    from graphopt.typing import Decision
+
+    name = Path(path).name
+    try:
+        if record.placement is None or set(record.placement) == set(graph.op_names):
+            return decision_by_names(path, record, graph, cluster), name
+        placement, named = placement_by_names(path, record.placement, graph, cluster.num_devices)
+    except ValueError as e:
+        raise ValueError(f"--start: {e}") from e
+    return Decision(placement=placement), f"{name} ({named:,} of {graph.num_ops:,} ops by name)"
+
+
 def cmd_optimize(args: argparse.Namespace) -> int:
     from graphopt.cli.simulate import check_constraints
     from graphopt.optimizer import optimize_graph, resolve
@@ -172,13 +196,7 @@ def cmd_optimize(args: argparse.Namespace) -> int:
         start = run_decision(args.run, graph, cluster, args.task, args.seed)
         start_name = f"run {Path(args.run).name}"
     if args.start:
-        from graphopt.decision_format import decision_by_names
-
-        try:
-            start = decision_by_names(args.start, args.start_record, graph, cluster)
-        except ValueError as e:
-            raise ValueError(f"--start: {e}") from e
-        start_name = Path(args.start).name
+        start, start_name = start_decision(args.start, args.start_record, graph, cluster)
     bar = ProgressLine(graph.name)
     try:
         with bar:
@@ -380,8 +398,18 @@ def summary(
         f"step time      {_ms(m.step_time)}: {result.speedup_over(heuristic):.4f}x over the best "
         f"heuristic ({result.best_heuristic}, {_ms(heuristic)})"
         + ("" if m.valid else f"; INVALID: {m.reason}"),
-        "speed-up over each heuristic:",
     ]
+    if result.given is not None:
+        name, given = result.given
+        used = "the search's start" if result.start == name else "not used: slower"
+        lines.append(
+            f"given start    {name}: {_ms(given.step_time)}, "
+            f"{result.heuristic_measurement.step_time / given.step_time:.4f}x over the best "
+            f"heuristic ({used})"
+            if given.valid
+            else f"given start    {name}: INVALID ({given.reason}; not used)"
+        )
+    lines.append("speed-up over each heuristic:")
     cells = []
     for h in result.heuristics:
         if h.measurement is None:

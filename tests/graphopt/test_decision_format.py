@@ -238,3 +238,21 @@ def test_an_episode_file_of_another_graph_version_is_refused(tmp_path):
     )
     with pytest.raises(ValueError, match="fingerprint 000000000000, not graph 'g'"):
         load_decision(path, graph)
+
+
+def test_placement_by_names_places_the_named_ops_and_checks_the_rest() -> None:
+    from graphopt.decision_format import placement_by_names
+    from graphopt.workloads import get_graph
+
+    graph = get_graph("txl-tiny")
+    names = graph.op_names
+    devices = {name: i % 2 for i, name in enumerate(names[: graph.num_ops * 3 // 4])}
+    devices["not/an/op"] = 1  # skipped
+    placement, named = placement_by_names("f.json", devices, graph, 2)
+    assert named == graph.num_ops * 3 // 4
+    assert (placement[:named] == np.arange(named) % 2).all() and (placement[named:] == -1).all()
+    with pytest.raises(ValueError, match=r"^f\.json: op .* has device 1, but the cluster has 1"):
+        placement_by_names("f.json", devices, graph, 1)
+    few = dict(list(devices.items())[:3])
+    with pytest.raises(ValueError, match=r"names 3 of the .* another model\?"):
+        placement_by_names("f.json", few, graph, 2)

@@ -196,3 +196,24 @@ def test_the_front_door_returns_a_decision_and_its_measurement():
     decision, measurement = graphopt.optimize("wavenet-tiny", "v100-nvlink-4", calls=16)
     assert isinstance(decision, Decision) and decision.placement is not None
     assert Simulator().evaluate(GRAPH, CLUSTER, decision).step_time == measurement.step_time
+
+
+def test_a_start_with_unplaced_ops_takes_the_best_heuristic_devices_there() -> None:
+    """A start placement's ``-1`` entries (ops a decision of another version of the model does
+    not name) take the best heuristic's devices; the result keeps the given start's measurement
+    whether or not the search started from it."""
+    graph, cluster = get_graph("txl-tiny"), get_cluster("v100-nvlink-2")
+    heuristic = optimize_graph(graph, cluster, calls=1, seed=0).heuristic_decision.placement
+    start = heuristic.copy()
+    start[::2] = 1 - start[::2]
+    start[1::2] = -1
+    result = optimize_graph(
+        graph, cluster, calls=2, seed=0, start=Decision(placement=start), start_name="partial"
+    )
+    assert result.given is not None
+    name, given = result.given
+    expected = Simulator().evaluate(
+        graph, cluster, Decision(placement=np.where(start < 0, heuristic, start))
+    )
+    assert name == "partial" and given.step_time == pytest.approx(expected.step_time)
+    assert optimize_graph(graph, cluster, calls=1, seed=0).given is None

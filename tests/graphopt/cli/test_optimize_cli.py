@@ -321,6 +321,30 @@ def test_a_decision_of_another_batch_size_is_the_start_by_op_name(run_cli_here, 
         decision_of(small, read_record(small), graph)
 
 
+def test_a_decision_of_a_shallower_model_places_the_ops_it_names(run_cli_here, tmp_path: Path):
+    """Two more steps of the RNN: the ops the smaller model's file names keep its devices, the
+    new ones take the best heuristic's (-1 until then), and the summary says how many came by
+    name and what the start was worth."""
+    from graphopt.decision_format import placement_by_names, read_record
+    from graphopt.workloads import get_graph
+
+    deeper = SMALL.replace("steps=4", "steps=6")
+    small, out = tmp_path / "small.json", tmp_path / "deeper.json"
+    run_cli_here("optimize", SMALL, "--cluster", CLUSTER, "--calls", "32", "-o", str(small))
+    proc = run_cli_here(
+        "optimize", deeper, "--cluster", CLUSTER, "--calls", "8", "--start", str(small),
+        "-o", str(out),
+    )  # fmt: skip
+    graph = get_graph(deeper)
+    placement, named = placement_by_names(small, read_record(small).placement, graph, 2)
+    assert graph.num_ops / 2 <= named <= get_graph(SMALL).num_ops < graph.num_ops
+    assert (placement < 0).sum() == graph.num_ops - named
+    assert (
+        f"given start    small.json ({named:,} of {graph.num_ops:,} ops by name): " in proc.stdout
+    )
+    assert out.exists()
+
+
 def test_a_bad_start_is_one_line_exit_2_and_writes_nothing(run_cli_here, tmp_path: Path):
     saved = tmp_path / "txl.json"
     run_cli_here("optimize", GRAPH, "--cluster", "v100-nvlink-4", "--calls", "8", "-o", str(saved))
@@ -332,7 +356,7 @@ def test_a_bad_start_is_one_line_exit_2_and_writes_nothing(run_cli_here, tmp_pat
     cases = [
         ([GRAPH, "--start", str(tmp_path / "none.json")], "--start: decision file"),
         ([GRAPH, "--start", str(saved), "--run", str(tmp_path)], "give --run or --start"),
-        (["rnnlm-tiny", "--start", str(saved)], "which graph 'rnnlm-tiny' does not have"),
+        (["rnnlm-tiny", "--start", str(saved)], "a decision for another model?"),
         ([GRAPH, "--start", str(far)], "the cluster has 2 devices"),
     ]
     for args, says in cases:
