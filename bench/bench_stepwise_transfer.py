@@ -12,8 +12,10 @@ Then on each variant of the base (:func:`variants`: the batch halved and doubled
 graph's ops and edges and changes their costs; and one architecture argument changed, which
 changes the graph) the script prints, as speed-ups over the variant's own best heuristic:
 
-- ``reused``: the base's best placement applied to the variant as it is (only where the variant
-  has the base's ops and edges): what remembering the placement alone gives;
+- ``reused``: the base's best placement applied to the variant as it is where the variant has
+  the base's ops and edges; on a variant of another depth, applied by op name (the ops the base
+  does not have on the variant's best heuristic's devices: ``graphopt optimize --start``'s rule;
+  the share of the variant's ops named in brackets): what remembering the placement alone gives;
 - ``reused+search``: the search below started from that placement (``graphopt optimize --start``
   with the base's decision file);
 - ``greedy``: the trained policy's one greedy decode on the variant (one simulator call, no
@@ -42,6 +44,7 @@ import torch
 from bench_stepwise_per_graph import search_config
 
 from graphopt.baselines.search import simulated_annealing
+from graphopt.decision_format import placement_by_names
 from graphopt.decoders.stepwise import decode
 from graphopt.optimizer import optimize_graph
 from graphopt.train.step_run import build_items, resolve_clusters, resolve_run_graphs
@@ -159,6 +162,18 @@ def main(argv: Sequence[str] | None = None) -> None:
             if same_graph(base, item):
                 reused = f"{speedup(item, base.target):.3f}x"
                 row["reused+search"] = seeded_search(item, base.target, args.calls, args.seed)
+            else:  # another depth: the ops the base names, the rest on the best heuristic's
+                devices = dict(zip(base.sg.graph.op_names, base.target.tolist(), strict=True))
+                try:
+                    mapped, named = placement_by_names(
+                        base_name, devices, item.sg.graph, item.sg.num_devices
+                    )
+                except ValueError:
+                    mapped, named = None, 0
+                if mapped is not None:
+                    mapped = np.where(mapped < 0, item.sg.anchor, mapped)
+                    reused = f"{speedup(item, mapped):.3f}x ({named / item.sg.num_ops:.0%} named)"
+                    row["reused+search"] = seeded_search(item, mapped, args.calls, args.seed)
             if policy is not None:
                 with torch.no_grad():
                     head = policy.head_params(policy.embed(item.observation))

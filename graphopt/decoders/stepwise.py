@@ -31,6 +31,11 @@ feature            value
 ``progress``       share of ops placed
 ``is_min_eft``     1 on the device of lowest EFT (HEFT's choice; ties: lower device)
 ``anchor``         1 on the anchor's device (the reference placement), 0 elsewhere
+``near``           ``log2`` of the mean bandwidth from ``p`` to the other devices, weighted by the
+                   work placed on them so far, over the cluster's fastest link (0 before any
+                   work elsewhere; at least -10): which of two otherwise equal devices is closer
+                   to the work, e.g. two idle GPUs of a DGX-1 quad with one and two NVLinks to
+                   the busy ones
 =================  ================================================================================
 
 Masks: a device the op may not use (placement constraints), a device other than its enforced
@@ -82,6 +87,7 @@ SCHEDULE_FEATURES = (
     "progress",
     "is_min_eft",
     "anchor",
+    "near",
 )
 """Per (op, candidate device) features of the partial schedule (module docstring)."""
 NUM_FEATURES = len(SCHEDULE_FEATURES)
@@ -411,7 +417,20 @@ def candidates(v, g, st, feat, mask):
             min_eft_dev = p
     anchor_eft = eft[anchor[v]] if has_anchor else best_eft
     k = 100.0 / scale
+    fastest = 0.0
     for p in range(num_dev):
+        for q in range(num_dev):
+            if q != p and bandwidth[p, q] < np.inf:
+                fastest = max(fastest, bandwidth[p, q])
+    for p in range(num_dev):
+        reach, work = 0.0, 0.0
+        for q in range(num_dev):
+            if q != p:
+                reach += busy[q] * min(bandwidth[p, q], fastest)
+                work += busy[q]
+        near = 0.0
+        if work > 0.0 and fastest > 0.0:
+            near = np.log2(max(reach / (work * fastest), 2.0**-10))
         moved = 0.0
         for e in range(pred_ptr[v], pred_ptr[v + 1]):
             u = pred_src[e]
@@ -434,6 +453,7 @@ def candidates(v, g, st, feat, mask):
         feat[p, 11] = scalars[2] / n
         feat[p, 12] = 1.0 if p == min_eft_dev else 0.0
         feat[p, 13] = 1.0 if has_anchor and p == anchor[v] else 0.0
+        feat[p, 14] = near
     return num_allowed
 
 

@@ -561,11 +561,55 @@ def search_batch(
         r = math.log(item.reference_time / step_time)
         if r > item.target_return + 1e-9:
             item.target, item.target_return = placement.copy(), r
+            if canonical_target(item):  # the anchor's labels moved: the greedy episode too
+                greedy = decode(item.sg, "greedy", head)
     batch = target_batch(item, pre, head, greedy, samples, rng)
     batch.step_times = np.array([step_time])
     batch.valid = np.array([math.isfinite(step_time)])
     batch.calls = found.calls + 1
     return batch
+
+
+def first_use_labels(sg: StepGraph, placement: np.ndarray) -> np.ndarray:
+    """``labels[d]``: device ``d``'s new index when devices are numbered in the order the
+    step-wise decoder first uses them under ``placement`` (the op order does not depend on the
+    placement); devices ``placement`` leaves idle follow, in their order."""
+    ops = decode(sg, "anchor").ops
+    order = list(dict.fromkeys(np.asarray(placement)[ops].tolist()))
+    order += [d for d in range(sg.num_devices) if d not in order]
+    labels = np.empty(sg.num_devices, dtype=np.int64)
+    labels[order] = np.arange(sg.num_devices)
+    return labels
+
+
+def canonical_target(item: Item) -> bool:
+    """Number the devices of the item's target and anchor in the order the target first uses
+    them, where the cluster does not tell the devices apart; returns whether it did.
+
+    A device-agnostic head scores two devices with equal features alike, and the decoder takes
+    the lower one; a target that took the higher one at such a step (two idle devices, say)
+    cannot be imitated, and the states after it carry the other labels. Renumbering by first use
+    makes every new device the lowest idle one. Done only when the renumbering is a symmetry of
+    the cluster as the simulator sees it: every device keeps its kind, and the target and the
+    anchor simulate to the same step times renumbered (two simulator calls)."""
+    sg = item.sg
+    labels = first_use_labels(sg, item.target)
+    if (labels == np.arange(sg.num_devices)).all():
+        return False
+    kinds = np.array([d.kind for d in sg.cluster.devices], dtype=object)
+    if (kinds[labels] != kinds).any():
+        return False
+    target, anchor = labels[item.target], labels[sg.anchor]
+    both = np.stack([item.target, target, sg.anchor, anchor])
+    result = item.prepared.evaluate_batch(both)
+    times = np.asarray(result.step_time, dtype=np.float64)
+    if not np.asarray(result.valid).all() or not (
+        np.isclose(times[0], times[1], rtol=1e-9) and np.isclose(times[2], times[3], rtol=1e-9)
+    ):
+        return False
+    item.target = target
+    item.sg = step_graph(sg.graph, sg.cluster, anchor)
+    return True
 
 
 def target_batch(

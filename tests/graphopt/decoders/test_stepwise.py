@@ -105,8 +105,13 @@ def twin(
         best = min(range(num_dev), key=lambda p: (eft[p], p))
         mean_busy = sum(busy) / num_dev
         k = 100.0 / scale
+        fastest = max(bandwidth[p][q] for p in range(num_dev) for q in range(num_dev) if p != q)
         feats = []
         for p in range(num_dev):
+            others = [q for q in range(num_dev) if q != p]
+            work = sum(busy[q] for q in others)
+            reach = sum(busy[q] * bandwidth[p][q] for q in others)
+            near = math.log2(max(reach / (work * fastest), 2.0**-10)) if work > 0 else 0.0
             moved = sum(b for u, b in pred[v] if placement[u] != p and (u, p) not in copies)
             feats.append(
                 [
@@ -124,6 +129,7 @@ def twin(
                     step / n,
                     float(p == best),
                     float(p == anchor[v]),
+                    near,
                 ]
             )
         steps.append(feats)
@@ -229,6 +235,18 @@ def test_linear_head_scores_theta_dot_features() -> None:
     assert (decode(sg, "greedy", HeadParams.linear(unit, graph.num_ops)).placement == anchor).all()
     with pytest.raises(ValueError, match="weights"):
         HeadParams.linear(np.ones(3), graph.num_ops)
+
+
+def test_near_tells_idle_devices_apart_by_their_links_to_the_work() -> None:
+    """``near``: with work only on GPU 0 of the DGX-1 quad, GPU 3 (two NVLinks to GPU 0) is at
+    the fastest link (0), GPUs 1 and 2 (one NVLink) at half of it (-1); GPU 0 itself has no
+    work elsewhere (0). On all-PCIe GPUs every device is at 0."""
+    graph = get_graph("random-layered-100-s0")
+    near = SCHEDULE_FEATURES.index("near")
+    for preset, expected in (("v100-nvlink-4", [0.0, -1.0, -1.0, 0.0]), ("v100-pcie-4", [0.0] * 4)):
+        cluster = get_cluster(preset)
+        ep = decode(step_graph(graph, cluster), "given", given=np.zeros(graph.num_ops, np.int64))
+        np.testing.assert_allclose(ep.feats[5, :, near], expected)
 
 
 def test_given_mode_replays_a_placement_and_orders_topologically() -> None:

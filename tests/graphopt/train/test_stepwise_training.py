@@ -9,12 +9,14 @@ import numpy as np
 import pytest
 import torch
 
-from graphopt.decoders.stepwise import decode
+from graphopt.decoders.stepwise import ANCHOR_FEATURE, decode
 from graphopt.hardware import get_cluster
 from graphopt.train.stepwise import (
     INVALID_LOG_REWARD,
     StepTrainConfig,
     advantages,
+    canonical_target,
+    first_use_labels,
     greedy_speedups,
     improve_target,
     load_checkpoint,
@@ -201,8 +203,8 @@ def test_ablation_without_schedule_features_reads_only_the_anchor(items) -> None
     batch = rollout(policy, items[0], 2, np.random.default_rng(0))
     pre = policy.embed(items[0].observation)
     base = policy.logits(pre[batch.ops], batch.feats, batch.masks)
-    noisy = batch.feats.clone()
-    noisy[..., :-1] += torch.randn_like(noisy[..., :-1])  # every feature but the anchor
+    noisy = batch.feats + torch.randn_like(batch.feats)
+    noisy[..., ANCHOR_FEATURE] = batch.feats[..., ANCHOR_FEATURE]  # every feature but the anchor
     assert torch.allclose(base, policy.logits(pre[batch.ops], noisy, batch.masks))
 
 
@@ -275,6 +277,35 @@ def test_search_batch_improves_the_target_and_labels_its_trajectory() -> None:
     item.target_return = target_return
 
 
+def test_canonical_target_numbers_interchangeable_devices_by_first_use() -> None:
+    """On a cluster whose devices are interchangeable (v100-pcie-4), a target is renumbered so
+    that the decoder meets its devices in the order 0, 1, 2, ..., the anchor with it, and both
+    keep their step times; on the DGX-1 quad (v100-nvlink-4: one or two NVLinks a pair) the same
+    renumbering changes the step time, so nothing is renumbered."""
+    graph = get_graph("random-sp-100-s1")
+    for preset, renumbered in (("v100-pcie-4", True), ("v100-nvlink-4", False)):
+        item = make_item(graph, get_cluster(preset))
+        order = decode(item.sg, "anchor").ops
+        spread = np.random.default_rng(0).integers(0, 4, graph.num_ops)  # transfers on every link
+        spread = first_use_labels(item.sg, spread)[spread]  # used in the order 0, 1, 2, 3
+        item.target = np.array([3, 2, 1, 0])[spread]
+        before_target, before_anchor = item.target.copy(), item.sg.anchor.copy()
+        assert (first_use_labels(item.sg, item.target) != np.arange(4)).any()
+        assert canonical_target(item) is renumbered
+        if not renumbered:
+            assert np.array_equal(item.target, before_target)
+            assert np.array_equal(item.sg.anchor, before_anchor)
+            continue
+        used = list(dict.fromkeys(item.target[order].tolist()))
+        assert used == sorted(used) == list(range(len(used)))
+        times = item.prepared.evaluate_batch(
+            np.stack([before_target, item.target, before_anchor, item.sg.anchor])
+        ).step_time
+        assert times[0] == pytest.approx(times[1]) and times[2] == pytest.approx(times[3])
+        assert (item.sg.arrays[13] == item.sg.anchor).all()  # the decoder reads the new anchor
+        assert canonical_target(item) is False  # already canonical
+
+
 def test_search_training_makes_greedy_decode_what_the_search_found() -> None:
     """Trained on one graph by expert iteration, with the ops' position features, the greedy
     decode is the search's placement."""
@@ -284,7 +315,7 @@ def test_search_training_makes_greedy_decode_what_the_search_found() -> None:
         imitation_updates=0,
         graphs_per_update=1,
         samples_per_graph=1,
-        epochs=100,
+        epochs=300,
         minibatches=1,
         learning_rate=1e-2,
         algorithm="search",
