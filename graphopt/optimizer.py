@@ -416,6 +416,7 @@ def _merged(start: Decision, heuristic: Decision, task: str, n: int) -> Decision
                     n=n,
                 )
             if key == "placement" and (mine < 0).any():
+                assert heuristic.placement is not None  # the heuristic's decision is filled
                 mine = np.where(mine < 0, heuristic.placement, mine)
             arrays[key] = mine
         else:

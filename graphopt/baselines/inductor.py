@@ -24,10 +24,10 @@ graph, back into single ops.
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+from cachetools import LRUCache
 
 from graphopt.graph import CompGraph
 from graphopt.hardware import Cluster
@@ -37,8 +37,7 @@ from graphopt.typing import Decision, IntArray
 if TYPE_CHECKING:
     from graphopt.importers.inductor import InductorGroups
 
-_CACHE: OrderedDict[str, InductorGroups] = OrderedDict()
-_CACHE_SIZE = 16
+_CACHE: LRUCache[str, InductorGroups] = LRUCache(maxsize=16)
 
 
 def inductor_fusion(
@@ -68,15 +67,12 @@ def graph_groups(graph: CompGraph) -> InductorGroups:
     key = graph.fingerprint
     hit = _CACHE.get(key)
     if hit is not None:
-        _CACHE.move_to_end(key)
         return hit
     spec, training = zoo_spec(graph)
     from graphopt.importers.inductor import zoo_inductor_groups
 
     groups = zoo_inductor_groups(spec, training=training)
     _CACHE[key] = groups
-    while len(_CACHE) > _CACHE_SIZE:
-        _CACHE.popitem(last=False)
     return groups
 
 

@@ -30,9 +30,8 @@ split fits, down to parameters alone; if even they do not fit it raises ``ValueE
 
 from __future__ import annotations
 
-from collections import OrderedDict
-
 import numpy as np
+from cachetools import LRUCache
 
 from graphopt.baselines.contiguous import (
     ALPHAS,
@@ -122,8 +121,8 @@ def interval_transfers(chain: Chain, edge_cost: FloatArray) -> FloatArray:
     return np.maximum(table, 0.0)
 
 
-_DP_CACHE: OrderedDict[tuple[str, ...], IntArray | ValueError] = OrderedDict()
 _DP_CACHE_SIZE = 16
+_DP_CACHE: LRUCache[tuple[str, ...], IntArray | ValueError] = LRUCache(maxsize=_DP_CACHE_SIZE)
 """Results of :func:`max_load_dp` kept per process (:func:`_dp_key`): the same pair is placed
 again by every task's heuristic chain, and the DP is the slowest placer."""
 
@@ -158,10 +157,6 @@ def max_load_dp(graph: CompGraph, cluster: Cluster) -> IntArray:
         except ValueError as e:
             found = e
         _DP_CACHE[key] = found
-        if len(_DP_CACHE) > _DP_CACHE_SIZE:
-            _DP_CACHE.popitem(last=False)
-    else:
-        _DP_CACHE.move_to_end(key)
     if isinstance(found, ValueError):
         raise ValueError(str(found))
     return found.copy()

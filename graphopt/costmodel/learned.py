@@ -20,12 +20,12 @@ simulator (``graphopt eval`` always does).
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import torch
+from cachetools import LRUCache
 
 from graphopt import rundir
 from graphopt.costmodel.data import from_decisions
@@ -78,7 +78,7 @@ class LearnedCostModel:
         self.net = net.eval()
         self.max_batch_nodes = max_batch_nodes
         self.cache_size = cache_size
-        self._cache: OrderedDict[tuple[str, str], _Prepared] = OrderedDict()
+        self._cache: LRUCache[tuple[str, str], _Prepared] = LRUCache(maxsize=cache_size)
 
     @classmethod
     def load(cls, path: str | Path, **kwargs: int) -> LearnedCostModel:
@@ -95,7 +95,6 @@ class LearnedCostModel:
         key = (graph.fingerprint, cluster.fingerprint)
         hit = self._cache.get(key)
         if hit is not None:
-            self._cache.move_to_end(key)
             return hit
         empty = np.zeros((0, graph.num_ops), dtype=np.int64)
         samples = from_decisions(graph, cluster, empty, empty, empty, np.zeros(0))
@@ -110,8 +109,6 @@ class LearnedCostModel:
             np.asarray(graph.param_bytes, dtype=np.float64),
         )
         self._cache[key] = prepared
-        if len(self._cache) > self.cache_size:
-            self._cache.popitem(last=False)
         return prepared
 
     def predict_batch(

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 import numpy as np
+from cachetools import LRUCache
 
 from graphopt.constraints import Constraints, constraints
 from graphopt.graph import CompGraph
@@ -512,19 +512,14 @@ class Simulator:
 
     def __init__(self, cache_size: int = 64) -> None:
         self.cache_size = cache_size
-        self._cache: OrderedDict[tuple[str, ...], PreparedGraph] = OrderedDict()
+        self._cache: LRUCache[tuple[str, ...], PreparedGraph] = LRUCache(maxsize=cache_size)
 
     def prepare(self, graph: CompGraph, cluster: Cluster) -> PreparedGraph:
         """The :class:`PreparedGraph` for this pair, from the cache when possible."""
         key = pair_key(graph, cluster)
         prepared = self._cache.get(key)
         if prepared is None:
-            prepared = PreparedGraph(graph, cluster)
-            self._cache[key] = prepared
-            if len(self._cache) > self.cache_size:
-                self._cache.popitem(last=False)
-        else:
-            self._cache.move_to_end(key)
+            prepared = self._cache[key] = PreparedGraph(graph, cluster)
         return prepared
 
     def evaluate(

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from cachetools import LRUCache
 from helpers_baselines import (
     chain_of,
     line_cluster,
@@ -121,7 +122,7 @@ def test_max_load_dp_keeps_each_pairs_result_and_refusal(monkeypatch):
     runs = []
     dp = tarnawski._max_load_dp
     monkeypatch.setattr(tarnawski, "_max_load_dp", lambda g, c: runs.append(g.name) or dp(g, c))
-    monkeypatch.setattr(tarnawski, "_DP_CACHE", type(tarnawski._DP_CACHE)())
+    monkeypatch.setattr(tarnawski, "_DP_CACHE", LRUCache(maxsize=tarnawski._DP_CACHE_SIZE))
     cluster = line_cluster(1e12, 1e12)
     first = max_load_dp(chain_of(0.5), cluster)
     first[:] = 3  # the caller's copy: the kept result is not changed
