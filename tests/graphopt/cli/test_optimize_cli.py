@@ -297,6 +297,18 @@ LARGE = SMALL.replace("batch=8", "batch=16")
 """One model at two batch sizes: the same op names, other costs (other fingerprints)."""
 
 
+def start_from_small(run_cli_here, tmp_path: Path, target: str, calls: int):
+    """``small.json`` (SMALL's decision), then ``optimize TARGET --start small.json``; returns
+    the two files and the second command's process."""
+    small, out = tmp_path / "small.json", tmp_path / "out.json"
+    run_cli_here("optimize", SMALL, "--cluster", CLUSTER, "--calls", str(calls), "-o", str(small))
+    proc = run_cli_here(
+        "optimize", target, "--cluster", CLUSTER, "--calls", "8", "--start", str(small),
+        "-o", str(out),
+    )  # fmt: skip
+    return small, out, proc
+
+
 def test_a_decision_of_another_batch_size_is_the_start_by_op_name(run_cli_here, tmp_path: Path):
     from graphopt.baselines.reference_cache import cached_best_placement
     from graphopt.decision_format import decision_by_names, decision_of, read_record
@@ -304,12 +316,7 @@ def test_a_decision_of_another_batch_size_is_the_start_by_op_name(run_cli_here, 
     from graphopt.sim import Simulator
     from graphopt.workloads import get_graph
 
-    small, large = tmp_path / "small.json", tmp_path / "large.json"
-    run_cli_here("optimize", SMALL, "--cluster", CLUSTER, "--calls", "64", "-o", str(small))
-    proc = run_cli_here(
-        "optimize", LARGE, "--cluster", CLUSTER, "--calls", "8", "--start", str(small),
-        "-o", str(large),
-    )  # fmt: skip
+    small, large, proc = start_from_small(run_cli_here, tmp_path, LARGE, 64)
     graph, cluster = get_graph(LARGE), get_cluster(CLUSTER)
     sim = Simulator()
     start = sim.evaluate(graph, cluster, decision_by_names(small, read_record(small), graph))
@@ -329,12 +336,7 @@ def test_a_decision_of_a_shallower_model_places_the_ops_it_names(run_cli_here, t
     from graphopt.workloads import get_graph
 
     deeper = SMALL.replace("steps=4", "steps=6")
-    small, out = tmp_path / "small.json", tmp_path / "deeper.json"
-    run_cli_here("optimize", SMALL, "--cluster", CLUSTER, "--calls", "32", "-o", str(small))
-    proc = run_cli_here(
-        "optimize", deeper, "--cluster", CLUSTER, "--calls", "8", "--start", str(small),
-        "-o", str(out),
-    )  # fmt: skip
+    small, out, proc = start_from_small(run_cli_here, tmp_path, deeper, 32)
     graph = get_graph(deeper)
     placement, named = placement_by_names(small, read_record(small).placement, graph, 2)
     assert graph.num_ops / 2 <= named <= get_graph(SMALL).num_ops < graph.num_ops
