@@ -14,8 +14,9 @@ changes the graph) the script prints, as speed-ups over the variant's own best h
 
 - ``reused``: the base's best placement applied to the variant as it is where the variant has
   the base's ops and edges; on a variant of another depth, applied by op name (the ops the base
-  does not have on the variant's best heuristic's devices: ``graphopt optimize --start``'s rule;
-  the share of the variant's ops named in brackets): what remembering the placement alone gives;
+  does not have on the variant's best heuristic's devices, as they are or renumbered, the faster:
+  ``graphopt optimize --start``'s rule; the share of the variant's ops named in brackets): what
+  remembering the placement alone gives;
 - ``reused+search``: the search below started from that placement (``graphopt optimize --start``
   with the base's decision file);
 - ``greedy``: the trained policy's one greedy decode on the variant (one simulator call, no
@@ -46,7 +47,7 @@ from bench_stepwise_per_graph import search_config
 from graphopt.baselines.search import simulated_annealing
 from graphopt.decision_format import placement_by_names
 from graphopt.decoders.stepwise import decode
-from graphopt.optimizer import optimize_graph
+from graphopt.optimizer import filled_placements, optimize_graph
 from graphopt.train.step_run import build_items, resolve_clusters, resolve_run_graphs
 from graphopt.train.stepwise import Item, geomean, greedy_speedups, train
 from graphopt.typing import Decision
@@ -170,8 +171,9 @@ def main(argv: Sequence[str] | None = None) -> None:
                     )
                 except ValueError:
                     mapped, named = None, 0
-                if mapped is not None:
-                    mapped = np.where(mapped < 0, item.sg.anchor, mapped)
+                if mapped is not None:  # the faster of optimize --start's two fills
+                    fills = filled_placements(mapped, item.sg.anchor, item.sg.cluster)
+                    mapped = max(fills, key=lambda p: speedup(item, p))
                     reused = f"{speedup(item, mapped):.3f}x ({named / item.sg.num_ops:.0%} named)"
                     row["reused+search"] = seeded_search(item, mapped, args.calls, args.seed)
             if policy is not None:

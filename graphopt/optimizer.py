@@ -259,7 +259,8 @@ def optimize_graph(
         start: a decision to start from instead of the best heuristic when it is faster (by
             validity, then step time); its arrays the task does not decide are replaced by the
             best heuristic's, and so are its placement's ``-1`` entries (ops it does not place:
-            :func:`graphopt.decision_format.placement_by_names`).
+            :func:`graphopt.decision_format.placement_by_names`), as they are or renumbered to
+            agree with the start, whichever simulates faster (:func:`filled_placements`).
         start_name: how the result names ``start`` when it is used.
         on_progress: called after every step of the search with the best so far.
         sim: the simulator (a new one by default).
@@ -294,8 +295,11 @@ def optimize_graph(
     anchor, anchor_m, anchor_name = heuristic_decision, heuristic_m, chain.name
     given_m = None
     if start is not None:
-        given = _merged(start, heuristic_decision, task, n)
-        given_m = sim.evaluate(graph, cluster, given)
+        for option in _merged(start, heuristic_decision, task, n, cluster):
+            option_m = sim.evaluate(graph, cluster, option)
+            if given_m is None or _key(option_m) < _key(given_m):
+                given, given_m = option, option_m
+        assert given_m is not None
         if _key(given_m) < _key(anchor_m):
             anchor, anchor_m, anchor_name = given, given_m, start_name
 
@@ -395,15 +399,18 @@ def optimize_graph(
     )
 
 
-def _merged(start: Decision, heuristic: Decision, task: str, n: int) -> Decision:
-    """``start``'s arrays that ``task`` decides, the heuristic's for the rest (and for the
-    placement's ``-1`` entries).
+def _merged(
+    start: Decision, heuristic: Decision, task: str, n: int, cluster: Cluster
+) -> list[Decision]:
+    """``start``'s arrays that ``task`` decides, the heuristic's for the rest: one decision, or
+    two when ``start``'s placement leaves ops at ``-1`` (:func:`filled_placements`).
 
     Raises:
         ValueError: an array of ``start`` without one entry per op.
     """
     decides = get_task(task, ONE_SHOT_TASKS).blocks
     arrays = {}
+    placements: list[np.ndarray] = []
     for block, key in ARRAYS.items():
         mine = getattr(start, key)
         if block in decides and mine is not None:
@@ -417,11 +424,35 @@ def _merged(start: Decision, heuristic: Decision, task: str, n: int) -> Decision
                 )
             if key == "placement" and (mine < 0).any():
                 assert heuristic.placement is not None  # the heuristic's decision is filled
-                mine = np.where(mine < 0, heuristic.placement, mine)
+                placements = filled_placements(mine, heuristic.placement, cluster)
             arrays[key] = mine
         else:
             arrays[key] = getattr(heuristic, key)
-    return Decision(**arrays).filled(n)
+    if not placements:
+        return [Decision(**arrays).filled(n)]
+    return [Decision(**{**arrays, "placement": p}).filled(n) for p in placements]
+
+
+def filled_placements(
+    partial: np.ndarray, heuristic: np.ndarray, cluster: Cluster
+) -> list[np.ndarray]:
+    """Two ways to place the ops ``partial`` leaves at ``-1`` (a decision of another version of
+    the model: :func:`graphopt.decision_format.placement_by_names`): on the best heuristic's
+    devices as they are, and on its devices renumbered to agree most with ``partial`` on the ops
+    both place (an assignment between devices of one kind: a heuristic such as METIS numbers its
+    parts its own way)."""
+    from scipy.optimize import linear_sum_assignment
+
+    d = cluster.num_devices
+    named = partial >= 0
+    agree = np.zeros((d, d))
+    np.add.at(agree, (heuristic[named], partial[named]), 1.0)
+    kinds = np.array([device.kind for device in cluster.devices], dtype=object)
+    agree[kinds[:, None] != kinds[None, :]] = -float(len(partial) + 1)
+    rows, cols = linear_sum_assignment(agree, maximize=True)
+    renumber = np.arange(d)
+    renumber[rows] = cols
+    return [np.where(named, partial, heuristic), np.where(named, partial, renumber[heuristic])]
 
 
 Report = Callable[[int, Decision, Measurement], None]
