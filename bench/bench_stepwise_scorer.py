@@ -5,10 +5,10 @@ Usage: python bench/bench_stepwise_scorer.py [--graphs SPEC] [--train SPEC] [--c
        [--max-ops N] [--calls K] [--train-calls K] [--seed S]
 
 The step-wise decoder (``graphopt.decoders.stepwise``) with the head ``HeadParams.linear(theta)``
-places each op on the allowed device of highest ``theta . feat`` (the 14 schedule features,
+places each op on the allowed device of highest ``theta . feat`` (the schedule features,
 ``anchor`` among them: ``theta`` = 1 on ``anchor`` alone is the best heuristic's placement). The
-weights are searched by CMA-ES (the ``cma`` package; 14 rules a generation, from the anchor's
-rule), each rule one greedy decode priced by the simulator, its score the log speed-up over the
+weights are searched by CMA-ES (the ``cma`` package; one rule a generation per weight, from the
+anchor's rule), each rule one greedy decode priced by the simulator, its score the log speed-up over the
 best heuristic:
 
 1. **per graph**: ``K`` simulator calls on each graph of ``--graphs``, against
