@@ -2,7 +2,7 @@
 per graph and across graphs? The simplest policy class: a linear scoring rule (issue #37).
 
 Usage: python bench/bench_stepwise_scorer.py [--graphs SPEC] [--train SPEC] [--cluster C]
-       [--max-ops N] [--calls K] [--train-calls K] [--seed S]
+       [--max-ops N] [--calls K] [--train-calls K] [--seed S] [--neighbours K] [--pool SPEC]
 
 The step-wise decoder (``graphopt.decoders.stepwise``) with the head ``HeadParams.linear(theta)``
 places each op on the allowed device of highest ``theta . feat`` (the schedule features,
@@ -16,7 +16,12 @@ best heuristic:
 2. **transfer**: each graph's best ``theta`` applied to every other graph of the set (one decode
    each, no search): does a rule found on one graph carry to another?
 3. **one rule for all** (``--train``): one ``theta`` searched for the geometric mean over the
-   training graphs, then decoded once on each graph of ``--graphs`` (zero-shot).
+   training graphs, then decoded once on each graph of ``--graphs`` (zero-shot);
+4. **the nearest training graph's rule** (``--neighbours K``, ``gen:`` graphs of ``--graphs``
+   only): for each, the ``K`` graphs of ``--pool`` of its family nearest in their arguments
+   (:func:`distance`), each one's own rule searched with ``--calls`` calls as in part 1, then decoded on
+   the test graph: the nearest one's (one decode: the simplest prediction of a graph's rule from
+   the graph) and the best of the ``K`` (``K`` decodes).
 
 Speed-ups over each graph's best heuristic (the reference cache's), geometric means.
 """
@@ -42,6 +47,7 @@ from graphopt.decoders.stepwise import (
 from graphopt.optimizer import optimize_graph
 from graphopt.sim.simulator import PreparedGraph
 from graphopt.train.step_run import resolve_clusters, resolve_run_graphs
+from graphopt.workloads import generated
 
 BOUND = 8.0
 """Each weight is searched in ``[-BOUND, BOUND]``."""
@@ -101,6 +107,18 @@ def log_score(cases: Sequence[Case]) -> Callable[[np.ndarray], np.ndarray]:
     return score
 
 
+def distance(a: str, b: str) -> float:
+    """How far two ``gen:`` configurations of one family are: the sum over their arguments of
+    ``|log2((a + 1) / (b + 1))|`` (``inf`` across families, or for a name that is not ``gen:``)."""
+    if not (generated.is_generated(a) and generated.is_generated(b)):
+        return float("inf")
+    fa, va = generated.parse_name(a)
+    fb, vb = generated.parse_name(b)
+    if fa.name != fb.name:
+        return float("inf")
+    return float(sum(abs(np.log2((va[k] + 1) / (vb[k] + 1))) for k in va))
+
+
 def geomean(values) -> float:
     return float(np.exp(np.mean(np.log(np.maximum(values, 1e-3)))))
 
@@ -114,6 +132,8 @@ def main() -> None:
     ap.add_argument("--calls", type=int, default=256, help="per graph (parts 1 and 2)")
     ap.add_argument("--train-calls", type=int, default=224, help="rules tried in part 3")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--neighbours", type=int, default=0, help="part 4: K nearest (0: skip)")
+    ap.add_argument("--pool", default="suite:train-gen", help="part 4: the training graphs")
     args = ap.parse_args()
     (cluster,) = resolve_clusters(args.cluster)
     graphs = [g for g in resolve_run_graphs(args.graphs) if g.num_ops <= args.max_ops]
@@ -176,6 +196,38 @@ def main() -> None:
             f"{geomean(zero_shot):.4f}x (min {zero_shot.min():.3f}x; above the heuristic on "
             f"{(zero_shot > 1.001).sum()}, below 0.99x on {(zero_shot < 0.99).sum()}); "
             f"{time.perf_counter() - began:.0f} s"
+        )
+
+    if args.neighbours:
+        tests = [c for c in cases if generated.is_generated(c.graph.name)]
+        pool = [n for n in resolve_run_graphs(args.pool) if n.num_ops <= args.max_ops]
+        pool_names = [g.name for g in pool]
+        print(
+            f"\n4. each of {len(tests)} gen: graphs decoded with the rules of its "
+            f"{args.neighbours} nearest graphs of {args.pool} ({args.calls} calls each)"
+        )
+        print("| graph | nearest | its rule on its own graph | nearest's rule | best of the K |")
+        print("| --- | --- | ---: | ---: | ---: |")
+        nearest, best_of = [], []
+        for case in tests:
+            far = [distance(case.graph.name, n) for n in pool_names]
+            picks = [int(i) for i in np.argsort(far)[: args.neighbours] if np.isfinite(far[i])]
+            rules = [
+                search_rule(log_score([Case(pool[i], cluster)]), args.calls, args.seed)
+                for i in picks
+            ]
+            here = case.speedups(np.stack([theta for theta, _ in rules]))
+            nearest.append(float(here[0]))
+            best_of.append(float(here.max()))
+            print(
+                f"| {case.graph.name} | {pool_names[picks[0]]} | {np.exp(rules[0][1]):.3f}x | "
+                f"{here[0]:.3f}x | {here.max():.3f}x |",
+                flush=True,
+            )
+        print(
+            f"| geometric mean | | | {geomean(nearest):.3f}x | {geomean(best_of):.3f}x |\n"
+            f"nearest's rule above the heuristic on {sum(v > 1.001 for v in nearest)} of "
+            f"{len(tests)}, below 0.99x on {sum(v < 0.99 for v in nearest)}"
         )
 
 
