@@ -173,8 +173,9 @@ def main(argv: Sequence[str] | None = None) -> None:
                     mapped, named = None, 0
                 if mapped is not None:  # the faster of optimize --start's two fills
                     fills = filled_placements(mapped, item.sg.anchor, item.sg.cluster)
-                    mapped = max(fills, key=lambda p: speedup(item, p))
-                    reused = f"{speedup(item, mapped):.3f}x ({named / item.sg.num_ops:.0%} named)"
+                    worths = [speedup(item, p) for p in fills]
+                    mapped = fills[int(np.argmax(worths))]
+                    reused = f"{max(worths):.3f}x ({named / item.sg.num_ops:.0%} named)"
                     row["reused+search"] = seeded_search(item, mapped, args.calls, args.seed)
             if policy is not None:
                 with torch.no_grad():

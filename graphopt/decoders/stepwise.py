@@ -208,6 +208,9 @@ def step_graph(
     memory = np.array(
         [d.memory if np.isfinite(d.memory) else 0.0 for d in cluster.devices], dtype=np.float64
     )
+    between = bandwidth[~np.eye(num_dev, dtype=bool)]
+    between = between[np.isfinite(between)]
+    fastest = float(between.max()) if between.size else 0.0  # the fastest link (``near``)
     arrays = (
         comp,
         succ_ptr,
@@ -229,6 +232,7 @@ def step_graph(
         scale,
         bool(contention),
         int(max_gaps),
+        fastest,
     )
     return StepGraph(graph, cluster, arrays, rank, scale, anchor_arr)
 
@@ -350,7 +354,7 @@ def candidates(v, g, st, feat, mask):
     comp, pred_ptr, pred_src, pred_data = g[0], g[3], g[4], g[5]
     latency, bandwidth, params, memory = g[6], g[7], g[8], g[9]
     group, allowed, anchor, has_anchor = g[10], g[12], g[13], g[14]
-    rank, w_mean, scale, contention, max_gaps = g[15], g[16], g[17], g[18], g[19]
+    rank, w_mean, scale, contention, max_gaps, fastest = g[15], g[16], g[17], g[18], g[19], g[20]
     placement, finish, busy_start, busy_end, count = st[0], st[2], st[3], st[4], st[5]
     link_free, copy_arrival, tentative, resident, busy = st[6], st[7], st[8], st[9], st[10]
     group_dev, scalars, est, pos, eft = st[11], st[17], st[18], st[19], st[20]
@@ -417,11 +421,6 @@ def candidates(v, g, st, feat, mask):
             min_eft_dev = p
     anchor_eft = eft[anchor[v]] if has_anchor else best_eft
     k = 100.0 / scale
-    fastest = 0.0
-    for p in range(num_dev):
-        for q in range(num_dev):
-            if q != p and bandwidth[p, q] < np.inf:
-                fastest = max(fastest, bandwidth[p, q])
     for p in range(num_dev):
         reach, work = 0.0, 0.0
         for q in range(num_dev):

@@ -105,7 +105,12 @@ def twin(
         best = min(range(num_dev), key=lambda p: (eft[p], p))
         mean_busy = sum(busy) / num_dev
         k = 100.0 / scale
-        fastest = max(bandwidth[p][q] for p in range(num_dev) for q in range(num_dev) if p != q)
+        fastest = max(
+            bandwidth[p][q]
+            for p in range(num_dev)
+            for q in range(num_dev)
+            if p != q and bandwidth[p][q] < math.inf
+        )
         feats = []
         for p in range(num_dev):
             others = [q for q in range(num_dev) if q != p]
