@@ -53,8 +53,6 @@ BOUND = 8.0
 """Each weight is searched in ``[-BOUND, BOUND]``."""
 SPREAD = 4.0
 """The search starts at the anchor's rule with weight ``SPREAD``, step size ``SPREAD / 2``."""
-POPULATION = NUM_FEATURES
-"""Rules a generation."""
 
 
 class Case:
@@ -77,17 +75,22 @@ class Case:
 
 
 def search_rule(
-    score: Callable[[np.ndarray], np.ndarray], calls: int, seed: int
+    score: Callable[[np.ndarray], np.ndarray],
+    calls: int,
+    seed: int,
+    num_features: int = NUM_FEATURES,
+    anchor: int = ANCHOR_FEATURE,
 ) -> tuple[np.ndarray, float]:
     """The weights of highest ``score`` (mean log speed-up of a batch of rules) that CMA-ES finds
-    in ``calls`` evaluations, starting from the anchor's rule; returns them and their score."""
-    x0 = np.zeros(NUM_FEATURES)
-    x0[ANCHOR_FEATURE] = SPREAD
+    in ``calls`` evaluations, starting from the anchor's rule (``num_features`` weights, the
+    anchor's at ``anchor``; one rule a generation per weight); returns them and their score."""
+    x0 = np.zeros(num_features)
+    x0[anchor] = SPREAD
     best_x, best = x0, float(score(x0[None])[0])
-    options = {"popsize": POPULATION, "seed": seed + 1, "verbose": -9, "bounds": [-BOUND, BOUND]}
+    options = {"popsize": num_features, "seed": seed + 1, "verbose": -9, "bounds": [-BOUND, BOUND]}
     es = cma.CMAEvolutionStrategy(x0, SPREAD / 2, options)
     used = 1
-    while used + POPULATION <= calls:
+    while used + num_features <= calls:
         xs = np.asarray(es.ask())
         values = score(xs)
         used += len(xs)

@@ -1,0 +1,443 @@
+"""The event-driven step-wise placement decoder: the policy's state *is* the simulator's partial
+execution.
+
+The list-scheduling decoder (:mod:`graphopt.decoders.stepwise`) decides ops in HEFT's order
+against its own schedule model (insertion into idle gaps, heft-lc's link queues), which runs the
+same placement 0.68-1.59x as long as the simulator does (``bench/bench_stepwise_fidelity.py``).
+This decoder runs the simulator's own rules (:mod:`graphopt.sim`, rules 3-7 under the default
+model: per-device sends, direct routes, one transfer at a time per link in ``(queue time,
+producer)`` order, each device running its ready op of lowest topological index) and decides
+each op's device at the latest instant that changes nothing the simulator would have done: when
+the first of its inputs' producers finishes (sources: at time 0), before that producer's sends
+are queued. So every time in the state is the simulator's, and the decoded placement's makespan
+*is* its simulated step time (no fusion; memory is not modelled: an over-full device is the
+simulator's to report). Ops decided at one instant are decided producer by producer (devices in
+index order), each producer's consumers in index order.
+
+Per decision, per allowed device ``d``, the features (:data:`FEATURES`; times relative to the
+best device's, in percent of the critical path ``R`` (the graph's largest upward rank), through
+``log(1 + x)``):
+
+==============  ==================================================================================
+``anchor``      1 if ``d`` is the reference placement's device (the best heuristic's), else 0
+``eft``         estimated finish: ``max(arrival, backlog) + time(v, d)``
+``arrival``     estimated arrival of ``v``'s inputs on ``d``: finished producers' data sent now
+                (behind the link's current transfer), unfinished ones at their running end or
+                ``now`` plus their time, plus the send where they are elsewhere (or undecided)
+``backlog``     when ``d`` can start ``v``: the end of its running op plus its queued ready work
+``pending``     work decided onto ``d`` that has not started yet (ready or not)
+``load``        all work decided onto ``d`` so far
+``bytes``       input bytes that must cross to ``d`` (from producers decided elsewhere), over the
+                largest such figure among the devices
+``speed``       ``time(v, d)`` relative to the fastest device's
+==============  ==================================================================================
+
+A linear rule ``theta . feat`` (the device of highest score; ties: the lowest device) or a given
+placement decides. The plain-Python twin is the simulator itself: the test checks that a given
+placement's makespan is its simulated step time.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from numba import njit
+
+from graphopt.baselines.heft import list_inputs
+from graphopt.constraints import constraints
+from graphopt.graph import CompGraph
+from graphopt.hardware import Cluster
+from graphopt.sim.links import transfer_time
+from graphopt.typing import FloatArray, IntArray
+
+FEATURES = ("anchor", "eft", "arrival", "backlog", "pending", "load", "bytes", "speed")
+NUM_EVENT_FEATURES = len(FEATURES)
+ANCHOR = 0
+"""Index of ``anchor`` in :data:`FEATURES`."""
+
+
+@dataclass(frozen=True)
+class EventGraph:
+    """A graph on a cluster as the event-driven decoder reads it (:func:`event_graph`)."""
+
+    graph: CompGraph
+    cluster: Cluster
+    arrays: tuple
+    anchor: IntArray
+
+
+def event_graph(graph: CompGraph, cluster: Cluster, anchor: IntArray | None = None) -> EventGraph:
+    """The :class:`EventGraph` of ``graph`` on ``cluster`` with reference placement ``anchor``.
+
+    Raises:
+        ValueError: a cluster whose link or dispatch model is not the default (``contention:
+            none``, ``route: via-host``, ``send: per-consumer``, ``dispatch: fcfs``), enforced
+            colocation, or an anchor of the wrong shape.
+    """
+    n, num_dev = graph.num_ops, cluster.num_devices
+    model = cluster.model
+    other = [
+        option
+        for option, set_ in (
+            ("contention: none", not model.queued),
+            ("route: via-host", model.routed),
+            ("send: per-consumer", model.per_consumer),
+            ("dispatch: fcfs", model.fcfs),
+        )
+        if set_
+    ]
+    rules = constraints(graph, cluster)
+    if rules.group is not None and (rules.group >= 0).any():
+        other.append("colocation: enforce")
+    if other:
+        raise ValueError(
+            f"the event-driven decoder runs the simulator's default model and cannot run "
+            f"{', '.join(other)} of cluster {cluster.name!r}; use graphopt optimize"
+        )
+    prologue = list_inputs(graph, cluster)
+    succ_ptr, succ_dst, pred_ptr, pred_src, pred_bytes = prologue.csr
+    latency, bandwidth = prologue.links
+    succ_bytes = np.ascontiguousarray(graph.edge_bytes, dtype=np.float64)  # edge ids = positions
+    allowed = (
+        np.ones((n, num_dev), dtype=np.bool_)
+        if rules.allowed is None
+        else np.ascontiguousarray(rules.allowed, dtype=np.bool_)
+    )
+    anchor_arr = (
+        np.zeros(n, dtype=np.int64)
+        if anchor is None
+        else np.ascontiguousarray(anchor, dtype=np.int64).reshape(-1)
+    )
+    if anchor_arr.shape != (n,) or (n and (anchor_arr.min() < 0 or anchor_arr.max() >= num_dev)):
+        raise ValueError(f"anchor must be {n} device indices in [0, {num_dev})")
+    scale = float(prologue.rank.max()) if n else 1.0
+    arrays = (
+        np.ascontiguousarray(prologue.comp, dtype=np.float64),
+        succ_ptr,
+        succ_dst,
+        succ_bytes,
+        pred_ptr,
+        pred_src,
+        np.ascontiguousarray(pred_bytes, dtype=np.float64),
+        np.ascontiguousarray(latency, dtype=np.float64),
+        np.ascontiguousarray(bandwidth, dtype=np.float64),
+        allowed,
+        anchor_arr,
+        scale if scale > 0 else 1.0,
+    )
+    return EventGraph(graph, cluster, arrays, anchor_arr)
+
+
+MODE_GIVEN, MODE_RULE = 0, 1
+
+
+@njit(cache=True)
+def _heap_push(heap, size, d, v):
+    i = size[d]
+    size[d] += 1
+    while i > 0:
+        parent = (i - 1) // 2
+        if heap[d, parent] <= v:
+            break
+        heap[d, i] = heap[d, parent]
+        i = parent
+    heap[d, i] = v
+
+
+@njit(cache=True)
+def _heap_pop(heap, size, d):
+    top = heap[d, 0]
+    size[d] -= 1
+    m = size[d]
+    last = heap[d, m]
+    i = 0
+    while True:
+        c = 2 * i + 1
+        if c >= m:
+            break
+        if c + 1 < m and heap[d, c + 1] < heap[d, c]:
+            c += 1
+        if last <= heap[d, c]:
+            break
+        heap[d, i] = heap[d, c]
+        i = c
+    heap[d, i] = last
+    return top
+
+
+@njit(cache=True)
+def _features(v, g, now, placement, finish, run_end, queued, pending, load, res_end, feat, mask):
+    """The features of deciding ``v`` at ``now`` (module docstring) into ``feat`` ``(D, F)``,
+    the allowed devices into ``mask``."""
+    comp, pred_ptr, pred_src, pred_bytes = g[0], g[4], g[5], g[6]
+    latency, bandwidth, allowed, anchor, scale = g[7], g[8], g[9], g[10], g[11]
+    num_dev = comp.shape[1]
+    fastest = np.inf
+    for d in range(num_dev):
+        fastest = min(fastest, comp[v, d])
+    most_bytes = 0.0
+    for d in range(num_dev):
+        mask[d] = allowed[v, d]
+        arrival = now
+        moved = 0.0
+        for e in range(pred_ptr[v], pred_ptr[v + 1]):
+            u = pred_src[e]
+            nbytes = pred_bytes[e]
+            p = placement[u]
+            if finish[u] >= 0.0:
+                ready_at = finish[u]
+            elif p >= 0 and run_end[u] >= 0.0:
+                ready_at = run_end[u]
+            elif p >= 0:
+                ready_at = now + comp[u, p]
+            else:
+                ready_at = now + fastest
+            if p != d:
+                src = p if p >= 0 else (d + 1) % num_dev
+                if src != d:
+                    link_busy = res_end[num_dev + src * num_dev + d]
+                    ready_at = max(ready_at, link_busy) + transfer_time(
+                        latency, bandwidth, src, d, nbytes
+                    )
+                moved += nbytes
+            arrival = max(arrival, ready_at)
+        backlog = max(now, res_end[d]) + queued[d]
+        feat[d, 0] = 1.0 if anchor[v] == d else 0.0
+        feat[d, 1] = max(arrival, backlog) + comp[v, d]
+        feat[d, 2] = arrival
+        feat[d, 3] = backlog
+        feat[d, 4] = pending[d]
+        feat[d, 5] = load[d]
+        feat[d, 6] = moved
+        feat[d, 7] = comp[v, d]
+        most_bytes = max(most_bytes, moved)
+    for f in range(1, 8):
+        low = np.inf
+        for d in range(num_dev):
+            if mask[d]:
+                low = min(low, feat[d, f])
+        for d in range(num_dev):
+            if f == 6:
+                feat[d, f] = feat[d, f] / most_bytes if most_bytes > 0 else 0.0
+            else:  # percent of the critical path, through log(1 + x)
+                feat[d, f] = np.log1p(100.0 * (feat[d, f] - low) / scale)
+
+
+@njit(cache=True)
+def _decide(v, g, mode, given, theta, now, state, feat, mask, ops, feats, masks, step):
+    """Pick ``v``'s device (``mode``) and book it as decided; returns the device."""
+    placement, finish, run_end, queued, pending, load, res_end = state
+    num_dev = g[0].shape[1]
+    _features(v, g, now, placement, finish, run_end, queued, pending, load, res_end, feat, mask)
+    if mode == MODE_GIVEN:
+        p = given[v]
+    else:
+        p = -1
+        best = -np.inf
+        for d in range(num_dev):
+            if mask[d]:
+                score = 0.0
+                for f in range(feat.shape[1]):
+                    score += theta[f] * feat[d, f]
+                if score > best:
+                    best, p = score, d
+    if feats.shape[0] > 0:
+        ops[step] = v
+        for d in range(num_dev):
+            masks[step, d] = mask[d]
+            for f in range(feat.shape[1]):
+                feats[step, d, f] = feat[d, f]
+    placement[v] = p
+    pending[p] += g[0][v, p]
+    load[p] += g[0][v, p]
+    return p
+
+
+@njit(cache=True)
+def run_events(g, mode, given, theta, ops, feats, masks):
+    """One episode (module docstring): ``mode`` :data:`MODE_GIVEN` (devices of ``given``) or
+    :data:`MODE_RULE` (the linear rule ``theta``). When ``feats`` has rows, decision ``k``'s op,
+    features and mask are written to ``ops[k]``, ``feats[k]``, ``masks[k]``.
+
+    Returns ``(placement, makespan)``."""
+    comp, succ_ptr, succ_dst, succ_bytes, pred_ptr = g[0], g[1], g[2], g[3], g[4]
+    latency, bandwidth = g[7], g[8]
+    n, num_dev = comp.shape
+    num_r = num_dev + num_dev * num_dev  # devices, then links s * D + t
+    placement = np.full(n, -1, dtype=np.int64)
+    finish = np.full(n, -1.0)
+    run_end = np.full(n, -1.0)
+    queued = np.zeros(num_dev)
+    pending = np.zeros(num_dev)
+    load = np.zeros(num_dev)
+    res_end = np.zeros(num_r)  # end of the running job (the last one, when idle)
+    busy = np.zeros(num_r, dtype=np.bool_)
+    job = np.zeros(num_r, dtype=np.int64)
+    state = (placement, finish, run_end, queued, pending, load, res_end)
+    need = np.zeros(n, dtype=np.int64)
+    for v in range(n):
+        need[v] = pred_ptr[v + 1] - pred_ptr[v]
+    heap = np.empty((num_dev, max(n, 1)), dtype=np.int64)
+    size = np.zeros(num_dev, dtype=np.int64)
+    # link queues: FIFO per link, ordered by (queue time, producer); entries (producer, dest)
+    q_op = np.empty((num_r, max(n, 1)), dtype=np.int64)
+    q_time = np.empty((num_r, max(n, 1)))
+    q_head = np.zeros(num_r, dtype=np.int64)
+    q_tail = np.zeros(num_r, dtype=np.int64)
+    feat = np.zeros((num_dev, NUM_EVENT_FEATURES))
+    mask = np.zeros(num_dev, dtype=np.bool_)
+    dev_bytes = np.zeros(num_dev)
+    step = 0
+    for v in range(n):  # sources: decided at time 0, ready at once
+        if need[v] == 0:
+            p = _decide(v, g, mode, given, theta, 0.0, state, feat, mask, ops, feats, masks, step)
+            step += 1
+            _heap_push(heap, size, p, v)
+            queued[p] += comp[v, p]
+    now = 0.0
+    makespan = 0.0
+    while True:
+        # dispatch: every idle resource with work starts its next job at `now`
+        for r in range(num_r):
+            if busy[r]:
+                continue
+            if r < num_dev:
+                if size[r] == 0:
+                    continue
+                v = _heap_pop(heap, size, r)
+                queued[r] -= comp[v, r]
+                pending[r] -= comp[v, r]
+                job[r] = v
+                res_end[r] = now + comp[v, r]
+                run_end[v] = res_end[r]
+                busy[r] = True
+            else:
+                if q_head[r] == q_tail[r]:
+                    continue
+                i = q_head[r]
+                q_head[r] += 1
+                u = q_op[r, i]
+                s = (r - num_dev) // num_dev
+                t = (r - num_dev) % num_dev
+                nbytes = 0.0
+                for e in range(succ_ptr[u], succ_ptr[u + 1]):
+                    if placement[succ_dst[e]] == t and succ_bytes[e] > nbytes:
+                        nbytes = succ_bytes[e]
+                job[r] = u
+                res_end[r] = now + transfer_time(latency, bandwidth, s, t, nbytes)
+                busy[r] = True
+        nxt = np.inf
+        for r in range(num_r):
+            if busy[r] and res_end[r] < nxt:
+                nxt = res_end[r]
+        if nxt == np.inf:
+            break
+        now = nxt
+        # complete every job ending at `now` before the next dispatch
+        for r in range(num_r):
+            if not busy[r] or res_end[r] != now:
+                continue
+            busy[r] = False
+            u = job[r]
+            if r < num_dev:
+                d = r
+                finish[u] = now
+                makespan = max(makespan, now)
+                for e in range(succ_ptr[u], succ_ptr[u + 1]):  # decide the undecided consumers
+                    w = succ_dst[e]
+                    if placement[w] < 0:
+                        _decide(
+                            w, g, mode, given, theta, now, state, feat, mask, ops, feats, masks,
+                            step,
+                        )  # fmt: skip
+                        step += 1
+                for t in range(num_dev):
+                    dev_bytes[t] = -1.0
+                for e in range(succ_ptr[u], succ_ptr[u + 1]):
+                    w = succ_dst[e]
+                    t = placement[w]
+                    if t == d:
+                        need[w] -= 1
+                        if need[w] == 0:
+                            _heap_push(heap, size, t, w)
+                            queued[t] += comp[w, t]
+                    else:
+                        dev_bytes[t] = 0.0
+                for t in range(num_dev):  # one send per remote device, queued (time, producer)
+                    if dev_bytes[t] < 0.0:
+                        continue
+                    lr = num_dev + d * num_dev + t
+                    i = q_tail[lr]
+                    q_tail[lr] += 1
+                    while i > q_head[lr] and q_time[lr, i - 1] == now and q_op[lr, i - 1] > u:
+                        q_op[lr, i] = q_op[lr, i - 1]
+                        q_time[lr, i] = q_time[lr, i - 1]
+                        i -= 1
+                    q_op[lr, i] = u
+                    q_time[lr, i] = now
+            else:
+                t = (r - num_dev) % num_dev
+                for e in range(succ_ptr[u], succ_ptr[u + 1]):
+                    w = succ_dst[e]
+                    if placement[w] == t:
+                        need[w] -= 1
+                        if need[w] == 0:
+                            _heap_push(heap, size, t, w)
+                            queued[t] += comp[w, t]
+    return placement, makespan
+
+
+@dataclass(frozen=True)
+class EventEpisode:
+    """One decoded episode: decision ``k`` placed ``ops[k]`` seeing ``feats[k]`` ``(D, F)``
+    with ``masks[k]``; ``makespan`` is the simulated step time of ``placement`` (no fusion)."""
+
+    ops: IntArray
+    feats: np.ndarray
+    masks: np.ndarray
+    placement: IntArray
+    makespan: float
+
+
+def decode_events(
+    eg: EventGraph,
+    *,
+    theta: FloatArray | None = None,
+    given: IntArray | None = None,
+    record: bool = False,
+) -> EventEpisode:
+    """Run one episode of the event-driven decoder: the linear rule ``theta``
+    (:data:`NUM_EVENT_FEATURES` weights) or the devices of ``given``; ``record`` keeps every
+    decision's features.
+
+    Raises:
+        ValueError: neither or both of ``theta`` and ``given``, or either of the wrong shape.
+    """
+    n, num_dev = eg.graph.num_ops, eg.cluster.num_devices
+    if (theta is None) == (given is None):
+        raise ValueError("decode_events needs exactly one of theta (a rule) and given")
+    theta_arr = np.zeros(NUM_EVENT_FEATURES)
+    given_arr = np.zeros(0, dtype=np.int64)
+    if theta is not None:
+        theta_arr = np.asarray(theta, dtype=np.float64).reshape(-1)
+        if theta_arr.shape != (NUM_EVENT_FEATURES,):
+            raise ValueError(f"theta has {theta_arr.size} weights; expected {NUM_EVENT_FEATURES}")
+    else:
+        given_arr = np.ascontiguousarray(given, dtype=np.int64).reshape(-1)
+        if given_arr.shape != (n,) or (n and (given_arr.min() < 0 or given_arr.max() >= num_dev)):
+            raise ValueError(f"given must be {n} device indices in [0, {num_dev})")
+    rows = n if record else 0
+    ops = np.zeros(rows, dtype=np.int64)
+    feats = np.zeros((rows, num_dev, NUM_EVENT_FEATURES))
+    masks = np.zeros((rows, num_dev), dtype=np.bool_)
+    placement, makespan = run_events(
+        eg.arrays,
+        MODE_RULE if theta is not None else MODE_GIVEN,
+        given_arr,
+        theta_arr,
+        ops,
+        feats,
+        masks,
+    )
+    return EventEpisode(ops, feats, masks, placement, float(makespan))
