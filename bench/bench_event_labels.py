@@ -21,6 +21,7 @@ geometric means.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 import time
 from pathlib import Path
@@ -28,7 +29,8 @@ from pathlib import Path
 import numpy as np
 from scipy.optimize import minimize
 
-from graphopt.decoders.event_step import ANCHOR, NUM_EVENT_FEATURES, decode_events
+from graphopt.decoders.event_step import ANCHOR, EventHead, decode_events
+from graphopt.sim.simulator import PreparedGraph
 from graphopt.train.step_run import resolve_clusters, resolve_run_graphs
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -38,36 +40,43 @@ from bench_stepwise_scorer import geomean  # noqa: E402
 L2 = 0.01
 
 
-def labels(case: EventCase, theta: np.ndarray, count: int, margin: float, rng) -> tuple:
-    """``(feats (K, D, F), masks (K, D), label (K,))`` at ``count`` decisions of ``theta``'s
-    decode on ``case``, and the decode's speed-up."""
-    episode = decode_events(case.eg, theta=theta, record=True)
-    n = case.graph.num_ops
-    choice = np.flatnonzero(episode.masks.sum(axis=1) >= 2)
-    steps = np.sort(rng.choice(choice, min(count, len(choice)), replace=False))
-    num_dev = episode.masks.shape[1]
+def flip_labels(
+    case: EventCase, placement: np.ndarray, vs: np.ndarray, masks: np.ndarray, margin: float
+) -> tuple[np.ndarray, float]:
+    """For each op of ``vs``, the allowed device (``masks`` ``(K, D)``) of the fastest placement
+    that moves that op alone, when it beats ``placement`` by more than ``margin``, else the op's
+    own device; and ``placement``'s step time."""
     rows, where = [], []
-    for k in steps:
-        v = episode.ops[k]
-        for d in np.flatnonzero(episode.masks[k]):
-            if d != episode.placement[v]:
-                p = episode.placement.copy()
+    for i, v in enumerate(vs):
+        for d in np.flatnonzero(masks[i]):
+            if d != placement[v]:
+                p = placement.copy()
                 p[v] = d
                 rows.append(p)
-                where.append((k, d))
-    result = case.prepared.evaluate_batch(np.stack([episode.placement, *rows]))
+                where.append((i, d))
+    result = case.prepared.evaluate_batch(np.stack([placement, *rows]))
     times = np.where(result.valid, np.asarray(result.step_time), np.inf)
-    best = np.full((len(steps), num_dev), np.inf)
-    index = {k: i for i, k in enumerate(steps)}
-    for (k, d), t in zip(where, times[1:], strict=True):
-        best[index[k], d] = t
-    own = episode.placement[episode.ops[steps]]
-    label = own.copy()
-    for i in range(len(steps)):
+    best = np.full(masks.shape, np.inf)
+    for (i, d), t in zip(where, times[1:], strict=True):
+        best[i, d] = t
+    label = placement[vs].copy()
+    for i in range(len(vs)):
         d = int(best[i].argmin())
         if best[i, d] < times[0] * (1 - margin):
             label[i] = d
-    return episode.feats[steps], episode.masks[steps], label, case.ref_time / times[0], n
+    return label, float(times[0])
+
+
+def labels(case: EventCase, head: EventHead, count: int, margin: float, rng) -> tuple:
+    """``(feats (K, D, F), masks (K, D), label (K,))`` at ``count`` decisions of ``head``'s
+    decode on ``case``, the decode's speed-up, and its own devices there ``(K,)``."""
+    episode = decode_events(case.eg, head, record=True)
+    choice = np.flatnonzero(episode.masks.sum(axis=1) >= 2)
+    steps = np.sort(rng.choice(choice, min(count, len(choice)), replace=False))
+    vs = episode.ops[steps]
+    label, step_time = flip_labels(case, episode.placement, vs, episode.masks[steps], margin)
+    own = episode.placement[vs]
+    return episode.feats[steps], episode.masks[steps], label, case.ref_time / step_time, own
 
 
 def rollout(case: EventCase) -> tuple[float, int]:
@@ -94,6 +103,27 @@ def rollout(case: EventCase) -> tuple[float, int]:
     return case.ref_time / best_time, calls
 
 
+def perturbed_agreement(case: EventCase, cluster, spread: float, count: int, rng) -> tuple:
+    """One-flip labels of the anchor's placement for ``count`` ops on ``case``'s cluster and on a
+    copy whose every link bandwidth is scaled by ``1 + spread * N(0, 1)`` (the same ops, the same
+    placement): the ops labelled away from the anchor on the original, how many of them the copy
+    labels with the same device, and how many ops the copy labels away."""
+    bandwidth = cluster.bandwidth * (1 + spread * rng.standard_normal(cluster.bandwidth.shape))
+    twin = dataclasses.replace(cluster, name=f"{cluster.name}-perturbed", bandwidth=bandwidth)
+    other = EventCase.__new__(EventCase)
+    other.graph, other.ref_time = case.graph, case.ref_time
+    other.prepared = PreparedGraph(case.graph, twin)
+    episode = decode_events(case.eg, theta=rule(anchor=1.0), record=True)
+    choice = np.flatnonzero(episode.masks.sum(axis=1) >= 2)
+    steps = np.sort(rng.choice(choice, min(count, len(choice)), replace=False))
+    vs, masks = episode.ops[steps], episode.masks[steps]
+    lab, _ = flip_labels(case, episode.placement, vs, masks, 1e-3)
+    lab2, _ = flip_labels(other, episode.placement, vs, masks, 1e-3)
+    own = episode.placement[vs]
+    away = lab != own
+    return away.sum(), (lab2[away] == lab[away]).sum(), (lab2 != own).sum()
+
+
 def fit(
     feats: np.ndarray, masks: np.ndarray, label: np.ndarray, theta0: np.ndarray, weight: np.ndarray
 ) -> np.ndarray:
@@ -117,6 +147,50 @@ def fit(
     return minimize(loss, theta0, jac=True, method="L-BFGS-B").x
 
 
+def fit_mlp(
+    feats: np.ndarray,
+    masks: np.ndarray,
+    label: np.ndarray,
+    head: EventHead,
+    weight: np.ndarray,
+    hidden: int,
+    epochs: int,
+    seed: int,
+) -> EventHead:
+    """The same loss for the head with a hidden layer of ``hidden`` units (Adam, full batch),
+    from ``head`` (its linear part; a fresh hidden layer if it has none)."""
+    import torch
+
+    torch.set_num_threads(2)
+    gen = torch.Generator().manual_seed(seed)
+    x = torch.as_tensor(feats, dtype=torch.float32)
+    m = torch.as_tensor(masks)
+    y = torch.as_tensor(label)
+    wt = torch.as_tensor(weight / weight.mean(), dtype=torch.float32)
+    theta = torch.tensor(head.theta, dtype=torch.float32, requires_grad=True)
+    if head.b1.shape[0] == hidden:
+        w_feat = torch.tensor(head.w_feat, dtype=torch.float32, requires_grad=True)
+        b1 = torch.tensor(head.b1, dtype=torch.float32, requires_grad=True)
+        w2 = torch.tensor(head.w2, dtype=torch.float32, requires_grad=True)
+    else:
+        f = feats.shape[-1]
+        w_feat = (torch.randn(f, hidden, generator=gen) / f**0.5).requires_grad_()
+        b1 = torch.zeros(hidden, requires_grad=True)
+        w2 = (torch.randn(hidden, generator=gen) * 0.01).requires_grad_()
+    params = [theta, w_feat, b1, w2]
+    opt = torch.optim.Adam(params, lr=3e-3)
+    for _ in range(epochs):
+        score = x @ theta + torch.relu(x @ w_feat + b1) @ w2
+        score = score.masked_fill(~m, -1e9)
+        nll = torch.nn.functional.cross_entropy(score, y, reduction="none")
+        loss = (wt * nll).mean() + L2 * sum((p * p).sum() for p in params)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    out = [p.detach().double().numpy() for p in params]
+    return EventHead(*out)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--train", default="suite:train-gen-small")
@@ -134,6 +208,14 @@ def main() -> None:
         help="labels away from the anchor weighted to this share of the anchor's (0: unweighted)",
     )
     ap.add_argument(
+        "--perturb",
+        type=float,
+        default=0.0,
+        help="instead: label agreement with a copy of the cluster, bandwidths scaled by 1 + P N(0,1)",
+    )
+    ap.add_argument("--hidden", type=int, default=0, help="hidden units of the head (0: linear)")
+    ap.add_argument("--epochs", type=int, default=300, help="Adam steps a round (--hidden)")
+    ap.add_argument(
         "--ceiling",
         action="store_true",
         help="instead: the labels followed exactly on each graph of --graphs (no learning)",
@@ -150,6 +232,19 @@ def main() -> None:
         if g.num_ops <= args.max_ops and g.fingerprint not in seen
     ]
     rng = np.random.default_rng(args.seed)
+    if args.perturb:
+        print("| graph | away from the anchor | same device on the copy | away on the copy |")
+        print("| --- | ---: | ---: | ---: |")
+        sums = np.zeros(3)
+        for case in tests:
+            counts = np.array(perturbed_agreement(case, cluster, args.perturb, args.ops, rng))
+            sums += counts
+            print(f"| {case.graph.name} | {counts[0]} | {counts[1]} | {counts[2]} |", flush=True)
+        print(
+            f"| all | {sums[0]:.0f} | {sums[1]:.0f} ({sums[1] / max(sums[0], 1):.0%}) | "
+            f"{sums[2]:.0f} |"
+        )
+        return
     if args.ceiling:
         print("| graph | ops | labels followed exactly | simulator calls | s |")
         print("| --- | ---: | ---: | ---: | ---: |")
@@ -170,17 +265,17 @@ def main() -> None:
         "| round | labels | away from the anchor | train: the round's rule | fitted rule agrees | zero-shot: the round's rule | above / below 0.99x | s |"
     )
     print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
-    theta = rule(anchor=4.0)
+    head = EventHead.linear(rule(anchor=4.0))
     pool_f, pool_m, pool_l = [], [], []
     for r in range(args.rounds + 1):
         began = time.perf_counter()
-        zero = np.concatenate([c.speedups(theta[None]) for c in tests])
+        zero = np.array([c.speedup_of(head) for c in tests])
         if r == args.rounds:
-            print(f"final rule {np.round(theta, 3).tolist()}: zero-shot {geomean(zero):.4f}x")
+            print(f"final rule's zero-shot: {geomean(zero):.4f}x")
             break
         speed = []
         for case in train:
-            f, m, lab, s, _ = labels(case, theta, args.ops, args.margin, rng)
+            f, m, lab, s, _ = labels(case, head, args.ops, args.margin, rng)
             pool_f.append(f)
             pool_m.append(m)
             pool_l.append(lab)
@@ -188,19 +283,23 @@ def main() -> None:
         feats, masks, label = np.concatenate(pool_f), np.concatenate(pool_m), np.concatenate(pool_l)
         anchor_dev = feats[..., ANCHOR].argmax(axis=1)
         away = label != anchor_dev
-        weight = np.where(
-            away & (args.balance > 0), args.balance * (~away).sum() / max(away.sum(), 1), 1.0
-        )
-        theta = fit(feats, masks, label, theta, weight)
-        score = np.where(masks, feats @ theta, -np.inf)
+        weight = np.ones(len(label))
+        if args.balance > 0:
+            weight = np.where(away, args.balance * (~away).sum() / max(away.sum(), 1), 1.0)
+        if args.hidden:
+            head = fit_mlp(feats, masks, label, head, weight, args.hidden, args.epochs, args.seed)
+        else:
+            head = EventHead.linear(fit(feats, masks, label, head.theta, weight))
+        th, wf, b1, w2 = head.arrays()
+        score = np.where(masks, feats @ th + np.maximum(feats @ wf + b1, 0) @ w2, -np.inf)
         agree = (score.argmax(axis=1) == label).mean()
+        agree_away = (score.argmax(axis=1) == label)[away].mean() if away.any() else 0.0
         print(
-            f"| {r} | {len(label):,} | {(label != anchor_dev).mean():.1%} | {geomean(speed):.4f}x | "
-            f"{agree:.1%} | {geomean(zero):.4f}x | {(zero > 1.001).sum()} / "
-            f"{(zero < 0.99).sum()} | {time.perf_counter() - began:.0f} |",
+            f"| {r} | {len(label):,} | {away.mean():.1%} | {geomean(speed):.4f}x | "
+            f"{agree:.1%} ({agree_away:.1%} of those away) | {geomean(zero):.4f}x | "
+            f"{(zero > 1.001).sum()} / {(zero < 0.99).sum()} | {time.perf_counter() - began:.0f} |",
             flush=True,
         )
-    assert theta.shape == (NUM_EVENT_FEATURES,)
 
 
 if __name__ == "__main__":

@@ -35,6 +35,7 @@ from graphopt.decoders.event_step import (
     FEATURES,
     NUM_EVENT_FEATURES,
     EventGraph,
+    EventHead,
     decode_events,
     event_graph,
 )
@@ -59,6 +60,12 @@ class EventCase:
         placements = np.stack([decode_events(self.eg, theta=t).placement for t in thetas])
         result = self.prepared.evaluate_batch(placements)
         return np.where(result.valid, self.ref_time / np.asarray(result.step_time), 0.0)
+
+    def speedup_of(self, head: EventHead) -> float:
+        """Speed-up of ``head``'s decode (0 where the simulator finds it invalid)."""
+        placement = decode_events(self.eg, head).placement
+        result = self.prepared.evaluate_batch(placement[None])
+        return float(self.ref_time / result.step_time[0]) if result.valid[0] else 0.0
 
 
 def rule(**weights: float) -> np.ndarray:

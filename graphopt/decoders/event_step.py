@@ -30,9 +30,12 @@ best device's, in percent of the critical path ``R`` (the graph's largest upward
 ``bytes``       input bytes that must cross to ``d`` (from producers decided elsewhere), over the
                 largest such figure among the devices
 ``speed``       ``time(v, d)`` relative to the fastest device's
+``affinity``    ``v``'s output bytes to consumers on ``d`` (decided there, or undecided with the
+                anchor's device ``d``), over the largest such figure among the devices
 ==============  ==================================================================================
 
-A linear rule ``theta . feat`` (the device of highest score; ties: the lowest device) or a given
+A head (:class:`EventHead`: a linear rule ``theta . feat`` plus an optional hidden layer,
+``w2 . relu(W feat + b1)``; the device of highest score, ties: the lowest device) or a given
 placement decides. The plain-Python twin is the simulator itself: the test checks that a given
 placement's makespan is its simulated step time.
 """
@@ -51,7 +54,7 @@ from graphopt.hardware import Cluster
 from graphopt.sim.links import transfer_time
 from graphopt.typing import FloatArray, IntArray
 
-FEATURES = ("anchor", "eft", "arrival", "backlog", "pending", "load", "bytes", "speed")
+FEATURES = ("anchor", "eft", "arrival", "backlog", "pending", "load", "bytes", "speed", "affinity")
 NUM_EVENT_FEATURES = len(FEATURES)
 ANCHOR = 0
 """Index of ``anchor`` in :data:`FEATURES`."""
@@ -170,13 +173,15 @@ def _heap_pop(heap, size, d):
 def _features(v, g, now, placement, finish, run_end, queued, pending, load, res_end, feat, mask):
     """The features of deciding ``v`` at ``now`` (module docstring) into ``feat`` ``(D, F)``,
     the allowed devices into ``mask``."""
-    comp, pred_ptr, pred_src, pred_bytes = g[0], g[4], g[5], g[6]
+    comp, succ_ptr, succ_dst, succ_bytes = g[0], g[1], g[2], g[3]
+    pred_ptr, pred_src, pred_bytes = g[4], g[5], g[6]
     latency, bandwidth, allowed, anchor, scale = g[7], g[8], g[9], g[10], g[11]
     num_dev = comp.shape[1]
     fastest = np.inf
     for d in range(num_dev):
         fastest = min(fastest, comp[v, d])
     most_bytes = 0.0
+    most_near = 0.0
     for d in range(num_dev):
         mask[d] = allowed[v, d]
         arrival = now
@@ -211,8 +216,15 @@ def _features(v, g, now, placement, finish, run_end, queued, pending, load, res_
         feat[d, 5] = load[d]
         feat[d, 6] = moved
         feat[d, 7] = comp[v, d]
+        near = 0.0
+        for e in range(succ_ptr[v], succ_ptr[v + 1]):
+            w = succ_dst[e]
+            if (placement[w] if placement[w] >= 0 else anchor[w]) == d:
+                near += succ_bytes[e]
+        feat[d, 8] = near
         most_bytes = max(most_bytes, moved)
-    for f in range(1, 8):
+        most_near = max(most_near, near)
+    for f in range(1, 9):
         low = np.inf
         for d in range(num_dev):
             if mask[d]:
@@ -220,13 +232,17 @@ def _features(v, g, now, placement, finish, run_end, queued, pending, load, res_
         for d in range(num_dev):
             if f == 6:
                 feat[d, f] = feat[d, f] / most_bytes if most_bytes > 0 else 0.0
+            elif f == 8:
+                feat[d, f] = feat[d, f] / most_near if most_near > 0 else 0.0
             else:  # percent of the critical path, through log(1 + x)
                 feat[d, f] = np.log1p(100.0 * (feat[d, f] - low) / scale)
 
 
 @njit(cache=True)
-def _decide(v, g, mode, given, theta, now, state, feat, mask, ops, feats, masks, step):
-    """Pick ``v``'s device (``mode``) and book it as decided; returns the device."""
+def _decide(v, g, mode, given, head, now, state, feat, mask, ops, feats, masks, step):
+    """Pick ``v``'s device (``mode``: the given one, or the head's highest score) and book it as
+    decided; returns the device."""
+    theta, w_feat, b1, w2 = head
     placement, finish, run_end, queued, pending, load, res_end = state
     num_dev = g[0].shape[1]
     _features(v, g, now, placement, finish, run_end, queued, pending, load, res_end, feat, mask)
@@ -240,6 +256,12 @@ def _decide(v, g, mode, given, theta, now, state, feat, mask, ops, feats, masks,
                 score = 0.0
                 for f in range(feat.shape[1]):
                     score += theta[f] * feat[d, f]
+                for h in range(b1.shape[0]):
+                    a = b1[h]
+                    for f in range(feat.shape[1]):
+                        a += feat[d, f] * w_feat[f, h]
+                    if a > 0.0:
+                        score += w2[h] * a
                 if score > best:
                     best, p = score, d
     if feats.shape[0] > 0:
@@ -255,9 +277,9 @@ def _decide(v, g, mode, given, theta, now, state, feat, mask, ops, feats, masks,
 
 
 @njit(cache=True)
-def run_events(g, mode, given, theta, ops, feats, masks):
+def run_events(g, mode, given, head, ops, feats, masks):
     """One episode (module docstring): ``mode`` :data:`MODE_GIVEN` (devices of ``given``) or
-    :data:`MODE_RULE` (the linear rule ``theta``). When ``feats`` has rows, decision ``k``'s op,
+    :data:`MODE_RULE` (the head: ``(theta, w_feat, b1, w2)``, :class:`EventHead`). When ``feats`` has rows, decision ``k``'s op,
     features and mask are written to ``ops[k]``, ``feats[k]``, ``masks[k]``.
 
     Returns ``(placement, makespan)``."""
@@ -291,7 +313,7 @@ def run_events(g, mode, given, theta, ops, feats, masks):
     step = 0
     for v in range(n):  # sources: decided at time 0, ready at once
         if need[v] == 0:
-            p = _decide(v, g, mode, given, theta, 0.0, state, feat, mask, ops, feats, masks, step)
+            p = _decide(v, g, mode, given, head, 0.0, state, feat, mask, ops, feats, masks, step)
             step += 1
             _heap_push(heap, size, p, v)
             queued[p] += comp[v, p]
@@ -348,7 +370,7 @@ def run_events(g, mode, given, theta, ops, feats, masks):
                     w = succ_dst[e]
                     if placement[w] < 0:
                         _decide(
-                            w, g, mode, given, theta, now, state, feat, mask, ops, feats, masks,
+                            w, g, mode, given, head, now, state, feat, mask, ops, feats, masks,
                             step,
                         )  # fmt: skip
                         step += 1
@@ -389,6 +411,52 @@ def run_events(g, mode, given, theta, ops, feats, masks):
 
 
 @dataclass(frozen=True)
+class EventHead:
+    """A device-scoring head: ``theta . feat[d] + w2 . relu(w_feat^T feat[d] + b1)`` (float64;
+    ``theta`` ``(F,)``, ``w_feat`` ``(F, H)``, ``b1`` and ``w2`` ``(H,)``; ``H = 0``: the
+    linear rule alone)."""
+
+    theta: FloatArray
+    w_feat: FloatArray
+    b1: FloatArray
+    w2: FloatArray
+
+    @staticmethod
+    def linear(theta: FloatArray) -> EventHead:
+        """The linear rule ``theta``.
+
+        Raises:
+            ValueError: ``theta`` without one weight per feature.
+        """
+        theta = np.asarray(theta, dtype=np.float64).reshape(-1)
+        if theta.shape != (NUM_EVENT_FEATURES,):
+            raise ValueError(f"theta has {theta.size} weights; expected {NUM_EVENT_FEATURES}")
+        return EventHead(theta, np.zeros((NUM_EVENT_FEATURES, 0)), np.zeros(0), np.zeros(0))
+
+    def arrays(self) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray]:
+        """The weights as :func:`run_events` reads them.
+
+        Raises:
+            ValueError: weights of inconsistent shapes.
+        """
+        theta, w_feat, b1, w2 = (
+            np.ascontiguousarray(a, dtype=np.float64)
+            for a in (self.theta, self.w_feat, self.b1, self.w2)
+        )
+        hidden = b1.shape[0] if b1.ndim == 1 else -1
+        if (
+            theta.shape != (NUM_EVENT_FEATURES,)
+            or w_feat.shape != (NUM_EVENT_FEATURES, hidden)
+            or w2.shape != (hidden,)
+        ):
+            raise ValueError(
+                f"head weights of shapes {theta.shape}, {w_feat.shape}, {b1.shape}, {w2.shape}; "
+                f"expected ({NUM_EVENT_FEATURES},), ({NUM_EVENT_FEATURES}, H), (H,), (H,)"
+            )
+        return theta, w_feat, b1, w2
+
+
+@dataclass(frozen=True)
 class EventEpisode:
     """One decoded episode: decision ``k`` placed ``ops[k]`` seeing ``feats[k]`` ``(D, F)``
     with ``masks[k]``; ``makespan`` is the simulated step time of ``placement`` (no fusion)."""
@@ -402,40 +470,40 @@ class EventEpisode:
 
 def decode_events(
     eg: EventGraph,
+    head: EventHead | None = None,
     *,
     theta: FloatArray | None = None,
     given: IntArray | None = None,
     record: bool = False,
 ) -> EventEpisode:
-    """Run one episode of the event-driven decoder: the linear rule ``theta``
-    (:data:`NUM_EVENT_FEATURES` weights) or the devices of ``given``; ``record`` keeps every
-    decision's features.
+    """Run one episode of the event-driven decoder: with ``head``, the linear rule ``theta``
+    (:data:`NUM_EVENT_FEATURES` weights: ``EventHead.linear(theta)``) or the devices of
+    ``given``; ``record`` keeps every decision's features.
 
     Raises:
-        ValueError: neither or both of ``theta`` and ``given``, or either of the wrong shape.
+        ValueError: not exactly one of ``head``, ``theta`` and ``given``, or one of the wrong
+            shape.
     """
     n, num_dev = eg.graph.num_ops, eg.cluster.num_devices
-    if (theta is None) == (given is None):
-        raise ValueError("decode_events needs exactly one of theta (a rule) and given")
-    theta_arr = np.zeros(NUM_EVENT_FEATURES)
-    given_arr = np.zeros(0, dtype=np.int64)
+    if sum(x is not None for x in (head, theta, given)) != 1:
+        raise ValueError("decode_events needs exactly one of head, theta (a rule) and given")
     if theta is not None:
-        theta_arr = np.asarray(theta, dtype=np.float64).reshape(-1)
-        if theta_arr.shape != (NUM_EVENT_FEATURES,):
-            raise ValueError(f"theta has {theta_arr.size} weights; expected {NUM_EVENT_FEATURES}")
-    else:
+        head = EventHead.linear(theta)
+    given_arr = np.zeros(0, dtype=np.int64)
+    if given is not None:
         given_arr = np.ascontiguousarray(given, dtype=np.int64).reshape(-1)
         if given_arr.shape != (n,) or (n and (given_arr.min() < 0 or given_arr.max() >= num_dev)):
             raise ValueError(f"given must be {n} device indices in [0, {num_dev})")
+    arrays = (head or EventHead.linear(np.zeros(NUM_EVENT_FEATURES))).arrays()
     rows = n if record else 0
     ops = np.zeros(rows, dtype=np.int64)
     feats = np.zeros((rows, num_dev, NUM_EVENT_FEATURES))
     masks = np.zeros((rows, num_dev), dtype=np.bool_)
     placement, makespan = run_events(
         eg.arrays,
-        MODE_RULE if theta is not None else MODE_GIVEN,
+        MODE_GIVEN if given is not None else MODE_RULE,
         given_arr,
-        theta_arr,
+        arrays,
         ops,
         feats,
         masks,

@@ -8,6 +8,7 @@ from graphopt.decoders.event_step import (
     ANCHOR,
     FEATURES,
     NUM_EVENT_FEATURES,
+    EventHead,
     decode_events,
     event_graph,
 )
@@ -85,7 +86,7 @@ def test_the_first_decisions_see_an_idle_cluster():
         event_graph(graph, cluster), given=np.zeros(graph.num_ops, np.int64), record=True
     )
     first = episode.feats[0]
-    for name in ("arrival", "backlog", "pending", "load", "bytes"):
+    for name in ("arrival", "backlog", "pending", "load", "bytes"):  # nothing placed, moved
         assert (first[:, FEATURES.index(name)] == 0).all()
 
 
@@ -94,9 +95,9 @@ def test_bad_input_is_refused_with_what_was_wrong():
     with pytest.raises(ValueError, match="route: via-host"):
         event_graph(graph, get_cluster("accel-host"))
     eg = event_graph(graph, get_cluster("v100-nvlink-4"))
-    with pytest.raises(ValueError, match="exactly one of theta"):
+    with pytest.raises(ValueError, match="exactly one of head"):
         decode_events(eg)
-    with pytest.raises(ValueError, match="exactly one of theta"):
+    with pytest.raises(ValueError, match="exactly one of head"):
         decode_events(eg, theta=np.zeros(NUM_EVENT_FEATURES), given=np.zeros(graph.num_ops))
     with pytest.raises(ValueError, match="weights"):
         decode_events(eg, theta=np.zeros(3))
@@ -104,3 +105,41 @@ def test_bad_input_is_refused_with_what_was_wrong():
         decode_events(eg, given=np.full(graph.num_ops, 9))
     with pytest.raises(ValueError, match="anchor"):
         event_graph(graph, get_cluster("v100-nvlink-4"), np.zeros(3, np.int64))
+
+
+def test_a_hidden_layer_that_passes_the_features_through_decodes_as_the_linear_rule():
+    graph, cluster = get_graph("random-sp-200-s0"), get_cluster("v100-nvlink-4")
+    eg = event_graph(graph, cluster, PLACERS["heft"](graph, cluster))
+    theta = np.linspace(-1.0, 1.0, NUM_EVENT_FEATURES)
+    eye = np.eye(NUM_EVENT_FEATURES)
+    hidden = EventHead(
+        np.zeros(NUM_EVENT_FEATURES),
+        np.concatenate([eye, -eye], axis=1),
+        np.zeros(2 * NUM_EVENT_FEATURES),
+        np.concatenate([theta, -theta]),  # relu(f) - relu(-f) = f
+    )
+    linear = decode_events(eg, theta=theta)
+    assert np.array_equal(decode_events(eg, hidden).placement, linear.placement)
+    with pytest.raises(ValueError, match="head weights"):
+        decode_events(eg, EventHead(theta, np.zeros((3, 2)), np.zeros(2), np.zeros(2)))
+
+
+def test_affinity_points_at_the_devices_of_the_consumers():
+    graph, cluster = get_graph("pipedream:resnet50"), get_cluster("v100-nvlink-4")
+    anchor = PLACERS["m-etf"](graph, cluster)
+    episode = decode_events(
+        event_graph(graph, cluster, anchor), theta=np.eye(NUM_EVENT_FEATURES)[ANCHOR], record=True
+    )
+    affinity = episode.feats[..., FEATURES.index("affinity")]
+    assert ((affinity >= 0) & (affinity <= 1)).all()
+    succ_ptr, succ_dst = graph.successors_csr
+    for k in range(0, graph.num_ops, 7):
+        v = episode.ops[k]
+        consumers = succ_dst[succ_ptr[v] : succ_ptr[v + 1]]
+        if len(consumers) == 0:
+            assert (affinity[k] == 0).all()
+            continue
+        # each consumer is decided on, or anchored to, a device whose affinity is positive
+        for w in consumers:
+            if graph.edge_bytes[succ_ptr[v] + list(consumers).index(w)] > 0:
+                assert affinity[k, anchor[w]] > 0
