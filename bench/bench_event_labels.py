@@ -272,6 +272,15 @@ def main() -> None:
         zero = np.array([c.speedup_of(head) for c in tests])
         if r == args.rounds:
             print(f"final rule's zero-shot: {geomean(zero):.4f}x")
+            for bonus in (0.25, 0.5, 1.0, 2.0):  # a margin the head must beat the anchor by
+                theta = head.theta.copy()
+                theta[ANCHOR] += bonus
+                safer = dataclasses.replace(head, theta=theta)
+                z = np.array([c.speedup_of(safer) for c in tests])
+                print(
+                    f"with the anchor's weight + {bonus}: {geomean(z):.4f}x (above the heuristic "
+                    f"on {(z > 1.001).sum()}, below 0.99x on {(z < 0.99).sum()}, min {z.min():.3f}x)"
+                )
             break
         speed = []
         for case in train:

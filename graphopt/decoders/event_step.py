@@ -34,6 +34,17 @@ best device's, in percent of the critical path ``R`` (the graph's largest upward
                 anchor's device ``d``), over the largest such figure among the devices
 ==============  ==================================================================================
 
+and three figures of the anchor's own simulated schedule (:mod:`graphopt.sim.critical`; 0
+without an anchor), the downstream context the partial schedule cannot show:
+
+==============  ==================================================================================
+``slack``       how long ``v`` could slip there without delaying the step (the same for every
+                ``d``; in percent of ``R``, through ``log(1 + x)``)
+``wait``        how long ``v`` waited there for its device once its inputs were in (same scale)
+``idle``        the share of the window from ``v``'s inputs being ready to its end there during
+                which ``d`` was idle
+==============
+
 A head (:class:`EventHead`: a linear rule ``theta . feat`` plus an optional hidden layer,
 ``w2 . relu(W feat + b1)``; the device of highest score, ties: the lowest device) or a given
 placement decides. The plain-Python twin is the simulator itself: the test checks that a given
@@ -51,10 +62,25 @@ from graphopt.baselines.heft import list_inputs
 from graphopt.constraints import constraints
 from graphopt.graph import CompGraph
 from graphopt.hardware import Cluster
+from graphopt.sim.critical import timeline_times
 from graphopt.sim.links import transfer_time
-from graphopt.typing import FloatArray, IntArray
+from graphopt.sim.simulator import PreparedGraph
+from graphopt.typing import Decision, FloatArray, IntArray
 
-FEATURES = ("anchor", "eft", "arrival", "backlog", "pending", "load", "bytes", "speed", "affinity")
+FEATURES = (
+    "anchor",
+    "eft",
+    "arrival",
+    "backlog",
+    "pending",
+    "load",
+    "bytes",
+    "speed",
+    "affinity",
+    "slack",
+    "wait",
+    "idle",
+)
 NUM_EVENT_FEATURES = len(FEATURES)
 ANCHOR = 0
 """Index of ``anchor`` in :data:`FEATURES`."""
@@ -115,6 +141,11 @@ def event_graph(graph: CompGraph, cluster: Cluster, anchor: IntArray | None = No
     if anchor_arr.shape != (n,) or (n and (anchor_arr.min() < 0 or anchor_arr.max() >= num_dev)):
         raise ValueError(f"anchor must be {n} device indices in [0, {num_dev})")
     scale = float(prologue.rank.max()) if n else 1.0
+    scale = scale if scale > 0 else 1.0
+    context = np.zeros((n, 2))
+    idle = np.zeros((n, num_dev))
+    if anchor is not None and n:
+        context, idle = anchor_context(graph, cluster, anchor_arr, scale)
     arrays = (
         np.ascontiguousarray(prologue.comp, dtype=np.float64),
         succ_ptr,
@@ -127,9 +158,46 @@ def event_graph(graph: CompGraph, cluster: Cluster, anchor: IntArray | None = No
         np.ascontiguousarray(bandwidth, dtype=np.float64),
         allowed,
         anchor_arr,
-        scale if scale > 0 else 1.0,
+        scale,
+        context,
+        idle,
     )
     return EventGraph(graph, cluster, arrays, anchor_arr)
+
+
+def anchor_context(
+    graph: CompGraph, cluster: Cluster, anchor: IntArray, scale: float
+) -> tuple[FloatArray, FloatArray]:
+    """The anchor's schedule figures (module docstring): ``(N, 2)`` slack and wait, ``(N, D)``
+    idle share."""
+    n, num_dev = graph.num_ops, cluster.num_devices
+    _, timeline = PreparedGraph(graph, cluster).evaluate_timeline(
+        Decision(placement=anchor), describe=False
+    )
+    assert timeline is not None  # no fusion: never illegal
+    times = timeline_times(graph, anchor, timeline)
+    context = np.stack(
+        [np.log1p(100.0 * times.slack / scale), np.log1p(100.0 * times.wait / scale)], axis=1
+    )
+    idle = np.ones((n, num_dev))
+    width = np.maximum(times.end - times.ready, 1e-30)
+    for d in range(num_dev):
+        on = np.flatnonzero(np.asarray(timeline.device) == d)
+        if len(on) == 0:
+            continue
+        order = on[np.argsort(timeline.start[on])]
+        starts, ends = timeline.start[order], timeline.end[order]
+        done = np.concatenate([[0.0], np.cumsum(ends - starts)])  # busy time of the first i
+
+        def busy_until(t: FloatArray, starts=starts, ends=ends, done=done) -> FloatArray:
+            i = np.searchsorted(starts, t, side="right")  # kernels started by t
+            last = np.maximum(i - 1, 0)
+            running = np.clip(t - starts[last], 0.0, ends[last] - starts[last])
+            return np.where(i > 0, done[last] + running, 0.0)
+
+        busy = busy_until(times.end) - busy_until(times.ready)
+        idle[:, d] = np.clip(1.0 - busy / width, 0.0, 1.0)
+    return context, idle
 
 
 MODE_GIVEN, MODE_RULE = 0, 1
@@ -176,6 +244,7 @@ def _features(v, g, now, placement, finish, run_end, queued, pending, load, res_
     comp, succ_ptr, succ_dst, succ_bytes = g[0], g[1], g[2], g[3]
     pred_ptr, pred_src, pred_bytes = g[4], g[5], g[6]
     latency, bandwidth, allowed, anchor, scale = g[7], g[8], g[9], g[10], g[11]
+    context, idle = g[12], g[13]
     num_dev = comp.shape[1]
     fastest = np.inf
     for d in range(num_dev):
@@ -222,9 +291,12 @@ def _features(v, g, now, placement, finish, run_end, queued, pending, load, res_
             if (placement[w] if placement[w] >= 0 else anchor[w]) == d:
                 near += succ_bytes[e]
         feat[d, 8] = near
+        feat[d, 9] = context[v, 0]
+        feat[d, 10] = context[v, 1]
+        feat[d, 11] = idle[v, d]
         most_bytes = max(most_bytes, moved)
         most_near = max(most_near, near)
-    for f in range(1, 9):
+    for f in range(1, 9):  # (9-11, the anchor's schedule figures, are scaled already)
         low = np.inf
         for d in range(num_dev):
             if mask[d]:

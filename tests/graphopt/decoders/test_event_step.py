@@ -3,6 +3,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from graphopt.baselines._costs import op_times
 from graphopt.baselines.placement import PLACERS
 from graphopt.decoders.event_step import (
     ANCHOR,
@@ -78,6 +79,17 @@ def test_the_anchor_rule_is_the_anchor_placement_and_the_features_are_normalised
         assert np.allclose(f.min(axis=1), 0.0)  # relative to the best device
     moved = feats[..., FEATURES.index("bytes")]
     assert ((moved >= 0) & (moved <= 1)).all()
+    # the anchor's own schedule: slack and wait the same for every device, some op critical
+    slack, wait = feats[..., FEATURES.index("slack")], feats[..., FEATURES.index("wait")]
+    assert (slack >= 0).all() and (wait >= 0).all()
+    assert (slack == slack[:, :1]).all() and (wait == wait[:, :1]).all()
+    assert (slack[:, 0] == 0).any()
+    idle = feats[..., FEATURES.index("idle")]
+    assert ((idle >= 0) & (idle <= 1)).all()
+    # while v runs on its anchor device, that device is busy: idle there is less than 1
+    runs = op_times(graph, cluster)[episode.ops, anchor[episode.ops]] > 0
+    assert runs.sum() > graph.num_ops // 2
+    assert (idle[np.arange(graph.num_ops), anchor[episode.ops]][runs] < 1).all()
 
 
 def test_the_first_decisions_see_an_idle_cluster():
