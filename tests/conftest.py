@@ -52,11 +52,12 @@ def _warm_simulator() -> None:
 
 
 def _warm_heuristics() -> None:
-    """The placers' numba cores and the step-wise decoder, without the simulator."""
+    """The placers' numba cores and the step-wise decoders, without the simulator."""
     import numpy as np
 
     from graphopt import warmup
     from graphopt.baselines.placement import PLACERS
+    from graphopt.decoders.event_step import decode_events, event_graph
     from graphopt.decoders.stepwise import HeadParams, decode, step_graph
     from graphopt.hardware import get_cluster
     from graphopt.workloads import get_graph
@@ -71,6 +72,7 @@ def _warm_heuristics() -> None:
         HeadParams.zeros(graph.num_ops),
         rng=np.random.default_rng(0),
     )
+    decode_events(event_graph(graph, cluster), given=np.zeros(graph.num_ops, dtype=np.int64))
 
 
 _WARM_PARTS = {"simulator": _warm_simulator, "heuristics": _warm_heuristics}
