@@ -41,7 +41,7 @@ L2 = 0.01
 
 
 def flip_labels(
-    case: EventCase, placement: np.ndarray, vs: np.ndarray, masks: np.ndarray, margin: float
+    prepared: PreparedGraph, placement: np.ndarray, vs: np.ndarray, masks: np.ndarray, margin: float
 ) -> tuple[np.ndarray, float]:
     """For each op of ``vs``, the allowed device (``masks`` ``(K, D)``) of the fastest placement
     that moves that op alone, when it beats ``placement`` by more than ``margin``, else the op's
@@ -54,7 +54,7 @@ def flip_labels(
                 p[v] = d
                 rows.append(p)
                 where.append((i, d))
-    result = case.prepared.evaluate_batch(np.stack([placement, *rows]))
+    result = prepared.evaluate_batch(np.stack([placement, *rows]))
     times = np.where(result.valid, np.asarray(result.step_time), np.inf)
     best = np.full(masks.shape, np.inf)
     for (i, d), t in zip(where, times[1:], strict=True):
@@ -74,7 +74,9 @@ def labels(case: EventCase, head: EventHead, count: int, margin: float, rng) -> 
     choice = np.flatnonzero(episode.masks.sum(axis=1) >= 2)
     steps = np.sort(rng.choice(choice, min(count, len(choice)), replace=False))
     vs = episode.ops[steps]
-    label, step_time = flip_labels(case, episode.placement, vs, episode.masks[steps], margin)
+    label, step_time = flip_labels(
+        case.prepared, episode.placement, vs, episode.masks[steps], margin
+    )
     own = episode.placement[vs]
     return episode.feats[steps], episode.masks[steps], label, case.ref_time / step_time, own
 
@@ -110,15 +112,12 @@ def perturbed_agreement(case: EventCase, cluster, spread: float, count: int, rng
     labels with the same device, and how many ops the copy labels away."""
     bandwidth = cluster.bandwidth * (1 + spread * rng.standard_normal(cluster.bandwidth.shape))
     twin = dataclasses.replace(cluster, name=f"{cluster.name}-perturbed", bandwidth=bandwidth)
-    other = EventCase.__new__(EventCase)
-    other.graph, other.ref_time = case.graph, case.ref_time
-    other.prepared = PreparedGraph(case.graph, twin)
     episode = decode_events(case.eg, theta=rule(anchor=1.0), record=True)
     choice = np.flatnonzero(episode.masks.sum(axis=1) >= 2)
     steps = np.sort(rng.choice(choice, min(count, len(choice)), replace=False))
     vs, masks = episode.ops[steps], episode.masks[steps]
-    lab, _ = flip_labels(case, episode.placement, vs, masks, 1e-3)
-    lab2, _ = flip_labels(other, episode.placement, vs, masks, 1e-3)
+    lab, _ = flip_labels(case.prepared, episode.placement, vs, masks, 1e-3)
+    lab2, _ = flip_labels(PreparedGraph(case.graph, twin), episode.placement, vs, masks, 1e-3)
     own = episode.placement[vs]
     away = lab != own
     return away.sum(), (lab2[away] == lab[away]).sum(), (lab2 != own).sum()

@@ -43,11 +43,12 @@ from graphopt.sim.simulator import PreparedGraph
 from graphopt.train.step_run import resolve_clusters, resolve_run_graphs
 
 sys.path.insert(0, str(Path(__file__).parent))
-from bench_stepwise_scorer import geomean, log_score, search_rule  # noqa: E402
+from bench_stepwise_scorer import Case, geomean, log_score, search_rule  # noqa: E402
 
 
-class EventCase:
-    """One graph on the cluster: its event graph, simulator and best heuristic."""
+class EventCase(Case):
+    """One graph on the cluster: its event graph, simulator and best heuristic; rules decoded by
+    the event-driven decoder."""
 
     def __init__(self, graph, cluster) -> None:
         placement, self.ref_time, self.ref_name = cached_best_placement(graph, cluster)
@@ -55,17 +56,13 @@ class EventCase:
         self.eg: EventGraph = event_graph(graph, cluster, placement)
         self.prepared = PreparedGraph(graph, cluster)
 
-    def speedups(self, thetas: np.ndarray) -> np.ndarray:
-        """Speed-up of each rule's decode (0 where the simulator finds it invalid)."""
-        placements = np.stack([decode_events(self.eg, theta=t).placement for t in thetas])
-        result = self.prepared.evaluate_batch(placements)
-        return np.where(result.valid, self.ref_time / np.asarray(result.step_time), 0.0)
+    def placement(self, theta: np.ndarray) -> np.ndarray:
+        """The decode of the linear rule ``theta``."""
+        return decode_events(self.eg, theta=theta).placement
 
     def speedup_of(self, head: EventHead) -> float:
         """Speed-up of ``head``'s decode (0 where the simulator finds it invalid)."""
-        placement = decode_events(self.eg, head).placement
-        result = self.prepared.evaluate_batch(placement[None])
-        return float(self.ref_time / result.step_time[0]) if result.valid[0] else 0.0
+        return float(self.priced(decode_events(self.eg, head).placement[None])[0])
 
 
 def rule(**weights: float) -> np.ndarray:

@@ -64,14 +64,18 @@ class Case:
         self.sg: StepGraph = step_graph(graph, cluster, placement)
         self.prepared = PreparedGraph(graph, cluster)
 
-    def speedups(self, thetas: np.ndarray) -> np.ndarray:
-        """Speed-up of each rule's greedy decode (0 where the simulator finds it invalid)."""
-        n = self.graph.num_ops
-        placements = np.stack(
-            [decode(self.sg, "greedy", HeadParams.linear(t, n)).placement for t in thetas]
-        )
+    def placement(self, theta: np.ndarray) -> np.ndarray:
+        """The greedy decode of the linear rule ``theta``."""
+        return decode(self.sg, "greedy", HeadParams.linear(theta, self.graph.num_ops)).placement
+
+    def priced(self, placements: np.ndarray) -> np.ndarray:
+        """Speed-up of each placement ``(B, N)`` (0 where the simulator finds it invalid)."""
         result = self.prepared.evaluate_batch(placements)
         return np.where(result.valid, self.ref_time / np.asarray(result.step_time), 0.0)
+
+    def speedups(self, thetas: np.ndarray) -> np.ndarray:
+        """Speed-up of each rule's greedy decode (0 where the simulator finds it invalid)."""
+        return self.priced(np.stack([self.placement(t) for t in thetas]))
 
 
 def search_rule(

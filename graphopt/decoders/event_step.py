@@ -63,6 +63,8 @@ from graphopt.constraints import constraints
 from graphopt.graph import CompGraph
 from graphopt.hardware import Cluster
 from graphopt.sim.critical import timeline_times
+from graphopt.sim.engine import enqueue_transfer
+from graphopt.sim.heaps import iheap_pop, iheap_push
 from graphopt.sim.links import transfer_time
 from graphopt.sim.simulator import PreparedGraph
 from graphopt.typing import Decision, FloatArray, IntArray
@@ -183,58 +185,25 @@ def anchor_context(
     width = np.maximum(times.end - times.ready, 1e-30)
     for d in range(num_dev):
         on = np.flatnonzero(np.asarray(timeline.device) == d)
-        if len(on) == 0:
-            continue
-        order = on[np.argsort(timeline.start[on])]
-        starts, ends = timeline.start[order], timeline.end[order]
-        done = np.concatenate([[0.0], np.cumsum(ends - starts)])  # busy time of the first i
-
-        def busy_until(t: FloatArray, starts=starts, ends=ends, done=done) -> FloatArray:
-            i = np.searchsorted(starts, t, side="right")  # kernels started by t
-            last = np.maximum(i - 1, 0)
-            running = np.clip(t - starts[last], 0.0, ends[last] - starts[last])
-            return np.where(i > 0, done[last] + running, 0.0)
-
-        busy = busy_until(times.end) - busy_until(times.ready)
-        idle[:, d] = np.clip(1.0 - busy / width, 0.0, 1.0)
+        if len(on):
+            order = on[np.argsort(timeline.start[on])]
+            starts, ends = timeline.start[order], timeline.end[order]
+            busy = _busy_by(starts, ends, times.end) - _busy_by(starts, ends, times.ready)
+            idle[:, d] = np.clip(1.0 - busy / width, 0.0, 1.0)
     return context, idle
 
 
+def _busy_by(starts: FloatArray, ends: FloatArray, t: FloatArray) -> FloatArray:
+    """A device's busy time up to each instant of ``t``, its kernels ``[starts, ends)`` sorted
+    and not overlapping: the kernels that started by then, the last one up to ``t``."""
+    done = np.concatenate([[0.0], np.cumsum(ends - starts)])  # busy time of the first i
+    i = np.searchsorted(starts, t, side="right")
+    last = np.maximum(i - 1, 0)
+    running = np.clip(t - starts[last], 0.0, ends[last] - starts[last])
+    return np.where(i > 0, done[last] + running, 0.0)
+
+
 MODE_GIVEN, MODE_RULE = 0, 1
-
-
-@njit(cache=True)
-def _heap_push(heap, size, d, v):
-    i = size[d]
-    size[d] += 1
-    while i > 0:
-        parent = (i - 1) // 2
-        if heap[d, parent] <= v:
-            break
-        heap[d, i] = heap[d, parent]
-        i = parent
-    heap[d, i] = v
-
-
-@njit(cache=True)
-def _heap_pop(heap, size, d):
-    top = heap[d, 0]
-    size[d] -= 1
-    m = size[d]
-    last = heap[d, m]
-    i = 0
-    while True:
-        c = 2 * i + 1
-        if c >= m:
-            break
-        if c + 1 < m and heap[d, c + 1] < heap[d, c]:
-            c += 1
-        if last <= heap[d, c]:
-            break
-        heap[d, i] = heap[d, c]
-        i = c
-    heap[d, i] = last
-    return top
 
 
 @njit(cache=True)
@@ -372,13 +341,22 @@ def run_events(g, mode, given, head, ops, feats, masks):
     need = np.zeros(n, dtype=np.int64)
     for v in range(n):
         need[v] = pred_ptr[v + 1] - pred_ptr[v]
-    heap = np.empty((num_dev, max(n, 1)), dtype=np.int64)
+    # ready ops per device: heap d in [d * n, (d + 1) * n), key the op (its topological index)
+    heap = np.empty(num_dev * max(n, 1), dtype=np.int64)
+    heap_base = np.arange(num_dev) * max(n, 1)
     size = np.zeros(num_dev, dtype=np.int64)
-    # link queues: FIFO per link, ordered by (queue time, producer); entries (producer, dest)
-    q_op = np.empty((num_r, max(n, 1)), dtype=np.int64)
-    q_time = np.empty((num_r, max(n, 1)))
-    q_head = np.zeros(num_r, dtype=np.int64)
-    q_tail = np.zeros(num_r, dtype=np.int64)
+    # link queues as the simulator keeps them (engine.enqueue_transfer), link r - D in
+    # [(r - D) * n, (r - D + 1) * n): at most one send of each producer per link
+    num_l = num_dev * num_dev
+    lq = (
+        np.empty(num_l * max(n, 1)),
+        np.empty(num_l * max(n, 1), dtype=np.int64),
+        np.empty(num_l * max(n, 1), dtype=np.int64),
+        np.empty(num_l * max(n, 1)),
+        np.empty(num_l * max(n, 1)),
+    )
+    l_head = np.arange(num_l) * max(n, 1)
+    l_tail = l_head.copy()
     feat = np.zeros((num_dev, NUM_EVENT_FEATURES))
     mask = np.zeros(num_dev, dtype=np.bool_)
     dev_bytes = np.zeros(num_dev)
@@ -387,7 +365,7 @@ def run_events(g, mode, given, head, ops, feats, masks):
         if need[v] == 0:
             p = _decide(v, g, mode, given, head, 0.0, state, feat, mask, ops, feats, masks, step)
             step += 1
-            _heap_push(heap, size, p, v)
+            iheap_push(heap, heap_base, size, p, v)
             queued[p] += comp[v, p]
     now = 0.0
     makespan = 0.0
@@ -399,7 +377,7 @@ def run_events(g, mode, given, head, ops, feats, masks):
             if r < num_dev:
                 if size[r] == 0:
                     continue
-                v = _heap_pop(heap, size, r)
+                v = iheap_pop(heap, heap_base, size, r)
                 queued[r] -= comp[v, r]
                 pending[r] -= comp[v, r]
                 job[r] = v
@@ -407,19 +385,13 @@ def run_events(g, mode, given, head, ops, feats, masks):
                 run_end[v] = res_end[r]
                 busy[r] = True
             else:
-                if q_head[r] == q_tail[r]:
+                j = r - num_dev
+                if l_head[j] == l_tail[j]:
                     continue
-                i = q_head[r]
-                q_head[r] += 1
-                u = q_op[r, i]
-                s = (r - num_dev) // num_dev
-                t = (r - num_dev) % num_dev
-                nbytes = 0.0
-                for e in range(succ_ptr[u], succ_ptr[u + 1]):
-                    if placement[succ_dst[e]] == t and succ_bytes[e] > nbytes:
-                        nbytes = succ_bytes[e]
-                job[r] = u
-                res_end[r] = now + transfer_time(latency, bandwidth, s, t, nbytes)
+                i = l_head[j]
+                l_head[j] += 1
+                job[r] = lq[1][i]  # the producer
+                res_end[r] = now + lq[3][i]
                 busy[r] = True
         nxt = np.inf
         for r in range(num_r):
@@ -454,22 +426,16 @@ def run_events(g, mode, given, head, ops, feats, masks):
                     if t == d:
                         need[w] -= 1
                         if need[w] == 0:
-                            _heap_push(heap, size, t, w)
+                            iheap_push(heap, heap_base, size, t, w)
                             queued[t] += comp[w, t]
-                    else:
-                        dev_bytes[t] = 0.0
-                for t in range(num_dev):  # one send per remote device, queued (time, producer)
-                    if dev_bytes[t] < 0.0:
-                        continue
-                    lr = num_dev + d * num_dev + t
-                    i = q_tail[lr]
-                    q_tail[lr] += 1
-                    while i > q_head[lr] and q_time[lr, i - 1] == now and q_op[lr, i - 1] > u:
-                        q_op[lr, i] = q_op[lr, i - 1]
-                        q_time[lr, i] = q_time[lr, i - 1]
-                        i -= 1
-                    q_op[lr, i] = u
-                    q_time[lr, i] = now
+                    else:  # one send per remote device, sized by its largest edge
+                        dev_bytes[t] = max(dev_bytes[t], succ_bytes[e])
+                for t in range(num_dev):
+                    if dev_bytes[t] >= 0.0:
+                        dur = transfer_time(latency, bandwidth, d, t, dev_bytes[t])
+                        enqueue_transfer(
+                            lq, l_head, l_tail, d * num_dev + t, now, u, u, dur, dev_bytes[t]
+                        )
             else:
                 t = (r - num_dev) % num_dev
                 for e in range(succ_ptr[u], succ_ptr[u + 1]):
@@ -477,7 +443,7 @@ def run_events(g, mode, given, head, ops, feats, masks):
                     if placement[w] == t:
                         need[w] -= 1
                         if need[w] == 0:
-                            _heap_push(heap, size, t, w)
+                            iheap_push(heap, heap_base, size, t, w)
                             queued[t] += comp[w, t]
     return placement, makespan
 

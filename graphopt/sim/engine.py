@@ -593,7 +593,7 @@ def _mark(dirty, in_dirty, num_dirty, r):
 
 
 @njit(cache=True, inline="always", error_model="numpy")
-def _enqueue(lq, l_head, l_tail, j, now, u, tid, dur, nbytes):
+def enqueue_transfer(lq, l_head, l_tail, j, now, u, tid, dur, nbytes):
     """Queue transfer ``tid`` (producer ``u``) on link ``j`` at ``now``. Queue order is
     ``(queue time, producer, transfer)``: a producer's transfers on one link are numbered by
     consumer (:func:`plan_routes`). Times only grow, so this is a FIFO in which entries queued
@@ -679,7 +679,7 @@ def _arrive(
             _release(slot_int, slot_float, u + 1 + t_parent[k], cur)
         for c in range(t_clo[k], t_chi[k]):  # the hops after this one
             j = t_link[c]
-            _enqueue(lq, l_head, l_tail, j, now, u, c, t_dur[c], t_bytes[c])
+            enqueue_transfer(lq, l_head, l_tail, j, now, u, c, t_dur[c], t_bytes[c])
             num_dirty = _mark(dirty, in_dirty, num_dirty, num_dev + j)
     return num_dirty
 
@@ -886,7 +886,9 @@ def _simulate(g, placement, priority, fusion, ws):
                     # through the host are not among them: they wait for their first hop)
                     for tid in range(op_rec[u, 2], op_rec[u + 1, 2]):
                         j = t_link[tid]
-                        _enqueue(lq, l_head, l_tail, j, now, u, tid, t_dur[tid], t_bytes[tid])
+                        enqueue_transfer(
+                            lq, l_head, l_tail, j, now, u, tid, t_dur[tid], t_bytes[tid]
+                        )
                         lr = num_dev + j
                         if not in_dirty[lr]:  # (written out: as a call, the loop ran slower)
                             in_dirty[lr] = True
