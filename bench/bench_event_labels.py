@@ -42,10 +42,11 @@ L2 = 0.01
 
 def flip_labels(
     prepared: PreparedGraph, placement: np.ndarray, vs: np.ndarray, masks: np.ndarray, margin: float
-) -> tuple[np.ndarray, float]:
+) -> tuple[np.ndarray, float, np.ndarray]:
     """For each op of ``vs``, the allowed device (``masks`` ``(K, D)``) of the fastest placement
     that moves that op alone, when it beats ``placement`` by more than ``margin``, else the op's
-    own device; and ``placement``'s step time."""
+    own device; ``placement``'s step time; and every move's gain ``(K, D)``, ``100 log(t / t_d)``
+    (0 on the op's own device, ``-inf`` where not allowed or invalid)."""
     rows, where = [], []
     for i, v in enumerate(vs):
         for d in np.flatnonzero(masks[i]):
@@ -60,25 +61,29 @@ def flip_labels(
     for (i, d), t in zip(where, times[1:], strict=True):
         best[i, d] = t
     label = placement[vs].copy()
+    best[np.arange(len(vs)), label] = times[0]
     for i in range(len(vs)):
         d = int(best[i].argmin())
         if best[i, d] < times[0] * (1 - margin):
             label[i] = d
-    return label, float(times[0])
+    with np.errstate(divide="ignore"):
+        gain = 100 * np.log(times[0] / best)
+    return label, float(times[0]), gain
 
 
 def labels(case: EventCase, head: EventHead, count: int, margin: float, rng) -> tuple:
     """``(feats (K, D, F), masks (K, D), label (K,))`` at ``count`` decisions of ``head``'s
-    decode on ``case``, the decode's speed-up, and its own devices there ``(K,)``."""
+    decode on ``case``, the decode's speed-up, its own devices there ``(K,)`` and the moves'
+    gains ``(K, D)`` (:func:`flip_labels`)."""
     episode = decode_events(case.eg, head, record=True)
     choice = np.flatnonzero(episode.masks.sum(axis=1) >= 2)
     steps = np.sort(rng.choice(choice, min(count, len(choice)), replace=False))
     vs = episode.ops[steps]
-    label, step_time = flip_labels(
+    label, step_time, gain = flip_labels(
         case.prepared, episode.placement, vs, episode.masks[steps], margin
     )
     own = episode.placement[vs]
-    return episode.feats[steps], episode.masks[steps], label, case.ref_time / step_time, own
+    return episode.feats[steps], episode.masks[steps], label, case.ref_time / step_time, own, gain
 
 
 def rollout(case: EventCase) -> tuple[float, int]:
@@ -116,8 +121,8 @@ def perturbed_agreement(case: EventCase, cluster, spread: float, count: int, rng
     choice = np.flatnonzero(episode.masks.sum(axis=1) >= 2)
     steps = np.sort(rng.choice(choice, min(count, len(choice)), replace=False))
     vs, masks = episode.ops[steps], episode.masks[steps]
-    lab, _ = flip_labels(case.prepared, episode.placement, vs, masks, 1e-3)
-    lab2, _ = flip_labels(PreparedGraph(case.graph, twin), episode.placement, vs, masks, 1e-3)
+    lab, _, _ = flip_labels(case.prepared, episode.placement, vs, masks, 1e-3)
+    lab2, _, _ = flip_labels(PreparedGraph(case.graph, twin), episode.placement, vs, masks, 1e-3)
     own = episode.placement[vs]
     away = lab != own
     return away.sum(), (lab2[away] == lab[away]).sum(), (lab2 != own).sum()
@@ -190,6 +195,61 @@ def fit_mlp(
     return EventHead(*out)
 
 
+def fit_gain(
+    feats: np.ndarray,
+    masks: np.ndarray,
+    own: np.ndarray,
+    gain: np.ndarray,
+    head: EventHead,
+    clip: float,
+    balance: float,
+    hidden: int,
+    epochs: int,
+    seed: int,
+) -> EventHead:
+    """The head (its hidden layer of ``hidden`` units, fresh, with its linear part) whose score
+    of each allowed device less the op's own device's predicts that move's gain (percent,
+    clipped to ``+-clip``; squared error, moves that gain weighted to ``balance`` of the rest's
+    total when ``balance > 0``; Adam, full batch): a one-step value of each move, so the greedy
+    decode leaves a device only where the move is predicted to pay."""
+    import torch
+
+    torch.set_num_threads(2)
+    gen = torch.Generator().manual_seed(seed)
+    x = torch.as_tensor(feats, dtype=torch.float32)
+    rows = torch.arange(len(own))
+    ok = np.isfinite(gain) & masks
+    ok[np.arange(len(own)), own] = False
+    target = torch.as_tensor(np.clip(np.where(ok, gain, 0.0), -clip, clip), dtype=torch.float32)
+    m = torch.as_tensor(ok)
+    good = m & (target > 0)
+    wt = torch.ones_like(target)
+    if balance > 0 and good.any():
+        wt = torch.where(good, balance * (m & ~good).sum() / good.sum(), wt)
+    wt = wt * m
+    f = feats.shape[-1]
+    theta = torch.zeros(f, requires_grad=True)
+    w_feat = (torch.randn(f, max(hidden, 1), generator=gen) / f**0.5).requires_grad_()
+    b1 = torch.zeros(max(hidden, 1), requires_grad=True)
+    w2 = (torch.randn(max(hidden, 1), generator=gen) * 0.01).requires_grad_()
+    params = [theta, w_feat, b1, w2] if hidden else [theta]
+    opt = torch.optim.Adam(params, lr=3e-3)
+    for _ in range(epochs):
+        score = x @ theta
+        if hidden:
+            score = score + torch.relu(x @ w_feat + b1) @ w2
+        diff = score - score[rows, torch.as_tensor(own)][:, None]
+        loss = (wt * (diff - target) ** 2).sum() / wt.sum() + L2 * sum(
+            (p * p).sum() for p in params
+        )
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    if not hidden:
+        return EventHead.linear(theta.detach().double().numpy())
+    return EventHead(*(p.detach().double().numpy() for p in params))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--train", default="suite:train-gen-small")
@@ -213,6 +273,13 @@ def main() -> None:
         help="instead: label agreement with a copy of the cluster, bandwidths scaled by 1 + P N(0,1)",
     )
     ap.add_argument("--hidden", type=int, default=0, help="hidden units of the head (0: linear)")
+    ap.add_argument(
+        "--regress",
+        type=float,
+        default=0.0,
+        help="instead of the labels: fit the head's score differences to the moves' gains, in "
+        "percent, clipped to +-R (0: labels)",
+    )
     ap.add_argument("--epochs", type=int, default=300, help="Adam steps a round (--hidden)")
     ap.add_argument(
         "--ceiling",
@@ -265,7 +332,7 @@ def main() -> None:
     )
     print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     head = EventHead.linear(rule(anchor=4.0))
-    pool_f, pool_m, pool_l = [], [], []
+    pool_f, pool_m, pool_l, pool_o, pool_g = [], [], [], [], []
     for r in range(args.rounds + 1):
         began = time.perf_counter()
         zero = np.array([c.speedup_of(head) for c in tests])
@@ -283,10 +350,12 @@ def main() -> None:
             break
         speed = []
         for case in train:
-            f, m, lab, s, _ = labels(case, head, args.ops, args.margin, rng)
+            f, m, lab, s, own, gain = labels(case, head, args.ops, args.margin, rng)
             pool_f.append(f)
             pool_m.append(m)
             pool_l.append(lab)
+            pool_o.append(own)
+            pool_g.append(gain)
             speed.append(s)
         feats, masks, label = np.concatenate(pool_f), np.concatenate(pool_m), np.concatenate(pool_l)
         anchor_dev = feats[..., ANCHOR].argmax(axis=1)
@@ -294,7 +363,21 @@ def main() -> None:
         weight = np.ones(len(label))
         if args.balance > 0:
             weight = np.where(away, args.balance * (~away).sum() / max(away.sum(), 1), 1.0)
-        if args.hidden:
+        if args.regress:
+            own, gain = np.concatenate(pool_o), np.concatenate(pool_g)
+            head = fit_gain(
+                feats,
+                masks,
+                own,
+                gain,
+                head,
+                args.regress,
+                args.balance,
+                args.hidden,
+                args.epochs,
+                args.seed,
+            )
+        elif args.hidden:
             head = fit_mlp(feats, masks, label, head, weight, args.hidden, args.epochs, args.seed)
         else:
             head = EventHead.linear(fit(feats, masks, label, head.theta, weight))
