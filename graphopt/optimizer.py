@@ -17,6 +17,10 @@
      best decision so far. (Measured on the eight graphs of ``bench/bench_optimize.py`` at 1 s:
      two such rounds won on 7 of 8 graphs against annealing on both clusters, the decoder
      search alone on 6 of 8; four rounds did worse than two.)
+   - placement with a learned move model (``graphopt optimize --moves MODEL.pt``,
+     :class:`graphopt.nn.move_gain.MoveGainNet`): those rounds on the first half of the budget
+     (:data:`MOVES_SHARE`), then a first-improvement search over single-op moves from the best
+     so far, in the order the model predicts they pay (:mod:`graphopt.nn.move_search`).
    - joint: the same rounds with the joint decoder search
      (:func:`graphopt.decoders.joint_search.search_joint`) in place of the placement's: the
      placement windows (a released op of a fused kernel follows the kernel, so kernels move
@@ -244,6 +248,7 @@ def optimize_graph(
     sim: Simulator | None = None,
     clock: Callable[[], float] = time.perf_counter,
     prescreen: int = 1,
+    moves: MovePhase | None = None,
 ) -> Optimized:
     """The best decision for ``task`` on ``graph`` and ``cluster`` within the budget (module
     docstring).
@@ -268,18 +273,28 @@ def optimize_graph(
         prescreen: placement only: window moves of the decoder search ranked by the analytic
             estimate per simulator call (:func:`graphopt.decoders.search.search_placements`;
             1: none). For budgets of calls, when calls are the scarce resource.
+        moves: placement only: a search over single-op moves ranked by a learned model
+            (:func:`graphopt.nn.move_search.move_phase`) that takes the last
+            :data:`MOVES_SHARE` of the budget, from the best so far, the other phases
+            compressed into the rest (module docstring).
 
     Raises:
-        InvalidArgument: a bad budget, task, graph, cluster or prescreen (naming the argument).
+        InvalidArgument: a bad budget, task, graph, cluster or prescreen (naming the argument);
+            ``moves`` for a task other than placement.
         ValueError: no heuristic gave a decision; a start that does not fit the graph.
     """
     began = clock()
     get_task(task, ONE_SHOT_TASKS)
     check_budget(seconds, calls)
     check_prescreen(prescreen, task)
+    if moves is not None and get_task(task, ONE_SHOT_TASKS).name != "placement":
+        raise InvalidArgument(
+            f"a learned move model ranks placement moves; task {task} has none (use placement)"
+        )
     graph, cluster = resolve(graph, cluster)
     sim = sim or Simulator()
     n = graph.num_ops
+    method = method_of(task) + ("+learned-moves" if moves is not None else "")
 
     # --- start: every heuristic of the chain, measured; the best (or a faster given start)
     chain, score, best = measure_chain(graph, cluster, task, sim)
@@ -327,12 +342,12 @@ def optimize_graph(
                 incumbent.measurement,
                 anchor_m.step_time,
                 anchor_name,
-                method_of(task),
+                method,
             )
         )
 
     annealing_rate = 0.0
-    for kind, lo, hi in phases(task):
+    for kind, lo, hi in phases(task, moves is not None):
         part_calls, part_seconds = None, None
         if calls is not None:
             part_calls = round(calls * hi) - used
@@ -348,7 +363,12 @@ def optimize_graph(
         def part_report(k: int, d: Decision, m: Measurement, base: int = used) -> None:
             report(base + k, d, m)
 
-        if kind == "decoder":
+        if kind == "moves":
+            assert moves is not None
+            used += moves(
+                graph, cluster, incumbent.decision, part_calls, part_seconds, part_report, clock
+            )
+        elif kind == "decoder":
             used += _decoder_search(
                 graph,
                 cluster,
@@ -384,7 +404,7 @@ def optimize_graph(
         graph=graph.name,
         cluster=cluster.name,
         task=task,
-        method=method_of(task),
+        method=method,
         decision=decision.filled(n),
         measurement=m,
         start=anchor_name,
@@ -456,6 +476,17 @@ def filled_placements(
 
 
 Report = Callable[[int, Decision, Measurement], None]
+MovePhase = Callable[
+    [CompGraph, Cluster, Decision, "int | None", "float | None", Report, Callable[[], float]],
+    int,
+]
+"""A search phase over single-op moves (:func:`graphopt.nn.move_search.move_phase`): from the
+decision given, for the calls or seconds given, reporting each improvement; returns its calls."""
+MOVES_SHARE = 0.5
+"""The share of the budget a learned move model's phase takes, last (measured on the 28
+family-test graphs of at most 1,400 ops at 256 calls: the decoder search and annealing on half,
+then the moves on the other half, 1.094x over the best heuristic against 1.076x for the search
+alone and 1.069x with the moves in a random order; ``bench/bench_move_gain.py``)."""
 """``(calls of the part so far, a decision, its measurement)``: after every call (or round)."""
 
 ROUNDS = 2
@@ -467,9 +498,10 @@ T_START, T_END = 3e-3, 1e-5
 (:func:`graphopt.baselines.search.simulated_annealing`'s defaults)."""
 
 
-def phases(task: str) -> list[tuple[str, float, float]]:
+def phases(task: str, moves: bool = False) -> list[tuple[str, float, float]]:
     """``(kind, from, to)``: the parts of the search of ``task`` and the shares of the budget
-    they end at (module docstring); kind ``decoder`` or ``annealing``."""
+    they end at (module docstring); kind ``decoder``, ``annealing`` or (``moves``: a learned
+    move model is given) ``moves``, the last :data:`MOVES_SHARE`."""
     if method_of(task) != "decoder-search+annealing":
         return [("annealing", 0.0, 1.0)]
     out = []
@@ -477,6 +509,9 @@ def phases(task: str) -> list[tuple[str, float, float]]:
         lo, hi = r / ROUNDS, (r + 1) / ROUNDS
         middle = lo + DECODER_SHARE * (hi - lo)
         out += [("decoder", lo, middle), ("annealing", middle, hi)]
+    if moves:
+        rest = 1.0 - MOVES_SHARE
+        out = [(kind, lo * rest, hi * rest) for kind, lo, hi in out] + [("moves", rest, 1.0)]
     return out
 
 

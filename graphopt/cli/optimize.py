@@ -89,6 +89,12 @@ def register(sub: Any) -> None:
         "budgets, when simulator calls are the scarce resource: about M times the wall time per "
         "call",
     )
+    p.add_argument(
+        "--moves",
+        metavar="MODEL.pt",
+        help="placement: a learned model of single-op moves (graphopt moves train); the search "
+        "spends the second half of the budget on the moves it ranks first",
+    )
     options.add_seed(p, help="seeds the search")
     p.add_argument(
         "-o",
@@ -114,6 +120,7 @@ def register(sub: Any) -> None:
         start="--start",
         gantt="--gantt",
         prescreen="--prescreen",
+        moves="--moves",
     )
     p.set_defaults(func=cmd_optimize)
 
@@ -151,6 +158,14 @@ def check_optimize(args: argparse.Namespace) -> None:
             check_run_dir(args.run)
         except ValueError as e:
             raise ValueError(f"--run {args.run}: {e}") from e
+    if args.moves:
+        if args.task != "placement":
+            raise ValueError(
+                f"--moves ranks placement moves; --task {args.task} has none (use --task placement)"
+            )
+        from graphopt.nn.move_gain import load_move_net
+
+        args.move_net, _ = load_move_net(args.moves)  # before any work; kept for cmd_optimize
     if args.start:
         from graphopt.decision_format import read_record
 
@@ -189,6 +204,9 @@ def cmd_optimize(args: argparse.Namespace) -> int:
     from graphopt.optimizer import optimize_graph, resolve
     from graphopt.rundir import is_interrupt
 
+    if args.moves:
+        from graphopt.nn.move_search import move_phase
+
     graph, cluster = resolve(args.graph, args.cluster)
     check_constraints([(graph, cluster)], args.graph)
     start, start_name = None, "start"
@@ -211,6 +229,7 @@ def cmd_optimize(args: argparse.Namespace) -> int:
                 start_name=start_name,
                 on_progress=bar.update,
                 prescreen=args.prescreen,
+                moves=move_phase(args.move_net, seed=args.seed) if args.moves else None,
             )
     except BaseException as e:  # Ctrl-C or SIGTERM, however it surfaced (numba: SystemError)
         if not is_interrupt(e):

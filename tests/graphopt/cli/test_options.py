@@ -41,6 +41,7 @@ REQUIRED = {
     "graphopt eval": ["eval", "RUN", "--graphs", "txl-tiny"],
     "graphopt stepwise train": ["stepwise", "train"],
     "graphopt stepwise eval": ["stepwise", "eval", "RUN", "--graphs", "txl-tiny"],
+    "graphopt moves train": ["moves", "train", "--graphs", "txl-tiny", "-o", "m.pt"],
     "graphopt costmodel dataset": ["costmodel", "dataset", "--graphs", "txl-tiny", "--out", "d"],
     "graphopt costmodel train": ["costmodel", "train", "--data", "d"],
     "graphopt profile": ["profile", "torch:resnet18", "-o", "g.json"],

@@ -213,6 +213,10 @@ COMMANDS: dict[str, list[str]] = {
         "--out",
         "OUT/t.json",
     ],
+    "moves train": [
+        *("moves", "train", "--graphs", "random-sp-100-s0", "--cluster", "v100-nvlink-2"),
+        *("--ops", "8", "--epochs", "3", "-o", "OUT/m.pt"),
+    ],
 }
 
 RUN_COMMANDS: dict[str, list[str]] = {

@@ -1,0 +1,137 @@
+"""A first-improvement search over single-op moves, in the order a :class:`~graphopt.nn.
+move_gain.MoveGainNet` predicts (or a random order: what the network must beat).
+
+From ``start``, each move ``(op, device)`` is simulated in turn (one simulator call each) and
+kept when the step time falls; after each kept move the remaining moves are ranked again from
+the new placement (one event-driven decode and one forward pass, no simulator call), moves
+already tried skipped. It stops when the calls (or the deadline) are spent or every move has
+been tried. The start's own step time is the caller's and not counted.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from graphopt.graph import CompGraph
+from graphopt.hardware import Cluster
+from graphopt.nn.move_gain import MoveGainNet, move_inputs, ranked_moves
+from graphopt.optimizer import MovePhase, Report
+from graphopt.sim import Simulator
+from graphopt.sim.simulator import PreparedGraph
+from graphopt.typing import Decision, IntArray
+
+
+@dataclass(frozen=True)
+class MoveSearchResult:
+    """The best placement found (``start`` when nothing beat it), its step time, the simulator
+    calls spent, the moves kept and ``history`` ``(calls,)``: the best step time after each
+    call."""
+
+    placement: IntArray
+    step_time: float
+    calls: int
+    kept: int
+    history: np.ndarray
+
+
+def move_search(
+    graph: CompGraph,
+    cluster: Cluster,
+    net: MoveGainNet | None,
+    start: IntArray,
+    calls: int,
+    *,
+    start_time: float | None = None,
+    seed: int = 0,
+    prepared: PreparedGraph | None = None,
+    deadline: float | None = None,
+    clock: Callable[[], float] = time.perf_counter,
+    on_improve: Callable[[IntArray, float, int], None] | None = None,
+) -> MoveSearchResult:
+    """Search from ``start`` for at most ``calls`` simulator calls (module docstring): moves in
+    ``net``'s order, or in a random order seeded by ``seed`` when ``net`` is None.
+    ``start_time``: ``start``'s step time when the caller has it (else one uncounted call);
+    ``deadline``: a ``clock()`` value to stop at; ``on_improve(placement,
+    step_time, calls)`` after each kept move."""
+    prepared = prepared or PreparedGraph(graph, cluster)
+    placement = np.array(start, dtype=np.int64)
+    if start_time is None:
+        start_time = float(prepared.evaluate_batch(placement[None]).step_time[0])
+    best, kept, used = float(start_time), 0, 0
+    rng = np.random.default_rng(seed)
+    history: list[float] = []
+    tried: set[tuple[int, int]] = set()
+
+    def order(p: IntArray) -> list[tuple[int, int]]:
+        inputs = move_inputs(graph, cluster, p)
+        if net is None:
+            moves = inputs.moves()
+            moves = moves[rng.permutation(len(moves))]
+        else:
+            moves, _ = ranked_moves(net, inputs)
+        return [m for m in map(tuple, moves.tolist()) if m not in tried]
+
+    queue = order(placement)
+    position = 0
+    while used < calls and position < len(queue):
+        if deadline is not None and clock() >= deadline:
+            break
+        v, d = queue[position]
+        position += 1
+        if (v, d) in tried:
+            continue
+        tried.add((v, d))
+        trial = placement.copy()
+        trial[v] = d
+        result = prepared.evaluate_batch(trial[None])
+        used += 1
+        if result.valid[0] and float(result.step_time[0]) < best:
+            best, placement, kept = float(result.step_time[0]), trial, kept + 1
+            if on_improve is not None:
+                on_improve(placement, best, used)
+            queue, position = order(placement), 0
+        history.append(best)
+    return MoveSearchResult(placement, best, used, kept, np.asarray(history))
+
+
+def move_phase(net: MoveGainNet | None, sim: Simulator | None = None, seed: int = 0) -> MovePhase:
+    """The search as a phase of :func:`graphopt.optimizer.optimize_graph` (its ``moves``):
+    from the decision's placement, for the calls (its start's pricing counted as one) or the
+    seconds given, each kept move reported with the simulator's full measurement (``sim``);
+    ``net`` None: the moves in a random order seeded by ``seed``."""
+    simulator = sim or Simulator()
+
+    def phase(
+        graph: CompGraph,
+        cluster: Cluster,
+        start: Decision,
+        calls: int | None,
+        seconds: float | None,
+        report: Report,
+        clock: Callable[[], float],
+    ) -> int:
+        assert start.placement is not None
+        began = clock()
+
+        def improved(placement: IntArray, _: float, used: int) -> None:
+            decision = Decision(placement=placement)
+            report(used + 1, decision, simulator.evaluate(graph, cluster, decision))
+
+        result = move_search(
+            graph,
+            cluster,
+            net,
+            start.placement,
+            (calls - 1) if calls is not None else 2**62,
+            seed=seed,
+            deadline=None if seconds is None else began + seconds,
+            clock=clock,
+            on_improve=improved,
+        )
+        return result.calls + 1
+
+    return phase

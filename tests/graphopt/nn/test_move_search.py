@@ -1,0 +1,72 @@
+"""The first-improvement search over single-op moves: never worse than its start, within its
+calls, and it tries the moves in the order it is given."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from graphopt.baselines.placement import PLACERS
+from graphopt.hardware import get_cluster
+from graphopt.nn.move_gain import MoveGainNet, MoveInputs
+from graphopt.nn.move_search import move_search
+from graphopt.sim.simulator import PreparedGraph
+from graphopt.train.move_gain import move_gains
+from graphopt.workloads import get_graph
+
+GRAPH, CLUSTER = "random-sp-200-s0", "v100-nvlink-4"
+
+
+class Oracle(MoveGainNet):
+    """Scores every move by its true gain (the simulator's), so the first move the search keeps
+    must be the best single move."""
+
+    def __init__(self, graph, cluster) -> None:
+        super().__init__(width=4, layers=1)
+        self.prepared = PreparedGraph(graph, cluster)
+
+    def forward(self, inputs: MoveInputs) -> torch.Tensor:
+        ops = np.flatnonzero(inputs.masks.sum(axis=1) >= 2)
+        gains = move_gains(self.prepared, inputs, ops)
+        return torch.as_tensor(np.nan_to_num(gains, nan=-1e9), dtype=torch.float32)
+
+
+@pytest.mark.parametrize("ordered", [False, True])
+def test_never_worse_than_the_start_and_within_the_calls(ordered):
+    graph, cluster = get_graph(GRAPH), get_cluster(CLUSTER)
+    start = PLACERS["heft"](graph, cluster)
+    prepared = PreparedGraph(graph, cluster)
+    start_time = float(prepared.evaluate_batch(start[None]).step_time[0])
+    net = MoveGainNet(width=8, layers=1).eval() if ordered else None
+    result = move_search(graph, cluster, net, start, 40, seed=3)
+    assert result.calls <= 40 and len(result.history) == result.calls
+    assert result.step_time <= start_time and (np.diff(result.history) <= 0).all()
+    again = float(prepared.evaluate_batch(result.placement[None]).step_time[0])
+    assert again == result.step_time  # the placement returned is the one priced
+    assert result.kept == int((np.diff([start_time, *result.history]) < 0).sum())
+
+
+def test_the_moves_are_tried_in_the_models_order():
+    graph, cluster = get_graph(GRAPH), get_cluster(CLUSTER)
+    start = PLACERS["heft"](graph, cluster)
+    prepared = PreparedGraph(graph, cluster)
+    start_time = float(prepared.evaluate_batch(start[None]).step_time[0])
+    kept = []
+    result = move_search(
+        graph,
+        cluster,
+        Oracle(graph, cluster),
+        start,
+        1,
+        start_time=start_time,
+        on_improve=lambda p, t, calls: kept.append(t),
+    )
+    # one call: the best single move of the start, found first
+    n, d = graph.num_ops, cluster.num_devices
+    rows = np.repeat(start[None], n * d, axis=0)
+    rows[np.arange(n * d), np.repeat(np.arange(n), d)] = np.tile(np.arange(d), n)
+    times = prepared.evaluate_batch(rows)
+    best = float(np.where(times.valid, times.step_time, np.inf).min())
+    assert best < start_time  # there is a move that pays on this graph
+    assert result.calls == 1 and kept == [best] and result.step_time == best
