@@ -2,12 +2,14 @@
 graphs ranks the moves of a first-improvement search on unseen ones, against the same search in a
 random order and against ``graphopt optimize``'s search at equal simulator calls.
 
-Usage: python bench/bench_move_gain.py [--train SPEC] [--graphs SPEC] [--clusters C,...]
+Usage: python bench/bench_move_gain.py [--train SPEC] [--train-clusters C,...] [--graphs SPEC]
+       [--clusters C,...]
        [--max-ops N] [--ops K] [--epochs E] [--calls C] [--seed S] [--save F | --load F]
        [--no-optimize]
 
 1. Training (``graphopt moves train``'s code, :mod:`graphopt.train.move_gain`) on ``--train``
-   (at most ``N`` ops; graphs of ``--graphs`` left out), on the first cluster; or ``--load``.
+   (at most ``N`` ops; graphs of ``--graphs`` left out), each graph on one of
+   ``--train-clusters`` in turn; or ``--load``.
 2. On ``--graphs``: the share of moves that gain among all sampled moves and among the model's
    top 10% (128 ops a graph, every other allowed device; the model never saw these graphs).
 3. On each graph of ``--graphs`` and each cluster, from the best heuristic's placement, ``C``
@@ -69,7 +71,10 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--train", default="suite:train-gen")
     ap.add_argument("--graphs", default="suite:family-test")
-    ap.add_argument("--clusters", default="v100-nvlink-4")
+    ap.add_argument("--clusters", default="v100-nvlink-4", help="evaluated on each")
+    ap.add_argument(
+        "--train-clusters", default="v100-nvlink-4", help="training graphs on each in turn"
+    )
     ap.add_argument("--max-ops", type=int, default=1400)
     ap.add_argument("--ops", type=int, default=256, help="labelled ops per training graph")
     ap.add_argument("--epochs", type=int, default=15)
@@ -94,12 +99,14 @@ def main() -> None:
             for g in resolve_run_graphs(args.train)
             if g.num_ops <= args.max_ops and g.fingerprint not in seen
         ]
-        examples = move_examples(train, clusters[0], args.ops, args.seed)
+        train_clusters = resolve_clusters(args.train_clusters)
+        examples = move_examples(train, train_clusters, args.ops, args.seed)
         labelled = time.perf_counter() - began
         net = fit_move_net(examples, args.epochs, seed=args.seed)
         moves = sum(int((~np.isnan(e.gains)).sum()) for e in examples)
+        where = ",".join(c.name for c in train_clusters)
         print(
-            f"trained on {len(train)} graphs of {args.train} ({clusters[0].name}): {moves:,} moves "
+            f"trained on {len(train)} graphs of {args.train} ({where}): {moves:,} moves "
             f"labelled in {labelled:.0f} s, fitted in {time.perf_counter() - began - labelled:.0f}"
             f" s ({args.epochs} epochs)"
         )

@@ -42,7 +42,12 @@ def register(sub: Any) -> None:
         default="suite:train-gen",
         help="training graphs (names, suite:NAME, files; comma list)",
     )
-    options.add_cluster(t, default="v100-nvlink-4", help="preset name or cluster file")
+    t.add_argument(
+        "--clusters",
+        default="v100-nvlink-4",
+        help="cluster presets or files, comma-separated: the training graphs go to each in turn "
+        "(one model for several device counts and kinds)",
+    )
     t.add_argument(
         "--max-ops",
         type=options.integer(1, 10_000_000),
@@ -74,6 +79,7 @@ def register(sub: Any) -> None:
         _check_train,
         graphs="--graphs",
         max_ops="--max-ops",
+        clusters="--clusters",
         ops="--ops",
         epochs="--epochs",
         output="-o",
@@ -83,8 +89,10 @@ def register(sub: Any) -> None:
 
 def _check_train(args: argparse.Namespace) -> None:
     from graphopt.rundir import check_output_path
+    from graphopt.train.step_run import resolve_clusters
 
     check_output_path(args.output, "-o")
+    args.resolved_clusters = resolve_clusters(args.clusters)
     if Path(args.output).suffix.lower() != ".pt":
         raise ValueError(f"-o {args.output!r}: a model file is a .pt; name it e.g. moves.pt")
 
@@ -98,7 +106,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     from graphopt.train.step_run import resolve_run_graphs
 
     torch.set_num_threads(max(1, min(torch.get_num_threads(), 2)))
-    cluster = args.cluster
+    clusters = args.resolved_clusters
     graphs = [g for g in resolve_run_graphs(args.graphs) if g.num_ops <= args.max_ops]
     if not graphs:
         raise ValueError(
@@ -107,7 +115,7 @@ def cmd_train(args: argparse.Namespace) -> int:
         )
     out = Path(args.output)
     out.parent.mkdir(parents=True, exist_ok=True)
-    trained_on = f"{args.graphs} ({len(graphs)} graphs) on {cluster.name}"
+    trained_on = f"{args.graphs} ({len(graphs)} graphs) on {','.join(c.name for c in clusters)}"
     began = time.perf_counter()
     saved = [False]
 
@@ -125,7 +133,7 @@ def cmd_train(args: argparse.Namespace) -> int:
         )
 
     try:
-        examples = move_examples(graphs, cluster, args.ops, args.seed, on_graph=labelled)
+        examples = move_examples(graphs, clusters, args.ops, args.seed, on_graph=labelled)
         fit_move_net(examples, args.epochs, seed=args.seed, on_epoch=epoch_done)
     except KeyboardInterrupt:
         kept = f"{out} holds the last complete pass" if saved[0] else "nothing was written"

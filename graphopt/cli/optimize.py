@@ -92,8 +92,9 @@ def register(sub: Any) -> None:
     p.add_argument(
         "--moves",
         metavar="MODEL.pt",
-        help="placement: a learned model of single-op moves (graphopt moves train); the search "
-        "spends the second half of the budget on the moves it ranks first",
+        help="placement: a learned model of single-op moves (a file of graphopt moves train, or "
+        "'builtin': the one shipped, trained on 450 generated graphs); the search spends the "
+        "second half of the budget on the moves it ranks first",
     )
     options.add_seed(p, help="seeds the search")
     p.add_argument(

@@ -11,11 +11,14 @@ placement at once, from :func:`move_inputs`:
   simulator's own partial execution at the instant the op is decided, and the anchor's schedule
   figures are the placement's: slack, wait for the device, idle devices);
 - per op (:data:`OP_INPUTS`): those features on its own device, their mean over its allowed
-  devices, and four figures of the graph (log compute time, log output bytes, log in- and
+  devices, and four figures of the graph (log compute time and log time to send its output
+  over a link of mean bandwidth, both in percent of the graph's critical path; log in- and
   out-degree).
 
 The network: a linear map of the op inputs (standardised by the training set's mean and spread,
-kept with the weights), ``layers`` GraphSAGE layers (``torch_geometric.nn.SAGEConv``) along the
+kept with the weights; a spread below :data:`MIN_SPREAD` counts as that, and standardised
+values are clipped to ``+-``:data:`MAX_Z`, so that an input constant in training cannot blow
+up on a graph unlike them), ``layers`` GraphSAGE layers (``torch_geometric.nn.SAGEConv``) along the
 edges and against them, ``h <- relu(h + SAGE_fwd(h) + SAGE_bwd(h))``; each device summarised by
 the mean embedding of the ops placed on it, and for each op by the mean embedding of its
 neighbours placed on it; the move ``(v, d)`` scored by an MLP of ``[h_v, s_d - s_own(v),
@@ -47,13 +50,19 @@ OP_INPUTS = (
     *(f"{f} (own device)" for f in FEATURES),
     *(f"{f} (mean over allowed devices)" for f in FEATURES),
     "log compute time",
-    "log output bytes",
+    "log output transfer time",
     "log in-degree",
     "log out-degree",
 )
 NUM_OP_INPUTS = len(OP_INPUTS)
+MIN_SPREAD = 0.05
+"""The least spread an op input is standardised by (the inputs are of order 1)."""
+MAX_Z = 6.0
+"""Standardised op inputs are clipped to ``[-MAX_Z, MAX_Z]``."""
+BUILTIN = "builtin"
+"""The name of the model shipped with graphopt (:data:`graphopt.data.MOVE_GAIN_MODEL`)."""
 CHECKPOINT_FORMAT = "graphopt-move-gain"
-CHECKPOINT_VERSION = 1
+CHECKPOINT_VERSION = 2
 
 
 @dataclass(frozen=True)
@@ -85,7 +94,10 @@ def move_inputs(graph: CompGraph, cluster: Cluster, placement: IntArray) -> Move
     feats = np.empty_like(episode.feats)
     masks = np.empty_like(episode.masks)
     feats[episode.ops], masks[episode.ops] = episode.feats, episode.masks
-    comp, succ_ptr, succ_dst, succ_bytes, scale = (eg.arrays[i] for i in (0, 1, 2, 3, 11))
+    comp, succ_ptr, succ_dst, succ_bytes = (eg.arrays[i] for i in (0, 1, 2, 3))
+    bandwidth, scale = eg.arrays[8], eg.arrays[11]
+    links = bandwidth[~np.eye(len(bandwidth), dtype=bool) & np.isfinite(bandwidth)]
+    mean_bw = float(links.mean()) if links.size else 1.0
     out_deg = np.diff(succ_ptr)
     src = np.repeat(np.arange(n), out_deg)
     out_bytes = np.zeros(n)
@@ -96,7 +108,7 @@ def move_inputs(graph: CompGraph, cluster: Cluster, placement: IntArray) -> Move
             feats[np.arange(n), placement],
             (feats * allowed).sum(axis=1) / np.maximum(allowed.sum(axis=1), 1),
             np.log1p(100 * comp.mean(axis=1, keepdims=True) / scale),
-            np.log1p(out_bytes[:, None] / 1e6),
+            np.log1p(100 * out_bytes[:, None] / mean_bw / scale),
             np.log1p(np.bincount(succ_dst, minlength=n)[:, None]),
             np.log1p(out_deg[:, None]),
         ],
@@ -127,12 +139,13 @@ class MoveGainNet(nn.Module):
     def set_scaling(self, x: np.ndarray) -> None:
         """Standardise the op inputs by the mean and spread of ``x`` ``(M, NUM_OP_INPUTS)``."""
         self.mean.copy_(torch.as_tensor(x.mean(axis=0)))
-        self.std.copy_(torch.as_tensor(x.std(axis=0) + 1e-6))
+        self.std.copy_(torch.as_tensor(np.maximum(x.std(axis=0), MIN_SPREAD)))
 
     def forward(self, inputs: MoveInputs) -> Tensor:
         """``(N, D)`` predicted gains (percent) of moving each op to each device (the op's own
         device and disallowed ones included: meaningless there)."""
         x = (torch.as_tensor(inputs.x, dtype=torch.float32) - self.mean) / self.std
+        x = x.clamp(-MAX_Z, MAX_Z)
         e = torch.as_tensor(inputs.edges)
         h = torch.relu(self.inp(x))
         for fwd, bwd in zip(self.fwd, self.bwd, strict=True):
@@ -187,13 +200,16 @@ def save_move_net(net: MoveGainNet, path: str | Path, trained_on: str) -> None:
 
 
 def load_move_net(path: str | Path) -> tuple[MoveGainNet, str]:
-    """The network :func:`save_move_net` wrote to ``path``, and what it was trained on.
+    """The network :func:`save_move_net` wrote to ``path`` (:data:`BUILTIN`: the one shipped
+    with graphopt), and what it was trained on.
 
     Raises:
         InvalidArgument: no such file, or not a move-gain model of these inputs (another
             checkpoint, a corrupt file).
     """
-    p = Path(path)
+    from graphopt.data import MOVE_GAIN_MODEL
+
+    p = MOVE_GAIN_MODEL if str(path) == BUILTIN else Path(path)
     if not p.is_file():
         raise InvalidArgument(
             f"{path}: no such move-gain model; train one with graphopt moves train"

@@ -1,7 +1,8 @@
 """Training a :class:`~graphopt.nn.move_gain.MoveGainNet`: the simulator's gains of sampled
 single-op moves of each training graph's best-heuristic placement, fitted by squared error.
 
-For each graph (its best heuristic's placement from the reference cache,
+For each graph (on one of the training clusters in turn; its best heuristic's placement there
+from the reference cache,
 :func:`graphopt.baselines.reference_cache.cached_best_placement`), ``ops`` ops with at least two
 allowed devices are drawn and every move of each to another allowed device is simulated with the
 rest of the placement unchanged (:func:`move_gains`; about ``2 ops`` calls a graph on four
@@ -65,23 +66,29 @@ def move_gains(prepared: PreparedGraph, inputs: MoveInputs, ops: np.ndarray) -> 
 
 def move_examples(
     graphs: Sequence[CompGraph],
-    cluster: Cluster,
+    clusters: Cluster | Sequence[Cluster],
     ops: int,
     seed: int,
     on_graph: Callable[[int, str], None] | None = None,
 ) -> list[MoveExample]:
-    """The labelled moves of each graph (module docstring); ``on_graph(i, name)`` after each."""
+    """The labelled moves of each graph (module docstring), graph ``i`` on cluster ``i mod
+    len(clusters)`` (so one model learns several device counts and kinds); ``on_graph(i,
+    name)`` after each."""
     if not graphs:
         raise InvalidArgument("no training graphs: give at least one graph to label moves on")
+    clusters = [clusters] if isinstance(clusters, Cluster) else list(clusters)
+    if not clusters:
+        raise InvalidArgument("no training cluster: give at least one")
     rng = np.random.default_rng(seed)
     out = []
     for i, graph in enumerate(graphs):
+        cluster = clusters[i % len(clusters)]
         placement, _, _ = cached_best_placement(graph, cluster)
         inputs = move_inputs(graph, cluster, placement)
         choice = np.flatnonzero(inputs.masks.sum(axis=1) >= 2)
         drawn = np.sort(rng.choice(choice, min(ops, len(choice)), replace=False))
         gains = move_gains(PreparedGraph(graph, cluster), inputs, drawn)
-        out.append(MoveExample(graph.name, inputs, gains))
+        out.append(MoveExample(f"{graph.name} on {cluster.name}", inputs, gains))
         if on_graph is not None:
             on_graph(i, graph.name)
     return out

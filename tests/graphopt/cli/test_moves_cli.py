@@ -18,8 +18,8 @@ def test_a_trained_model_drives_optimize(run_cli_here, tmp_path: Path):
         "train",
         "--graphs",
         GRAPHS,
-        "--cluster",
-        "v100-nvlink-2",
+        "--clusters",
+        "v100-nvlink-2,hetero-cpu-2gpu",
         "--ops",
         "16",
         "--epochs",
@@ -61,6 +61,10 @@ def test_bad_input_is_one_line_exit_2_and_writes_nothing(run_cli_here, tmp_path:
         (
             ["moves", "train", "--graphs", "suite:nope", "-o", str(tmp_path / "m.pt")],
             "unknown suite",
+        ),
+        (
+            ["moves", "train", "--clusters", "v100-nvlink-4,nope", "-o", str(tmp_path / "m.pt")],
+            "unknown cluster preset 'nope'",
         ),
         (
             ["moves", "train", "--graphs", GRAPHS, "--epochs", "0", "-o", str(tmp_path / "m.pt")],

@@ -214,7 +214,7 @@ COMMANDS: dict[str, list[str]] = {
         "OUT/t.json",
     ],
     "moves train": [
-        *("moves", "train", "--graphs", "random-sp-100-s0", "--cluster", "v100-nvlink-2"),
+        *("moves", "train", "--graphs", "random-sp-100-s0", "--clusters", "v100-nvlink-2"),
         *("--ops", "8", "--epochs", "3", "-o", "OUT/m.pt"),
     ],
 }

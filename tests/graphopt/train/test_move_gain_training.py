@@ -47,3 +47,15 @@ def test_fitting_lowers_the_error_and_reports_each_pass():
 def test_no_training_graph_is_refused():
     with pytest.raises(InvalidArgument, match="no training graphs"):
         move_examples([], get_cluster(CLUSTER), ops=8, seed=0)
+
+
+def test_training_graphs_go_to_each_cluster_in_turn():
+    clusters = [get_cluster("v100-nvlink-2"), get_cluster("hetero-cpu-2gpu")]
+    graphs = [get_graph(n) for n in ("random-sp-200-s0", "wavenet-tiny", "random-sp-100-s0")]
+    examples = move_examples(graphs, clusters, ops=4, seed=0)
+    assert [e.name.split(" on ")[1] for e in examples] == [
+        "v100-nvlink-2",
+        "hetero-cpu-2gpu",
+        "v100-nvlink-2",
+    ]
+    assert [e.inputs.masks.shape[1] for e in examples] == [2, 3, 2]
