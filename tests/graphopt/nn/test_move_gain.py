@@ -81,3 +81,12 @@ def test_files_that_are_not_a_move_gain_model_are_refused_in_one_line(tmp_path: 
         with pytest.raises(InvalidArgument, match=says) as e:
             load_move_net(tmp_path / name)
         assert "\n" not in str(e.value)
+
+
+def test_the_builtin_model_loads_and_scores():
+    net, trained_on = load_move_net("builtin")
+    assert "suite:train-gen" in trained_on
+    graph, cluster = get_graph(GRAPH), get_cluster("v100-nvlink-8")
+    inputs = move_inputs(graph, cluster, PLACERS["heft"](graph, cluster))
+    moves, predicted = ranked_moves(net, inputs)
+    assert len(moves) > 0 and np.isfinite(predicted).all()
