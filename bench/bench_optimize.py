@@ -4,7 +4,7 @@ on the graphs and clusters of issue #38's targets.
 Usage: python bench/bench_optimize.py [--graphs G] [--clusters C] [--calls 256,4096]
        [--seconds 1,10] [--sixty] [--seed 0]
        [--joint-clusters v100-nvlink-4] [--joint-seconds 10] [--joint-calls 2048]
-       [--large gnmt-8] [--large-seconds 10,60]
+       [--large gnmt-8] [--large-seconds 10,60] [--moves MODEL]
 
 Per cluster and graph, the speed-up over the graph's best heuristic of
 
@@ -14,6 +14,9 @@ Per cluster and graph, the speed-up over the graph's best heuristic of
 - ``optimize@Ss`` (``seconds=S``: the whole call, the heuristics included) and ``annealing@Ss``:
   annealing at the calls its largest call-budget run made per second times ``S``, its heuristics
   not included (as ``graphopt baselines --curve`` measures), both in this one process.
+
+With ``--moves MODEL`` (``builtin`` or a file of ``graphopt moves train``), also ``moves@B``:
+``optimize`` with the learned move model (``graphopt optimize --moves``) at each budget ``B``.
 
 Then per column the geometric mean and, for each optimize column, on how many graphs it is at
 least annealing's at the same budget, and the targets of issue #38 that the columns decide:
@@ -60,6 +63,7 @@ from graphopt.baselines.scheduling import SCHEDULERS
 from graphopt.baselines.search import simulated_annealing
 from graphopt.baselines.staged import best_heuristic
 from graphopt.hardware import get_cluster
+from graphopt.nn.move_search import move_phase
 from graphopt.optimizer import NUM_PRIORITIES, optimize_graph
 from graphopt.sim import Simulator
 from graphopt.typing import Decision
@@ -80,8 +84,16 @@ def speedup(reference: float, m) -> float:  # noqa: ANN001
     return reference / m.step_time if m.valid and m.step_time > 0 else 0.0
 
 
-def measure(graph, cluster, calls: list[int], seconds: list[float], seed: int) -> dict[str, float]:  # noqa: ANN001
-    """Every column's speed-up on one graph."""
+def measure(  # noqa: ANN201
+    graph,  # noqa: ANN001
+    cluster,  # noqa: ANN001
+    calls: list[int],
+    seconds: list[float],
+    seed: int,
+    moves=None,  # noqa: ANN001
+):
+    """Every column's speed-up on one graph (``moves``: a move-gain model, and the columns of
+    ``optimize --moves`` too)."""
     sim = Simulator()
     start, heuristic, _ = best_heuristic(graph, cluster, "placement", sim)
     ref = heuristic.step_time
@@ -94,6 +106,10 @@ def measure(graph, cluster, calls: list[int], seconds: list[float], seed: int) -
         cells[f"annealing@{k}"] = speedup(ref, sa.measurement)
         found = optimize_graph(graph, cluster, calls=k, seed=seed, sim=sim)
         cells[f"optimize@{k}"] = speedup(ref, found.measurement)
+        if moves is not None:
+            phase = move_phase(moves, sim, seed)
+            found = optimize_graph(graph, cluster, calls=k, seed=seed, sim=sim, moves=phase)
+            cells[f"moves@{k}"] = speedup(ref, found.measurement)
     for s in seconds:
         sa = simulated_annealing(
             graph, cluster, "placement", max(1, int(rate * s)), seed, start=start
@@ -101,6 +117,10 @@ def measure(graph, cluster, calls: list[int], seconds: list[float], seed: int) -
         cells[f"annealing@{s:g}s"] = speedup(ref, sa.measurement)
         found = optimize_graph(graph, cluster, seconds=s, seed=seed, sim=sim)
         cells[f"optimize@{s:g}s"] = speedup(ref, found.measurement)
+        if moves is not None:
+            phase = move_phase(moves, sim, seed)
+            found = optimize_graph(graph, cluster, seconds=s, seed=seed, sim=sim, moves=phase)
+            cells[f"moves@{s:g}s"] = speedup(ref, found.measurement)
     return cells
 
 
@@ -264,13 +284,27 @@ def main() -> None:
     parser.add_argument("--joint-calls", type=int, default=2048)
     parser.add_argument("--large", default="gnmt-8", help="the large graph ('' to skip)")
     parser.add_argument("--large-seconds", default="10,60", help="its wall-time budgets")
+    parser.add_argument(
+        "--moves",
+        default="",
+        help="a move-gain model ('builtin' or a file): adds the columns moves@B, optimize --moves",
+    )
     args = parser.parse_args()
+    moves = None
+    if args.moves:
+        import torch
+
+        from graphopt.nn.move_gain import load_move_net
+
+        torch.set_num_threads(2)
+        moves, _ = load_move_net(args.moves)
     calls = sorted(int(c) for c in args.calls.split(",") if c)
     seconds = [float(s) for s in args.seconds.split(",") if s] + ([60.0] if args.sixty else [])
     graphs = resolve_graphs(args.graphs)
     optimize_graph(graphs[0], get_cluster("v100-nvlink-2"), calls=4)  # compiled code loaded
     budgets = [f"@{k}" for k in calls] + [f"@{s:g}s" for s in seconds]
-    columns = [f"{m}{b}" for b in budgets for m in ("annealing", "optimize")]
+    methods = ("annealing", "optimize", "moves") if moves is not None else ("annealing", "optimize")
+    columns = [f"{m}{b}" for b in budgets for m in methods]
     began = time.perf_counter()
     for cluster_name in [c for c in args.clusters.split(",") if c]:
         cluster = get_cluster(cluster_name)
@@ -279,7 +313,7 @@ def main() -> None:
         print("| --- | " + " | ".join("---:" for _ in columns) + " |")
         table: dict[str, list[float]] = {c: [] for c in columns}
         for graph in graphs:
-            cells = measure(graph, cluster, calls, seconds, args.seed)
+            cells = measure(graph, cluster, calls, seconds, args.seed, moves)
             for c in columns:
                 table[c].append(cells[c])
             name = graph.name.removesuffix(" (training)")
@@ -295,6 +329,9 @@ def main() -> None:
             ahead = sum(x >= y for x, y in zip(mine, theirs, strict=True))
             strictly = sum(x > y for x, y in zip(mine, theirs, strict=True))
             won += ["", f"{ahead} of {len(mine)} ({strictly} ahead)"]
+            if moves is not None:
+                mv = table[f"moves{b}"]
+                won.append(f"{sum(x >= y for x, y in zip(mv, mine, strict=True))} >= optimize")
         print("| optimize >= annealing on | " + " | ".join(won) + " |")
         print()
         for s in seconds:

@@ -20,7 +20,8 @@
    - placement with a learned move model (``graphopt optimize --moves MODEL.pt``,
      :class:`graphopt.nn.move_gain.MoveGainNet`): those rounds on the first half of the budget
      (:data:`MOVES_SHARE`), then a first-improvement search over single-op moves from the best
-     so far, in the order the model predicts they pay (:mod:`graphopt.nn.move_search`).
+     so far, in the order the model predicts they pay (:mod:`graphopt.nn.move_search`), and
+     annealing for any budget it leaves (it stops at a local optimum of single moves).
    - joint: the same rounds with the joint decoder search
      (:func:`graphopt.decoders.joint_search.search_joint`) in place of the placement's: the
      placement windows (a released op of a fused kernel follows the kernel, so kernels move
@@ -502,7 +503,8 @@ T_START, T_END = 3e-3, 1e-5
 def phases(task: str, moves: bool = False) -> list[tuple[str, float, float]]:
     """``(kind, from, to)``: the parts of the search of ``task`` and the shares of the budget
     they end at (module docstring); kind ``decoder``, ``annealing`` or (``moves``: a learned
-    move model is given) ``moves``, the last :data:`MOVES_SHARE`."""
+    move model is given) ``moves``, the last :data:`MOVES_SHARE`, then annealing for whatever
+    budget the moves leave when they stop at a local optimum."""
     if method_of(task) != "decoder-search+annealing":
         return [("annealing", 0.0, 1.0)]
     out = []
@@ -510,9 +512,10 @@ def phases(task: str, moves: bool = False) -> list[tuple[str, float, float]]:
         lo, hi = r / ROUNDS, (r + 1) / ROUNDS
         middle = lo + DECODER_SHARE * (hi - lo)
         out += [("decoder", lo, middle), ("annealing", middle, hi)]
-    if moves:
+    if moves:  # annealing takes what the moves leave (a local optimum of single moves ends them)
         rest = 1.0 - MOVES_SHARE
-        out = [(kind, lo * rest, hi * rest) for kind, lo, hi in out] + [("moves", rest, 1.0)]
+        out = [(kind, lo * rest, hi * rest) for kind, lo, hi in out]
+        out += [("moves", rest, 1.0), ("annealing", 1.0, 1.0)]
     return out
 
 

@@ -4,8 +4,11 @@ move_gain.MoveGainNet` predicts (or a random order: what the network must beat).
 From ``start``, each move ``(op, device)`` is simulated in turn (one simulator call each) and
 kept when the step time falls; after each kept move the remaining moves are ranked again from
 the new placement (one event-driven decode and one forward pass, no simulator call), moves
-already tried skipped. It stops when the calls (or the deadline) are spent or every move has
-been tried. The start's own step time is the caller's and not counted.
+already tried skipped. When every move has been tried, a new pass starts from the current
+placement with all moves untried if the last pass kept any (moves that failed before may pay
+after the kept ones); a pass that keeps none ends the search (every single move tried at that
+placement: a local optimum), as do the calls or the deadline. The start's own step time is the
+caller's and not counted.
 """
 
 from __future__ import annotations
@@ -76,10 +79,16 @@ def move_search(
         return [m for m in map(tuple, moves.tolist()) if m not in tried]
 
     queue = order(placement)
-    position = 0
-    while used < calls and position < len(queue):
+    position, kept_in_pass = 0, 0
+    while used < calls:
         if deadline is not None and clock() >= deadline:
             break
+        if position >= len(queue):  # every move tried (each where it was when tried)
+            if not kept_in_pass:
+                break  # none kept since the last full pass: a local optimum of single moves
+            tried.clear()  # moves that failed before the kept ones may pay now
+            queue, position, kept_in_pass = order(placement), 0, 0
+            continue
         v, d = queue[position]
         position += 1
         if (v, d) in tried:
@@ -91,6 +100,7 @@ def move_search(
         used += 1
         if result.valid[0] and float(result.step_time[0]) < best:
             best, placement, kept = float(result.step_time[0]), trial, kept + 1
+            kept_in_pass += 1
             if on_improve is not None:
                 on_improve(placement, best, used)
             queue, position = order(placement), 0

@@ -70,3 +70,38 @@ def test_the_moves_are_tried_in_the_models_order():
     best = float(np.where(times.valid, times.step_time, np.inf).min())
     assert best < start_time  # there is a move that pays on this graph
     assert result.calls == 1 and kept == [best] and result.step_time == best
+
+
+def test_with_calls_to_spare_it_stops_at_a_local_optimum_of_single_moves():
+    graph, cluster = get_graph("random-sp-100-s0"), get_cluster("v100-nvlink-2")
+    start = PLACERS["heft"](graph, cluster)
+    result = move_search(graph, cluster, None, start, 10**6, seed=0)
+    assert result.calls < 10**6 and result.kept > 0
+    prepared = PreparedGraph(graph, cluster)
+    n, d = graph.num_ops, cluster.num_devices
+    rows = np.repeat(result.placement[None], n * d, axis=0)
+    rows[np.arange(n * d), np.repeat(np.arange(n), d)] = np.tile(np.arange(d), n)
+    times = prepared.evaluate_batch(rows)
+    assert np.where(times.valid, times.step_time, np.inf).min() >= result.step_time
+
+
+def test_as_optimizes_last_phase_it_spends_the_calls_and_the_result_replays():
+    from graphopt.errors import InvalidArgument
+    from graphopt.nn.move_search import move_phase
+    from graphopt.optimizer import optimize_graph, phases
+    from graphopt.sim import Simulator
+    from graphopt.typing import Decision
+
+    assert phases("placement", moves=True)[-2:] == [("moves", 0.5, 1.0), ("annealing", 1.0, 1.0)]
+    graph, cluster = get_graph("wavenet-tiny"), get_cluster(CLUSTER)
+    reports = []
+    result = optimize_graph(
+        graph, cluster, calls=64, seed=1, moves=move_phase(None, seed=0), on_progress=reports.append
+    )
+    assert result.method == "decoder-search+annealing+learned-moves" and result.calls == 64
+    assert [r.calls for r in reports][-1] <= 64
+    assert result.measurement.step_time <= result.heuristic_measurement.step_time
+    replay = Simulator().evaluate(graph, cluster, Decision(placement=result.decision.placement))
+    assert replay.step_time == result.measurement.step_time
+    with pytest.raises(InvalidArgument, match="task joint"):
+        optimize_graph(graph, cluster, task="joint", calls=8, moves=move_phase(None))
