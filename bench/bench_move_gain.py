@@ -88,6 +88,7 @@ def main() -> None:
     ap.add_argument("--load", default="", help="a model (--save, graphopt moves train) instead")
     ap.add_argument("--no-optimize", action="store_true", help="the first two columns only")
     ap.add_argument("--precision-only", action="store_true", help="part 2 only")
+    ap.add_argument("--loss", default="mse", help="mse (clipped gains) or bce (gains or not)")
     args = ap.parse_args()
     torch.set_num_threads(2)
     clusters = resolve_clusters(args.clusters)
@@ -107,7 +108,7 @@ def main() -> None:
         train_clusters = resolve_clusters(args.train_clusters)
         examples = move_examples(train, train_clusters, args.ops, args.seed)
         labelled = time.perf_counter() - began
-        net = fit_move_net(examples, args.epochs, seed=args.seed)
+        net = fit_move_net(examples, args.epochs, seed=args.seed, loss=args.loss)
         moves = sum(int((~np.isnan(e.gains)).sum()) for e in examples)
         where = ",".join(c.name for c in train_clusters)
         print(

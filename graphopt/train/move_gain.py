@@ -29,6 +29,7 @@ from graphopt.hardware import Cluster
 from graphopt.nn.move_gain import MoveGainNet, MoveInputs, move_inputs
 from graphopt.sim.simulator import PreparedGraph
 
+LOSSES = ("mse", "bce")
 CLIP = 2.0
 """Gains are clipped to ``+-CLIP`` percent before the squared error."""
 
@@ -102,10 +103,18 @@ def fit_move_net(
     layers: int = 3,
     lr: float = 1e-3,
     seed: int = 0,
+    loss: str = "mse",
     on_epoch: Callable[[int, float, MoveGainNet], None] | None = None,
 ) -> MoveGainNet:
     """A network fitted to ``examples`` (module docstring); ``on_epoch(epoch, mean loss,
-    net)`` after each pass (the caller may save it: an interrupted training keeps the last)."""
+    net)`` after each pass (the caller may save it: an interrupted training keeps the last).
+    ``loss``: ``mse`` (the clipped gains) or ``bce`` (whether a move gains, as a logit).
+
+    Raises:
+        InvalidArgument: an unknown ``loss``.
+    """
+    if loss not in LOSSES:
+        raise InvalidArgument(f"unknown loss {loss!r}; choose one of: {', '.join(LOSSES)}")
     torch.manual_seed(seed)
     net = MoveGainNet(width, layers)
     net.set_scaling(np.concatenate([e.inputs.x for e in examples]))
@@ -124,11 +133,17 @@ def fit_move_net(
             known = ~torch.isnan(y)
             if not known.any():
                 continue
-            loss = ((net(examples[i].inputs)[known] - y[known]) ** 2).mean()
+            guess = net(examples[i].inputs)[known]
+            if loss == "bce":
+                err = torch.nn.functional.binary_cross_entropy_with_logits(
+                    guess, (y[known] > 0).float()
+                )
+            else:
+                err = ((guess - y[known]) ** 2).mean()
             opt.zero_grad()
-            loss.backward()
+            err.backward()
             opt.step()
-            total += float(loss.detach())
+            total += float(err.detach())
         if on_epoch is not None:
             net.eval()
             on_epoch(epoch, total / len(examples), net)

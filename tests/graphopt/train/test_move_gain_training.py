@@ -33,15 +33,24 @@ def test_labels_are_the_simulators_gains_of_single_moves():
         assert example.gains[v, d] == pytest.approx(100 * np.log(t / t_moved))
 
 
-def test_fitting_lowers_the_error_and_reports_each_pass():
+@pytest.mark.parametrize("loss", ["mse", "bce"])
+def test_fitting_lowers_the_error_and_reports_each_pass(loss):
     cluster = get_cluster(CLUSTER)
     graphs = [get_graph(n) for n in ("random-sp-200-s0", "wavenet-tiny")]
     examples = move_examples(graphs, cluster, ops=40, seed=1)
     losses = []
     fit_move_net(
-        examples, 6, width=16, layers=1, lr=3e-3, on_epoch=lambda e, loss, net: losses.append(loss)
+        examples,
+        6,
+        width=16,
+        layers=1,
+        lr=3e-3,
+        loss=loss,
+        on_epoch=lambda e, err, net: losses.append(err),
     )
     assert len(losses) == 6 and losses[-1] < losses[0]
+    with pytest.raises(InvalidArgument, match="unknown loss 'hinge'"):
+        fit_move_net(examples, 1, loss="hinge")
 
 
 def test_no_training_graph_is_refused():
