@@ -88,7 +88,7 @@ def main() -> None:
     ap.add_argument("--load", default="", help="a model (--save, graphopt moves train) instead")
     ap.add_argument("--no-optimize", action="store_true", help="the first two columns only")
     ap.add_argument("--precision-only", action="store_true", help="part 2 only")
-    ap.add_argument("--loss", default="mse", help="mse (clipped gains) or bce (gains or not)")
+    ap.add_argument("--loss", default="bce", help="bce (gains or not) or mse (clipped gains)")
     args = ap.parse_args()
     torch.set_num_threads(2)
     clusters = resolve_clusters(args.clusters)

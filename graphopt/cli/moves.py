@@ -33,9 +33,9 @@ def register(sub: Any) -> None:
         help="label moves with the simulator and fit the model",
         description="For each graph of --graphs (at most --max-ops ops), --ops of its ops are "
         "drawn and every move of each to another allowed device is simulated; the network is "
-        "fitted to those gains for --epochs passes (graphopt/train/move_gain.py). The model is "
-        "written after every pass (whole or not at all): Ctrl-C keeps the last pass's and exits "
-        "with 130.",
+        "fitted to which of them gain (--loss) for --epochs passes "
+        "(graphopt/train/move_gain.py). The model is written after every pass (whole or not "
+        "at all): Ctrl-C keeps the last pass's and exits with 130.",
     )
     t.add_argument(
         "--graphs",
@@ -65,6 +65,13 @@ def register(sub: Any) -> None:
         type=options.integer(1, MAX_EPOCHS),
         default=15,
         help="passes over the training graphs",
+    )
+    t.add_argument(
+        "--loss",
+        default="bce",
+        choices=("bce", "mse"),
+        help="bce: whether each move gains (ranks the moves that pay first best: "
+        "docs/results/moves.md); mse: the gains themselves, clipped to +-2%%",
     )
     options.add_seed(t, help="seeds the ops drawn, the initial weights and the order")
     t.add_argument(
@@ -134,7 +141,7 @@ def cmd_train(args: argparse.Namespace) -> int:
 
     try:
         examples = move_examples(graphs, clusters, args.ops, args.seed, on_graph=labelled)
-        fit_move_net(examples, args.epochs, seed=args.seed, on_epoch=epoch_done)
+        fit_move_net(examples, args.epochs, seed=args.seed, loss=args.loss, on_epoch=epoch_done)
     except KeyboardInterrupt:
         kept = f"{out} holds the last complete pass" if saved[0] else "nothing was written"
         print(f"graphopt: interrupted; {kept}", file=sys.stderr)
