@@ -486,7 +486,7 @@ decision given, for the calls or seconds given, reporting each improvement; retu
 MOVES_SHARE = 0.5
 """The share of the budget a learned move model's phase takes, last (measured on the 28
 family-test graphs of at most 1,400 ops at 256 calls: the decoder search and annealing on half,
-then the moves on the other half, 1.094x over the best heuristic against 1.076x for the search
+then the moves on the other half, 1.104x over the best heuristic against 1.076x for the search
 alone and 1.073x with the moves in a random order; ``bench/bench_move_gain.py --load
 builtin``)."""
 """``(calls of the part so far, a decision, its measurement)``: after every call (or round)."""
