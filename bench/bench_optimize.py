@@ -107,7 +107,7 @@ def measure(  # noqa: ANN201
         found = optimize_graph(graph, cluster, calls=k, seed=seed, sim=sim)
         cells[f"optimize@{k}"] = speedup(ref, found.measurement)
         if moves is not None:
-            phase = move_phase(moves, sim, seed)
+            phase = move_phase(moves, seed)
             found = optimize_graph(graph, cluster, calls=k, seed=seed, sim=sim, moves=phase)
             cells[f"moves@{k}"] = speedup(ref, found.measurement)
     for s in seconds:
@@ -118,7 +118,7 @@ def measure(  # noqa: ANN201
         found = optimize_graph(graph, cluster, seconds=s, seed=seed, sim=sim)
         cells[f"optimize@{s:g}s"] = speedup(ref, found.measurement)
         if moves is not None:
-            phase = move_phase(moves, sim, seed)
+            phase = move_phase(moves, seed)
             found = optimize_graph(graph, cluster, seconds=s, seed=seed, sim=sim, moves=phase)
             cells[f"moves@{s:g}s"] = speedup(ref, found.measurement)
     return cells

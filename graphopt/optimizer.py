@@ -367,7 +367,14 @@ def optimize_graph(
         if kind == "moves":
             assert moves is not None
             used += moves(
-                graph, cluster, incumbent.decision, part_calls, part_seconds, part_report, clock
+                graph,
+                cluster,
+                incumbent.decision,
+                part_calls,
+                part_seconds,
+                part_report,
+                clock,
+                sim,
             )
         elif kind == "decoder":
             used += _decoder_search(
@@ -477,19 +484,29 @@ def filled_placements(
 
 
 Report = Callable[[int, Decision, Measurement], None]
+"""``(calls of the part so far, a decision, its measurement)``: after every call (or round)."""
 MovePhase = Callable[
-    [CompGraph, Cluster, Decision, "int | None", "float | None", Report, Callable[[], float]],
+    [
+        CompGraph,
+        Cluster,
+        Decision,
+        "int | None",
+        "float | None",
+        Report,
+        Callable[[], float],
+        Simulator,
+    ],
     int,
 ]
 """A search phase over single-op moves (:func:`graphopt.nn.move_search.move_phase`): from the
-decision given, for the calls or seconds given, reporting each improvement; returns its calls."""
+decision given, for the calls or seconds given, reporting each improvement, pricing with the
+search's simulator; returns its calls."""
 MOVES_SHARE = 0.5
 """The share of the budget a learned move model's phase takes, last (measured on the 28
 family-test graphs of at most 1,400 ops at 256 calls: the decoder search and annealing on half,
 then the moves on the other half, 1.104x over the best heuristic against 1.076x for the search
 alone and 1.073x with the moves in a random order; ``bench/bench_move_gain.py --load
 builtin``)."""
-"""``(calls of the part so far, a decision, its measurement)``: after every call (or round)."""
 
 ROUNDS = 2
 """Rounds of decoder search then annealing, for placement and joint."""

@@ -15,6 +15,9 @@ NAME = "moves"
 HELP = "a learned model of single-op moves for graphopt optimize --moves: train it"
 MAX_OPS = 100_000
 MAX_EPOCHS = 10_000
+LOSSES = ("bce", "mse")
+"""``graphopt.train.move_gain.LOSSES``, the first the default (that module imports torch; a test
+keeps the two equal)."""
 
 
 def register(sub: Any) -> None:
@@ -68,8 +71,8 @@ def register(sub: Any) -> None:
     )
     t.add_argument(
         "--loss",
-        default="bce",
-        choices=("bce", "mse"),
+        default=LOSSES[0],
+        choices=LOSSES,
         help="bce: whether each move gains (ranks the moves that pay first best: "
         "docs/results/moves.md); mse: the gains themselves, clipped to +-2%%",
     )

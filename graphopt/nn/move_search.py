@@ -108,12 +108,12 @@ def move_search(
     return MoveSearchResult(placement, best, used, kept, np.asarray(history))
 
 
-def move_phase(net: MoveGainNet | None, sim: Simulator | None = None, seed: int = 0) -> MovePhase:
+def move_phase(net: MoveGainNet | None, seed: int = 0) -> MovePhase:
     """The search as a phase of :func:`graphopt.optimizer.optimize_graph` (its ``moves``):
     from the decision's placement, for the calls (its start's pricing counted as one) or the
-    seconds given, each kept move reported with the simulator's full measurement (``sim``);
-    ``net`` None: the moves in a random order seeded by ``seed``."""
-    simulator = sim or Simulator()
+    seconds given, on the search's simulator (its prepared graph, and its full measurement of
+    each kept move for the report); ``net`` None: the moves in a random order seeded by
+    ``seed``."""
 
     def phase(
         graph: CompGraph,
@@ -123,13 +123,15 @@ def move_phase(net: MoveGainNet | None, sim: Simulator | None = None, seed: int 
         seconds: float | None,
         report: Report,
         clock: Callable[[], float],
+        sim: Simulator,
     ) -> int:
         assert start.placement is not None
         began = clock()
+        prepared = sim.prepare(graph, cluster)
 
         def improved(placement: IntArray, _: float, used: int) -> None:
             decision = Decision(placement=placement)
-            report(used + 1, decision, simulator.evaluate(graph, cluster, decision))
+            report(used + 1, decision, prepared.evaluate(decision))
 
         result = move_search(
             graph,
@@ -138,6 +140,7 @@ def move_phase(net: MoveGainNet | None, sim: Simulator | None = None, seed: int 
             start.placement,
             (calls - 1) if calls is not None else 2**62,
             seed=seed,
+            prepared=prepared,
             deadline=None if seconds is None else began + seconds,
             clock=clock,
             on_improve=improved,

@@ -1,14 +1,16 @@
 """Training a :class:`~graphopt.nn.move_gain.MoveGainNet`: the simulator's gains of sampled
-single-op moves of each training graph's best-heuristic placement, fitted by squared error.
+single-op moves of each training graph's best-heuristic placement, and which of them gain.
 
 For each graph (on one of the training clusters in turn; its best heuristic's placement there
 from the reference cache,
 :func:`graphopt.baselines.reference_cache.cached_best_placement`), ``ops`` ops with at least two
 allowed devices are drawn and every move of each to another allowed device is simulated with the
 rest of the placement unchanged (:func:`move_gains`; about ``2 ops`` calls a graph on four
-devices, batched). The network is then fitted to those gains, clipped to ``+-clip`` percent (a
-move that loses 30% and one that loses 3% are both "do not try it first"), by Adam, one graph a
-step, for ``epochs`` passes over the graphs in a seeded random order.
+devices, batched). The network is then fitted, by Adam, one graph a step, for ``epochs`` passes
+over the graphs in a seeded random order, to whether each move gains (``bce``, the binary
+cross-entropy of its score as a logit: what the search asks of it) or to the gains themselves
+clipped to ``+-CLIP`` percent (``mse``: a move that loses 30% and one that loses 3% are both "do
+not try it first"; ranks the moves that gain less well: docs/results/moves.md).
 
 Supervised, not reinforcement learning: each label is the simulator's own verdict on one move,
 so the model learns which moves pay without a return to assign credit from.
@@ -29,7 +31,9 @@ from graphopt.hardware import Cluster
 from graphopt.nn.move_gain import MoveGainNet, MoveInputs, move_inputs
 from graphopt.sim.simulator import PreparedGraph
 
-LOSSES = ("mse", "bce")
+LOSSES = ("bce", "mse")
+"""What :func:`fit_move_net` fits (module docstring); ``graphopt moves train --loss`` names them
+again without importing this module (tests/graphopt/cli/test_moves_cli.py keeps the two equal)."""
 CLIP = 2.0
 """Gains are clipped to ``+-CLIP`` percent before the squared error."""
 
@@ -103,12 +107,12 @@ def fit_move_net(
     layers: int = 3,
     lr: float = 1e-3,
     seed: int = 0,
-    loss: str = "mse",
+    loss: str = "bce",
     on_epoch: Callable[[int, float, MoveGainNet], None] | None = None,
 ) -> MoveGainNet:
     """A network fitted to ``examples`` (module docstring); ``on_epoch(epoch, mean loss,
     net)`` after each pass (the caller may save it: an interrupted training keeps the last).
-    ``loss``: ``mse`` (the clipped gains) or ``bce`` (whether a move gains, as a logit).
+    ``loss``: ``bce`` (whether a move gains, as a logit) or ``mse`` (the clipped gains).
 
     Raises:
         InvalidArgument: an unknown ``loss``.

@@ -11,6 +11,16 @@ import torch
 GRAPHS = "random-sp-200-s0,wavenet-tiny"
 
 
+def test_the_losses_are_the_trainers():
+    import inspect
+
+    from graphopt.cli import moves
+    from graphopt.train.move_gain import LOSSES, fit_move_net
+
+    assert moves.LOSSES == LOSSES
+    assert inspect.signature(fit_move_net).parameters["loss"].default == LOSSES[0]
+
+
 def test_a_trained_model_drives_optimize(run_cli_here, tmp_path: Path):
     model = tmp_path / "m" / "moves.pt"  # missing folders are created
     proc = run_cli_here(
