@@ -89,10 +89,8 @@ def move_search(
             tried.clear()  # moves that failed before the kept ones may pay now
             queue, position, kept_in_pass = order(placement), 0, 0
             continue
-        v, d = queue[position]
+        v, d = queue[position]  # never tried since the queue was ranked: order() leaves those out
         position += 1
-        if (v, d) in tried:
-            continue
         tried.add((v, d))
         trial = placement.copy()
         trial[v] = d
