@@ -9,15 +9,31 @@ signal falls between the two; nothing is imported for this besides :mod:`graphop
 the command imports anyway. Once the command has ended, both signals are ignored until the process
 exits (:func:`graphopt.signals.ignore_until_exit`): one during the interpreter's shutdown would
 otherwise end it silently with another status, its outputs already whole.
+
+A command that was interrupted ends without the interpreter's teardown (:func:`_end_interrupted`):
+the interrupt can land anywhere, between a C extension's calls included (torch's, numba's), and the
+teardown of modules left so could abort the process ("Fatal Python error", status -6) after its
+one line, its outputs already whole or removed.
 """
 
+import atexit
+import contextlib
+import os
 import sys
 
-from graphopt.signals import ignore_until_exit, interrupted, interrupts, received
+from graphopt.signals import INTERRUPTED, ignore_until_exit, interrupted, interrupts, received
 
 
 def run() -> int:
-    """:func:`graphopt.cli.main`, imported under :func:`~graphopt.signals.interrupts`."""
+    """:func:`graphopt.cli.main`, imported under :func:`~graphopt.signals.interrupts`; an
+    interrupted command ends the process here (:func:`_end_interrupted`)."""
+    status = _command()
+    if status == INTERRUPTED:
+        _end_interrupted()
+    return status
+
+
+def _command() -> int:
     with interrupts():
         try:
             try:
@@ -34,6 +50,17 @@ def run() -> int:
                 return interrupted()
         finally:
             ignore_until_exit()
+
+
+def _end_interrupted() -> None:
+    """End the process with :data:`~graphopt.signals.INTERRUPTED` once the exit handlers have run
+    (Ray's shutdown, staged files' clean-up, multiprocessing's children) and the standard streams
+    are flushed, skipping the interpreter's teardown of modules and threads."""
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError):  # a closed pipe: nothing more to say
+            stream.flush()
+    os._exit(INTERRUPTED)
 
 
 if __name__ == "__main__":

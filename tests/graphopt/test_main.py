@@ -78,3 +78,32 @@ def test_a_signal_during_the_shutdown_after_the_command_is_ignored():
     )
     assert proc.returncode == 0 and proc.stderr == "ignored\n", proc.stderr
     assert "usage: graphopt" in proc.stdout
+
+
+LEFT_RUNNING = textwrap.dedent(
+    """
+    import atexit, os, runpy, signal, sys, threading
+
+    atexit.register(lambda: print("exit handlers ran", file=sys.stderr))
+    threading.Thread(target=threading.Event().wait).start()  # never ends: the teardown would wait
+    sys.argv = ["graphopt", "--help"]
+
+    import graphopt.cli
+
+    def stopped():  # the command, stopped by SIGTERM
+        os.kill(os.getpid(), signal.SIGTERM)
+        raise AssertionError("not reached: SIGTERM raises KeyboardInterrupt")
+    graphopt.cli.main = stopped
+    runpy.run_module("graphopt", run_name="__main__", alter_sys=True)
+    """
+)
+
+
+def test_an_interrupted_command_ends_after_the_exit_handlers_without_the_teardown():
+    """The exit handlers run (Ray's shutdown, staged files' clean-up) and the process ends with
+    130 even where the teardown could not finish: here a thread that never ends."""
+    proc = subprocess.run(
+        [sys.executable, "-c", LEFT_RUNNING], capture_output=True, text=True, cwd=ROOT, timeout=60
+    )
+    assert proc.returncode == 130, proc.stderr
+    assert proc.stderr == "graphopt: interrupted\nexit handlers ran\n", proc.stderr
