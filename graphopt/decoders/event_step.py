@@ -97,6 +97,29 @@ class EventGraph:
     arrays: tuple
     anchor: IntArray
 
+    def anchored(self, anchor: IntArray, prepared: PreparedGraph | None = None) -> EventGraph:
+        """The same graph with reference placement ``anchor``: only the anchor's figures are
+        computed again (its schedule simulated on ``prepared``, a :class:`PreparedGraph` of this
+        graph and cluster, or a new one), so a caller that decodes many placements of one graph
+        builds the rest once (:func:`event_graph` without an anchor).
+
+        Raises:
+            ValueError: an anchor of the wrong shape or with devices out of range.
+        """
+        n, num_dev = self.graph.num_ops, self.cluster.num_devices
+        anchor_arr = np.ascontiguousarray(anchor, dtype=np.int64).reshape(-1)
+        if anchor_arr.shape != (n,) or (
+            n and (anchor_arr.min() < 0 or anchor_arr.max() >= num_dev)
+        ):
+            raise ValueError(f"anchor must be {n} device indices in [0, {num_dev})")
+        context, idle = self.arrays[12], self.arrays[13]
+        if n:
+            context, idle = anchor_context(
+                self.graph, self.cluster, anchor_arr, self.arrays[11], prepared
+            )
+        arrays = (*self.arrays[:10], anchor_arr, self.arrays[11], context, idle)
+        return EventGraph(self.graph, self.cluster, arrays, anchor_arr)
+
 
 def event_graph(graph: CompGraph, cluster: Cluster, anchor: IntArray | None = None) -> EventGraph:
     """The :class:`EventGraph` of ``graph`` on ``cluster`` with reference placement ``anchor``.
@@ -135,19 +158,9 @@ def event_graph(graph: CompGraph, cluster: Cluster, anchor: IntArray | None = No
         if rules.allowed is None
         else np.ascontiguousarray(rules.allowed, dtype=np.bool_)
     )
-    anchor_arr = (
-        np.zeros(n, dtype=np.int64)
-        if anchor is None
-        else np.ascontiguousarray(anchor, dtype=np.int64).reshape(-1)
-    )
-    if anchor_arr.shape != (n,) or (n and (anchor_arr.min() < 0 or anchor_arr.max() >= num_dev)):
-        raise ValueError(f"anchor must be {n} device indices in [0, {num_dev})")
+    anchor_arr = np.zeros(n, dtype=np.int64)
     scale = float(prologue.rank.max()) if n else 1.0
     scale = scale if scale > 0 else 1.0
-    context = np.zeros((n, 2))
-    idle = np.zeros((n, num_dev))
-    if anchor is not None and n:
-        context, idle = anchor_context(graph, cluster, anchor_arr, scale)
     arrays = (
         np.ascontiguousarray(prologue.comp, dtype=np.float64),
         succ_ptr,
@@ -161,21 +174,26 @@ def event_graph(graph: CompGraph, cluster: Cluster, anchor: IntArray | None = No
         allowed,
         anchor_arr,
         scale,
-        context,
-        idle,
+        np.zeros((n, 2)),  # no anchor: no anchor figures
+        np.zeros((n, num_dev)),
     )
-    return EventGraph(graph, cluster, arrays, anchor_arr)
+    plain = EventGraph(graph, cluster, arrays, anchor_arr)
+    return plain if anchor is None else plain.anchored(anchor)
 
 
 def anchor_context(
-    graph: CompGraph, cluster: Cluster, anchor: IntArray, scale: float
+    graph: CompGraph,
+    cluster: Cluster,
+    anchor: IntArray,
+    scale: float,
+    prepared: PreparedGraph | None = None,
 ) -> tuple[FloatArray, FloatArray]:
     """The anchor's schedule figures (module docstring): ``(N, 2)`` slack and wait, ``(N, D)``
-    idle share."""
+    idle share; the schedule simulated on ``prepared`` (of ``graph`` on ``cluster``) or a new
+    :class:`PreparedGraph`."""
     n, num_dev = graph.num_ops, cluster.num_devices
-    _, timeline = PreparedGraph(graph, cluster).evaluate_timeline(
-        Decision(placement=anchor), describe=False
-    )
+    prepared = prepared or PreparedGraph(graph, cluster)
+    _, timeline = prepared.evaluate_timeline(Decision(placement=anchor), describe=False)
     assert timeline is not None  # no fusion: never illegal
     times = timeline_times(graph, anchor, timeline)
     context = np.stack(

@@ -40,10 +40,11 @@ import torch
 from torch import Tensor, nn
 from torch_geometric.nn import SAGEConv
 
-from graphopt.decoders.event_step import FEATURES, decode_events, event_graph
+from graphopt.decoders.event_step import FEATURES, EventGraph, decode_events, event_graph
 from graphopt.errors import InvalidArgument
 from graphopt.graph import CompGraph
 from graphopt.hardware import Cluster
+from graphopt.sim.simulator import PreparedGraph
 from graphopt.typing import IntArray
 
 OP_INPUTS = (
@@ -85,10 +86,21 @@ class MoveInputs:
         return np.argwhere(allowed)
 
 
-def move_inputs(graph: CompGraph, cluster: Cluster, placement: IntArray) -> MoveInputs:
-    """The inputs of ``placement`` (module docstring): one event-driven decode of it."""
+def move_inputs(
+    graph: CompGraph,
+    cluster: Cluster,
+    placement: IntArray,
+    *,
+    base: EventGraph | None = None,
+    prepared: PreparedGraph | None = None,
+) -> MoveInputs:
+    """The inputs of ``placement`` (module docstring): one event-driven decode of it. A caller
+    that ranks many placements of one graph passes ``base`` (:func:`event_graph` of ``graph``
+    and ``cluster``, any anchor) and ``prepared`` (a :class:`PreparedGraph` of them, which
+    simulates the placement's own schedule) so that only what depends on the placement is
+    computed again."""
     placement = np.asarray(placement, dtype=np.int64)
-    eg = event_graph(graph, cluster, placement)
+    eg = (base or event_graph(graph, cluster)).anchored(placement, prepared)
     episode = decode_events(eg, given=placement, record=True)
     n = graph.num_ops
     feats = np.empty_like(episode.feats)

@@ -4,7 +4,9 @@ move_gain.MoveGainNet` predicts (or a random order: what the network must beat).
 From ``start``, each move ``(op, device)`` is simulated in turn (one simulator call each) and
 kept when the step time falls; after each kept move the remaining moves are ranked again from
 the new placement (one event-driven decode and one forward pass, no simulator call), moves
-already tried skipped. When every move has been tried, a new pass starts from the current
+already tried skipped; under a deadline a ranking costs seconds (tens of calls' worth on
+1,000-op graphs), so the search keeps going down the last ranking until the calls since it have
+taken as long as it did (moves the kept ones made void skipped). When every move has been tried, a new pass starts from the current
 placement with all moves untried if the last pass kept any (moves that failed before may pay
 after the kept ones); a pass that keeps none ends the search (every single move tried at that
 placement: a local optimum), as do the calls or the deadline. The start's own step time is the
@@ -19,6 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from graphopt.decoders.event_step import event_graph
 from graphopt.graph import CompGraph
 from graphopt.hardware import Cluster
 from graphopt.nn.move_gain import MoveGainNet, move_inputs, ranked_moves
@@ -69,8 +72,10 @@ def move_search(
     history: list[float] = []
     tried: set[tuple[int, int]] = set()
 
+    base = event_graph(graph, cluster)
+
     def order(p: IntArray) -> list[tuple[int, int]]:
-        inputs = move_inputs(graph, cluster, p)
+        inputs = move_inputs(graph, cluster, p, base=base, prepared=prepared)
         if net is None:
             moves = inputs.moves()
             moves = moves[rng.permutation(len(moves))]
@@ -78,7 +83,9 @@ def move_search(
             moves, _ = ranked_moves(net, inputs)
         return [m for m in map(tuple, moves.tolist()) if m not in tried]
 
+    ranked_at = clock()
     queue = order(placement)
+    ranking = clock() - ranked_at  # what the last ranking cost, in seconds
     position, kept_in_pass = 0, 0
     while used < calls:
         if deadline is not None and clock() >= deadline:
@@ -87,10 +94,14 @@ def move_search(
             if not kept_in_pass:
                 break  # none kept since the last full pass: a local optimum of single moves
             tried.clear()  # moves that failed before the kept ones may pay now
+            ranked_at = clock()
             queue, position, kept_in_pass = order(placement), 0, 0
+            ranking = clock() - ranked_at
             continue
         v, d = queue[position]  # never tried since the queue was ranked: order() leaves those out
         position += 1
+        if placement[v] == d:  # the op went there since the ranking: no move
+            continue
         tried.add((v, d))
         trial = placement.copy()
         trial[v] = d
@@ -101,7 +112,12 @@ def move_search(
             kept_in_pass += 1
             if on_improve is not None:
                 on_improve(placement, best, used)
-            queue, position = order(placement), 0
+            # under a deadline, ranking again waits until the calls since the last ranking have
+            # taken as long as it did: at most about half of the time goes to ranking
+            if deadline is None or clock() - ranked_at >= 2 * ranking:
+                ranked_at = clock()
+                queue, position = order(placement), 0
+                ranking = clock() - ranked_at
         history.append(best)
     return MoveSearchResult(placement, best, used, kept, np.asarray(history))
 

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from graphopt.baselines.placement import PLACERS
-from graphopt.decoders.event_step import FEATURES
+from graphopt.decoders.event_step import FEATURES, event_graph
 from graphopt.errors import InvalidArgument
 from graphopt.hardware import get_cluster
 from graphopt.nn.move_gain import (
@@ -21,6 +21,7 @@ from graphopt.nn.move_gain import (
     ranked_moves,
     save_move_net,
 )
+from graphopt.sim.simulator import PreparedGraph
 from graphopt.workloads import get_graph
 
 GRAPH = "random-sp-200-s0"
@@ -49,6 +50,19 @@ def test_inputs_describe_the_placement_and_every_move_is_scored(cluster_name):
     assert inputs.masks[moves[:, 0], moves[:, 1]].all()  # never a device it may not use
     assert (np.diff(predicted) <= 0).all()  # highest predicted gain first
     assert np.allclose(predicted, scores.numpy()[moves[:, 0], moves[:, 1]], atol=1e-6)
+
+
+def test_inputs_from_a_reused_event_graph_are_those_built_afresh():
+    """A search ranks many placements of one graph on one event graph and prepared graph."""
+    graph, cluster = get_graph(GRAPH), get_cluster("v100-nvlink-4")
+    base = event_graph(graph, cluster, PLACERS["heft"](graph, cluster))  # another anchor
+    prepared = PreparedGraph(graph, cluster)
+    for placer in ("m-etf", "m-topo"):
+        placement = PLACERS[placer](graph, cluster)
+        fresh = move_inputs(graph, cluster, placement)
+        reused = move_inputs(graph, cluster, placement, base=base, prepared=prepared)
+        for field in ("feats", "masks", "own", "x", "edges"):
+            assert np.array_equal(getattr(fresh, field), getattr(reused, field)), field
 
 
 def test_a_saved_model_loads_with_the_same_weights_and_scores(tmp_path: Path):

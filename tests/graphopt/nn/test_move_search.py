@@ -32,6 +32,15 @@ class Oracle(MoveGainNet):
         return torch.as_tensor(np.nan_to_num(gains, nan=-1e9), dtype=torch.float32)
 
 
+def _best_single_move(graph, cluster, placement) -> float:
+    """The least step time of any single move of ``placement`` (simulated)."""
+    n, d = graph.num_ops, cluster.num_devices
+    rows = np.repeat(placement[None], n * d, axis=0)
+    rows[np.arange(n * d), np.repeat(np.arange(n), d)] = np.tile(np.arange(d), n)
+    times = PreparedGraph(graph, cluster).evaluate_batch(rows)
+    return float(np.where(times.valid, times.step_time, np.inf).min())
+
+
 @pytest.mark.parametrize("ordered", [False, True])
 def test_never_worse_than_the_start_and_within_the_calls(ordered):
     graph, cluster = get_graph(GRAPH), get_cluster(CLUSTER)
@@ -77,12 +86,34 @@ def test_with_calls_to_spare_it_stops_at_a_local_optimum_of_single_moves():
     start = PLACERS["heft"](graph, cluster)
     result = move_search(graph, cluster, None, start, 10**6, seed=0)
     assert result.calls < 10**6 and result.kept > 0
-    prepared = PreparedGraph(graph, cluster)
-    n, d = graph.num_ops, cluster.num_devices
-    rows = np.repeat(result.placement[None], n * d, axis=0)
-    rows[np.arange(n * d), np.repeat(np.arange(n), d)] = np.tile(np.arange(d), n)
-    times = prepared.evaluate_batch(rows)
-    assert np.where(times.valid, times.step_time, np.inf).min() >= result.step_time
+    assert _best_single_move(graph, cluster, result.placement) >= result.step_time
+
+
+def test_under_a_deadline_a_costly_ranking_is_kept_for_several_moves(monkeypatch):
+    """With calls as the budget, every kept move is followed by a ranking; under a deadline a
+    ranking that costs more than the calls since the last one waits, and the search still ends
+    at a local optimum of single moves."""
+    import graphopt.nn.move_search as ms
+
+    graph, cluster = get_graph("random-sp-100-s0"), get_cluster("v100-nvlink-2")
+    start = PLACERS["heft"](graph, cluster)
+    now, rankings = [0.0], []
+
+    def ranking(*args, **kwargs):  # each ranking takes 100 "seconds", the calls none
+        now[0] += 100.0
+        rankings.append(1)
+        return real(*args, **kwargs)
+
+    real = ms.move_inputs
+    monkeypatch.setattr(ms, "move_inputs", ranking)
+    by_calls = move_search(graph, cluster, None, start, 10**6, seed=0, clock=lambda: now[0])
+    assert len(rankings) > by_calls.kept > 0  # the first ranking, one per kept move, the passes
+    rankings.clear()
+    timed = move_search(
+        graph, cluster, None, start, 10**6, seed=0, deadline=1e12, clock=lambda: now[0]
+    )
+    assert 0 < len(rankings) < timed.kept  # a ranking per pass only: the calls cost nothing
+    assert _best_single_move(graph, cluster, timed.placement) >= timed.step_time
 
 
 def test_as_optimizes_last_phase_it_spends_the_calls_and_the_result_replays():
