@@ -3,6 +3,7 @@ end to end; and the start-up of a fresh step-wise training run.
 
 Usage: python bench/bench_train_throughput.py [--ops 1000] [--graphs 8] [--updates 6]
        [--threads 2] [--device cpu|cuda|auto] [--skip-one-shot] [--skip-startup]
+       [--skip-stepwise] [--skip-moves]
 
 ``--device`` is where the encoders and the updates compute (the step-wise decoder and its head
 always run on the CPU, one core); ``cuda`` is the GPU bench (``bench/gpu_train.sh``).
@@ -23,6 +24,9 @@ Target (issue #37): end to end >= 20,000 op decisions/s for the GO encoder on 1,
 
 One-shot GO policy (``graphopt train``'s default PPO run, SB3, one episode decides every op): its
 episodes/s and op decisions/s from ``bench/bench_train.py``'s measurement at 256 timesteps.
+
+Move-gain model (:mod:`graphopt.train.move_gain`, ``graphopt moves train``), on the same graphs:
+moves labelled by the simulator per second and moves fitted per second (3 epochs; CPU).
 
 Start-up: a fresh process imports the trainer, loads ``suite:train-gen`` (524 graphs) from the
 graph cache, builds their items (best-heuristic references from the reference cache, the decoder's
@@ -144,6 +148,38 @@ def stepwise(num_ops: int, num_graphs: int, updates: int, threads: int, device: 
         )
 
 
+def move_model(num_ops: int, num_graphs: int, epochs: int) -> None:
+    """The move-gain model's training (``graphopt moves train``'s code): moves labelled by the
+    simulator per second (256 drawn ops a graph, every other device each) and moves fitted per
+    second (one pass of the network over each graph's labelled moves, backward included)."""
+    from graphopt.baselines.reference_cache import cached_best_placement
+    from graphopt.hardware import get_cluster
+    from graphopt.train.move_gain import fit_move_net, move_examples
+    from graphopt.workloads import resolve_graphs
+
+    names = [
+        f"gen:{'layered' if k % 2 == 0 else 'sp'}?ops={num_ops}&seed={100 + k}"
+        for k in range(num_graphs)
+    ]
+    graphs = resolve_graphs(",".join(names))
+    cluster = get_cluster("v100-nvlink-4")
+    move_examples(graphs[:1], cluster, 256, 0)  # warm-up: numba's first calls
+    for graph in graphs:  # the best heuristics' placements (cached by fingerprint) not timed
+        cached_best_placement(graph, cluster)
+    start = time.perf_counter()
+    examples = move_examples(graphs, cluster, 256, 0)
+    t_label = time.perf_counter() - start
+    moves = sum(int((~np.isnan(e.gains)).sum()) for e in examples)
+    start = time.perf_counter()
+    fit_move_net(examples, epochs)
+    t_fit = time.perf_counter() - start
+    print(
+        f"move-gain model ({num_graphs} graphs of {num_ops:,} ops, v100-nvlink-4): labelling "
+        f"{len(graphs) / t_label:,.1f} graphs/s = {moves / t_label:,.0f} moves/s; fitting "
+        f"{moves * epochs / t_fit:,.0f} moves/s ({epochs} epochs)"
+    )
+
+
 def one_shot(timesteps: int, device: str) -> None:
     from graphopt.train.config import load_config
     from graphopt.train.trainer import train
@@ -171,6 +207,8 @@ def main() -> None:
     ap.add_argument("--device", default="cpu", help="auto, cpu, cuda or cuda:N (default cpu)")
     ap.add_argument("--skip-one-shot", action="store_true")
     ap.add_argument("--skip-startup", action="store_true")
+    ap.add_argument("--skip-moves", action="store_true", help="no move-gain model row")
+    ap.add_argument("--skip-stepwise", action="store_true", help="no step-wise policy rows")
     args = ap.parse_args()
     from graphopt.accelerator import resolve_device
 
@@ -178,7 +216,10 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     if not args.skip_startup:
         startup()
-    stepwise(args.ops, args.graphs, args.updates, args.threads, device)
+    if not args.skip_stepwise:
+        stepwise(args.ops, args.graphs, args.updates, args.threads, device)
+    if not args.skip_moves:
+        move_model(args.ops, args.graphs, 3)
     if not args.skip_one_shot:
         one_shot(256, device)
 
