@@ -6,7 +6,7 @@ warm-up run first), the same ``baselines`` command runs ``--repeats`` times with
 
 - the median wall time of each and the median of the paired differences, over the run without
   (end to end: the cost plus the noise of two runs);
-- the seconds spent in :class:`graphopt.decision_files.DecisionDir` (preparing every file,
+- the seconds spent in :class:`graphopt.decisions.files.DecisionDir` (preparing every file,
   writing them, the index) during the runs with saving, over the run without;
 - the same split in two: preparing the texts only (the writes dropped), and what writing the files
   adds (their creation is system time, done by a thread of its own while the next text is
@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from graphopt.cli import main as graphopt
-from graphopt.decision_files import DecisionDir
+from graphopt.decisions.files import DecisionDir
 
 
 class SaveClock:

@@ -45,7 +45,7 @@ import torch
 from bench_stepwise_per_graph import search_config
 
 from graphopt.baselines.search import simulated_annealing
-from graphopt.decision_format import placement_by_names
+from graphopt.decisions.format import placement_by_names
 from graphopt.decoders.stepwise import decode
 from graphopt.optimizer import filled_placements, optimize_graph
 from graphopt.train.step_run import build_items, resolve_clusters, resolve_run_graphs

@@ -30,7 +30,7 @@ discarded when the object is collected, at the latest when the interpreter exits
 :class:`FileSet` per directory, all staged before any is moved into place, the moves of all
 inside one :func:`graphopt.signals.held` block (``--json FILE --plot FILE``: the two appear
 together or neither). Sets a caller has staged already (the decisions of ``--save-decisions``,
-:meth:`graphopt.decision_files.DecisionDir.write_index`) are moved into place with them, first.
+:meth:`graphopt.decisions.files.DecisionDir.write_index`) are moved into place with them, first.
 
 Every file name is a plain name inside the directory (:func:`check_name`): a name that could
 resolve elsewhere (``../x``, ``/etc/x``, ``a/b``) is refused, never followed.

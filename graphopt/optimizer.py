@@ -265,7 +265,7 @@ def optimize_graph(
         start: a decision to start from instead of the best heuristic when it is faster (by
             validity, then step time); its arrays the task does not decide are replaced by the
             best heuristic's, and so are its placement's ``-1`` entries (ops it does not place:
-            :func:`graphopt.decision_format.placement_by_names`), as they are or renumbered to
+            :func:`graphopt.decisions.format.placement_by_names`), as they are or renumbered to
             agree with the start, whichever simulates faster (:func:`filled_placements`).
         start_name: how the result names ``start`` when it is used.
         on_progress: called after every step of the search with the best so far.
@@ -465,7 +465,7 @@ def filled_placements(
     partial: np.ndarray, heuristic: np.ndarray, cluster: Cluster
 ) -> list[np.ndarray]:
     """Two ways to place the ops ``partial`` leaves at ``-1`` (a decision of another version of
-    the model: :func:`graphopt.decision_format.placement_by_names`): on the best heuristic's
+    the model: :func:`graphopt.decisions.format.placement_by_names`): on the best heuristic's
     devices as they are, and on its devices renumbered to agree most with ``partial`` on the ops
     both place (an assignment between devices of one kind: a heuristic such as METIS numbers its
     parts its own way)."""

@@ -73,7 +73,7 @@ class Decision:
 
 @dataclass(frozen=True)
 class DecisionRecord:
-    """A decision as a decision file holds it (:mod:`graphopt.decision_format`): every array keyed
+    """A decision as a decision file holds it (:mod:`graphopt.decisions.format`): every array keyed
     by op name, with what it is for and what it measured.
 
     Attributes:

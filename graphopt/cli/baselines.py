@@ -245,7 +245,7 @@ def cmd_baselines(args: argparse.Namespace) -> int:
     title = f"{args.task} on {where}"
     print_comparisons(comparisons, title)
     # the decisions, --json and --plot: one set, all of them or nothing new, wherever they lie
-    from graphopt.decision_files import write_outputs
+    from graphopt.decisions.files import write_outputs
 
     count = 0
     if saved is not None:
@@ -274,7 +274,7 @@ def curves(args: argparse.Namespace) -> int:
     calls, seconds = args.curve_calls, args.curve_seconds
     out = rundir.check_output_path(args.curve, "--curve", directory=True)
 
-    from graphopt.decision_files import write_outputs
+    from graphopt.decisions.files import write_outputs
     from graphopt.distributed import map_jobs, uses_ray
     from graphopt.eval.curves import (
         curve_files,

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # pragma: no cover
-    from graphopt.decision_diff import DecisionDiff
+    from graphopt.decisions.diff import DecisionDiff
     from graphopt.typing import DecisionRecord
 
 from graphopt import strict_json
@@ -78,7 +78,7 @@ def register(sub: Any) -> None:
 
 def _records(args: argparse.Namespace) -> tuple[DecisionRecord, DecisionRecord, Any]:
     """Both records, and their re-simulated step times with ``--graph`` (else ``None``)."""
-    from graphopt.decision_format import is_versioned, read_json, read_record
+    from graphopt.decisions.format import is_versioned, read_json, read_record
 
     if not args.graph:
         if args.cluster is not None:
@@ -91,8 +91,8 @@ def _records(args: argparse.Namespace) -> tuple[DecisionRecord, DecisionRecord, 
                 )
         return read_record(args.a), read_record(args.b), None
 
-    from graphopt.decision_format import record_of
-    from graphopt.decision_io import load_decision
+    from graphopt.decisions.format import record_of
+    from graphopt.decisions.io import load_decision
     from graphopt.hardware import DEFAULT_CLUSTER, PRESETS, get_cluster
     from graphopt.sim import Simulator
     from graphopt.workloads import resolve_graphs
@@ -170,7 +170,7 @@ def print_diff(
 
 
 def cmd_diff(args: argparse.Namespace) -> int:
-    from graphopt.decision_diff import diff_records
+    from graphopt.decisions.diff import diff_records
 
     a, b, steps = _records(args)
     diff = diff_records(a, b, step_times=steps)
@@ -186,7 +186,7 @@ def cmd_diff(args: argparse.Namespace) -> int:
 
 def cmd_export(args: argparse.Namespace) -> int:
 
-    from graphopt.decision_format import is_versioned, read_json, read_record
+    from graphopt.decisions.format import is_versioned, read_json, read_record
     from graphopt.importers.torch_apply import export_torch
 
     if args.out:
@@ -207,7 +207,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     if not args.out:
         print(strict_json.dumps(exported, indent=1))
         return 0
-    from graphopt.decision_files import write_json_atomic
+    from graphopt.decisions.files import write_json_atomic
 
     print(f"wrote {write_json_atomic(Path(args.out), exported)}")
     return 0

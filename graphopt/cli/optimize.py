@@ -168,7 +168,7 @@ def check_optimize(args: argparse.Namespace) -> None:
 
         args.move_net, _ = load_move_net(args.moves)  # before any work; kept for cmd_optimize
     if args.start:
-        from graphopt.decision_format import read_record
+        from graphopt.decisions.format import read_record
 
         try:  # the file's structure, before any work; kept for cmd_optimize
             args.start_record = read_record(args.start)
@@ -185,9 +185,9 @@ def start_decision(
     others taking the best heuristic's device (at least half must be named).
 
     Raises:
-        ValueError: one line starting with ``--start:`` (:mod:`graphopt.decision_format`).
+        ValueError: one line starting with ``--start:`` (:mod:`graphopt.decisions.format`).
     """
-    from graphopt.decision_format import decision_by_names, placement_by_names
+    from graphopt.decisions.format import decision_by_names, placement_by_names
     from graphopt.typing import Decision
 
     name = Path(path).name
@@ -280,15 +280,15 @@ def write_outputs(
     measurement: Measurement,
     method: str,
 ) -> None:
-    """Write the decision file (-o; :mod:`graphopt.decision_format`, as ``--save-decisions``
+    """Write the decision file (-o; :mod:`graphopt.decisions.format`, as ``--save-decisions``
     writes them) and, with ``--gantt``, its Gantt chart, as one set: both or nothing new, each
     whole (:func:`graphopt.file_set.write_together`).
 
     Raises:
         ValueError: a file cannot be written (one line naming it).
     """
-    from graphopt.decision_files import dumps
-    from graphopt.decision_format import record_of, to_json
+    from graphopt.decisions.files import dumps
+    from graphopt.decisions.format import record_of, to_json
     from graphopt.file_set import write_together
 
     record = record_of(

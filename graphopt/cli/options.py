@@ -266,7 +266,7 @@ def add_runs_dir(
 
 def add_save_decisions(p: Any, *, help: str) -> None:
     """``--save-decisions DIR``: a directory that can be made, where every decision found is
-    saved (:class:`graphopt.decision_files.DecisionDir`)."""
+    saved (:class:`graphopt.decisions.files.DecisionDir`)."""
     p.add_argument("--save-decisions", metavar="DIR", help=help)
 
     def check_save_decisions(args: argparse.Namespace) -> None:
@@ -279,12 +279,12 @@ def add_save_decisions(p: Any, *, help: str) -> None:
 
 
 def open_save_decisions(args: argparse.Namespace) -> Any:
-    """The :class:`graphopt.decision_files.DecisionDir` of ``--save-decisions`` (checked now, so
+    """The :class:`graphopt.decisions.files.DecisionDir` of ``--save-decisions`` (checked now, so
     that one that cannot be written, or holds a bad index, fails before the slow work; created
     only when its decisions are written), or ``None`` without the flag."""
     if not args.save_decisions:
         return None
-    from graphopt.decision_files import DecisionDir
+    from graphopt.decisions.files import DecisionDir
 
     return DecisionDir(args.save_decisions, "--save-decisions")
 

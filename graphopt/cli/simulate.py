@@ -57,7 +57,7 @@ def register(sub: Any) -> None:
         "--placement",
         default="single",
         help=f"a baseline placer ({', '.join(PLACER_NAMES)}) or a JSON decision file (see "
-        "graphopt.decision_io)",
+        "graphopt.decisions.io)",
     )
     p.add_argument(
         "--decision",
@@ -83,7 +83,7 @@ def register(sub: Any) -> None:
 def decision_for(graph: CompGraph, cluster: Cluster, placement: str) -> Decision:
     """The decision named by ``--placement``: a baseline name or a decision file."""
     from graphopt.baselines.placement import PLACERS
-    from graphopt.decision_io import load_decision
+    from graphopt.decisions.io import load_decision
     from graphopt.typing import Decision
 
     if placement in PLACERS:
@@ -147,7 +147,7 @@ def cluster_spec(args: argparse.Namespace) -> str | Cluster:
     if args.cluster is not None:
         return args.cluster
     if args.decision:
-        from graphopt.decision_format import is_versioned, read_json
+        from graphopt.decisions.format import is_versioned, read_json
 
         data = read_json(args.decision)
         if is_versioned(data) and data.get("cluster") in PRESETS:
@@ -161,7 +161,7 @@ def method_name(args: argparse.Namespace) -> str:
     chosen = args.decision or args.placement
     if not args.decision and not chosen.endswith(".json"):
         return str(chosen)
-    from graphopt.decision_format import is_versioned, read_json
+    from graphopt.decisions.format import is_versioned, read_json
 
     data = read_json(chosen)
     if is_versioned(data) and isinstance(data.get("method"), str) and data["method"]:
@@ -187,7 +187,7 @@ def check_constraints(pairs: Sequence[tuple[CompGraph, Cluster]], source: str) -
 
 
 def cmd_simulate(args: argparse.Namespace) -> int:
-    from graphopt.decision_io import load_decision
+    from graphopt.decisions.io import load_decision
     from graphopt.hardware import get_cluster
     from graphopt.rundir import check_output_path
     from graphopt.sim import Simulator

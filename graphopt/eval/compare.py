@@ -62,7 +62,7 @@ class MethodResult:
     evaluations: int
     decision: Decision | None = field(default=None, repr=False, compare=False)
     """The decision behind the row (``None`` where the method gave none); not in :meth:`to_dict`
-    of the comparison: :mod:`graphopt.decision_files` saves it."""
+    of the comparison: :mod:`graphopt.decisions.files` saves it."""
     decision_file: str | None = None
     """Where the decision was saved (relative to the ``--save-decisions`` directory), if it was."""
 
@@ -328,7 +328,7 @@ def stage_decisions(
 ) -> int:
     """Save the decision of every row of ``comparisons`` (one per ``(graph, cluster)`` of
     ``pairs``, in order) that has one into ``saved`` (a
-    :class:`graphopt.decision_files.DecisionDir`) and name its file in the row
+    :class:`graphopt.decisions.files.DecisionDir`) and name its file in the row
     (``decision_file``); returns how many. The files are staged: ``saved.write_index`` moves
     them into place, with the command's other files, which name them."""
     from dataclasses import replace

@@ -317,7 +317,7 @@ def stage_curve_decisions(
     seed: int,
 ) -> None:
     """Save the decision of every point of ``per_pair`` (the points of each ``(graph, cluster)``
-    of ``pairs``, in order) into ``saved`` (a :class:`graphopt.decision_files.DecisionDir`), one
+    of ``pairs``, in order) into ``saved`` (a :class:`graphopt.decisions.files.DecisionDir`), one
     file per graph, cluster and :func:`point_method`, measured again with the simulator for its
     record. A decision shared by several points is saved once. The files are staged:
     ``saved.write_index`` moves them into place, with the curves' files."""

@@ -32,7 +32,7 @@ from envs import make_env
 from envs.base import GraphSpec, resolve_graph_list
 from graphopt import rundir
 from graphopt.accelerator import resolve_device
-from graphopt.decision_files import write_outputs
+from graphopt.decisions.files import write_outputs
 from graphopt.distributed import check_ray_device, check_workers, map_jobs, uses_ray
 from graphopt.errors import InvalidArgument
 from graphopt.eval.compare import GraphComparison, compare_on_graph, stage_decisions
@@ -343,12 +343,12 @@ def graph_cluster_pairs(groups: list[tuple[LoadedRun, list[int]]]) -> list[tuple
 
 
 def decision_dir(save_decisions: str | Path | None) -> Any:
-    """The :class:`graphopt.decision_files.DecisionDir` of ``save_decisions``, checked before the
+    """The :class:`graphopt.decisions.files.DecisionDir` of ``save_decisions``, checked before the
     (slow) work so that one that cannot be written fails now (it is created only when the
     decisions are written); ``None`` without one."""
     if save_decisions is None:
         return None
-    from graphopt.decision_files import DecisionDir
+    from graphopt.decisions.files import DecisionDir
 
     return DecisionDir(save_decisions, "save_decisions")
 
@@ -418,7 +418,7 @@ def curve_run(
     default the run's; ``"each"``: every graph on its own (:func:`load_runs`).
     ``save_decisions``: a directory where every point's decision is saved
     (:func:`graphopt.eval.curves.stage_curve_decisions`). The curves' files and the decisions
-    are one set: all of them or nothing new (:func:`graphopt.decision_files.write_outputs`).
+    are one set: all of them or nothing new (:func:`graphopt.decisions.files.write_outputs`).
 
     Raises:
         ValueError: as :func:`load_run`, and an output directory that cannot be created (before
@@ -477,10 +477,10 @@ def evaluate_run(
     """Compare the run's policy with the baselines on ``graphs``; print, write and plot. With
     ``workers`` above 1 or an ``address``, one Ray task per graph (module docstring).
     ``save_decisions``: a directory where every row's decision is saved
-    (:class:`graphopt.decision_files.DecisionDir`: one file per graph and method and an
+    (:class:`graphopt.decisions.files.DecisionDir`: one file per graph and method and an
     ``index.json``; ``results.json`` rows name their file). The results, the plots and the
     decisions are one set: all of them or nothing new
-    (:func:`graphopt.decision_files.write_outputs`).
+    (:func:`graphopt.decisions.files.write_outputs`).
     ``cluster``: default the run's; ``"each"``: every graph on its own cluster, all in one table
     (:func:`load_runs`).
 

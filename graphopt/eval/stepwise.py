@@ -10,7 +10,7 @@ Modes (each a number of simulator calls per graph):
 ==================  ===========================================================================
 
 Every row is a speed-up ``t_ref / t`` over the best heuristic of its (graph, cluster) pair, and
-every mode's decision can be saved (:func:`graphopt.decision_io`-readable JSON through
+every mode's decision can be saved (:func:`graphopt.decisions.io`-readable JSON through
 ``graphopt.cli``'s ``--save-decisions``).
 """
 

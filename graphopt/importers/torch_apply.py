@@ -2,7 +2,7 @@
 
 The ops of a graph imported from PyTorch (:func:`graphopt.importers.torch.from_torch`, forward
 graphs) are named after the FX nodes of the model's exported program, so a decision file
-(:mod:`graphopt.decision_format`) keyed by op name is keyed by FX node name too:
+(:mod:`graphopt.decisions.format`) keyed by op name is keyed by FX node name too:
 
 1. :func:`export_torch` turns a decision record into what a PyTorch user applies (``graphopt
    decision export FILE --format torch`` writes it): ``placement``, a ``{fx node name: torch
@@ -58,7 +58,7 @@ def export_torch(record: DecisionRecord, devices: Sequence[str] | None = None) -
     placement) and ``fusion`` (the fused kernels, each a list of FX node names).
 
     Args:
-        record: a decision read from a decision file (:func:`graphopt.decision_format.read_record`).
+        record: a decision read from a decision file (:func:`graphopt.decisions.format.read_record`).
         devices: the torch device of each of the record's devices, in order (default
             :func:`default_devices`).
 

@@ -56,7 +56,7 @@ def test_baselines_curve_writes_every_method_at_every_budget(run_cli, tmp_path) 
         assert {(method, "calls", 0.0), (method, "calls", 8.0), (method, "seconds", 0.05)} <= got
     assert (out / "curves.png").exists() and (out / "curves.json").exists()
     # every point's decision is saved and replays to the point's step time
-    from graphopt.decision_io import load_decision
+    from graphopt.decisions.io import load_decision
     from graphopt.hardware import get_cluster
     from graphopt.sim import simulate
     from graphopt.workloads import get_graph

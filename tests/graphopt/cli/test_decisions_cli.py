@@ -20,8 +20,8 @@ import pytest
 from conftest import ROOT, graphopt_here
 
 from graphopt.cli import main
-from graphopt.decision_files import INDEX
-from graphopt.decision_io import load_decision
+from graphopt.decisions.files import INDEX
+from graphopt.decisions.io import load_decision
 from graphopt.hardware import get_cluster
 from graphopt.sim import Simulator
 from graphopt.workloads import resolve_graphs

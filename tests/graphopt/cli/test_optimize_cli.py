@@ -311,7 +311,7 @@ def start_from_small(run_cli_here, tmp_path: Path, target: str, calls: int):
 
 def test_a_decision_of_another_batch_size_is_the_start_by_op_name(run_cli_here, tmp_path: Path):
     from graphopt.baselines.reference_cache import cached_best_placement
-    from graphopt.decision_format import decision_by_names, decision_of, read_record
+    from graphopt.decisions.format import decision_by_names, decision_of, read_record
     from graphopt.hardware import get_cluster
     from graphopt.sim import Simulator
     from graphopt.workloads import get_graph
@@ -332,7 +332,7 @@ def test_a_decision_of_a_shallower_model_places_the_ops_it_names(run_cli_here, t
     """Two more steps of the RNN: the ops the smaller model's file names keep its devices, the
     new ones take the best heuristic's (-1 until then), and the summary says how many came by
     name and what the start was worth."""
-    from graphopt.decision_format import placement_by_names, read_record
+    from graphopt.decisions.format import placement_by_names, read_record
     from graphopt.workloads import get_graph
 
     deeper = SMALL.replace("steps=4", "steps=6")

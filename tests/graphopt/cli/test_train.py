@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from conftest import ROOT, graphopt_here
 
-from graphopt.decision_io import load_decision
+from graphopt.decisions.io import load_decision
 from graphopt.hardware import get_cluster
 from graphopt.sim import Simulator
 from graphopt.workloads import get_graph

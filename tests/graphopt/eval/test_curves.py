@@ -136,7 +136,7 @@ def test_curve_run_writes_the_policy_and_the_baselines(tmp_path: Path) -> None:
     assert all(math.isfinite(p.seconds) for p in points)
     assert (out / "curves.csv").exists() and (out / "curves.png").exists()
     # every point's decision is saved, the policy's included, and replays to its step time
-    from graphopt.decision_io import load_decision
+    from graphopt.decisions.io import load_decision
     from graphopt.eval.curves import point_method
     from graphopt.sim import simulate
     from graphopt.workloads import get_graph

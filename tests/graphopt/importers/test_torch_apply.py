@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 import torch
 
-from graphopt.decision_files import DecisionDir
-from graphopt.decision_format import read_record
+from graphopt.decisions.files import DecisionDir
+from graphopt.decisions.format import read_record
 from graphopt.hardware import get_cluster
 from graphopt.importers.torch import from_torch
 from graphopt.importers.torch_apply import (

@@ -13,7 +13,7 @@
       ]
     }
 
-Each file is a version-1 decision file (:mod:`graphopt.decision_format`) named
+Each file is a version-1 decision file (:mod:`graphopt.decisions.format`) named
 ``<graph>--<method>.json``, or ``<graph>--<cluster>--<method>.json`` when the directory already
 holds that graph and method on another cluster (``--cluster each``); each run of characters other
 than letters, digits and ``.+@_-`` is replaced by one ``_``, and a ``-2``, ``-3``... suffix is added
@@ -52,7 +52,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from graphopt.decision_format import (
+from graphopt.decisions.format import (
     ARRAYS,
     in_file_order,
     kernel_names,
@@ -102,7 +102,7 @@ class GraphText:
         return Raw(self.template % tuple(values.tolist()) if len(values) else "{}")
 
     def kernels(self, fusion: Any) -> Raw:
-        """The ``kernels`` text of ``fusion`` (:func:`~graphopt.decision_format.kernel_names`)."""
+        """The ``kernels`` text of ``fusion`` (:func:`~graphopt.decisions.format.kernel_names`)."""
         key = b"" if fusion is None else np.asarray(fusion, dtype=np.int64).tobytes()
         text = self._kernels.get(key)
         if text is None:
@@ -127,7 +127,7 @@ def dumps(data: dict[str, Any]) -> str:
     In an object they go before each ``, "``, which cannot occur inside a string (a ``"`` in a
     string is always escaped); a list of objects or lists is encoded entry by entry. A
     :class:`Raw` value is written as it is (:class:`GraphText`'s maps and kernels, the same text
-    as the record's own: tests/graphopt/test_decision_files.py).
+    as the record's own: tests/graphopt/decisions/test_decision_files.py).
     """
     encode = _ENCODER.encode
     lines = []

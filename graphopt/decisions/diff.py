@@ -2,7 +2,7 @@
 or merged, and the step time.
 
 Both decisions are :class:`~graphopt.typing.DecisionRecord` s (read from decision files, or built
-for a graph with :func:`graphopt.decision_format.record_of`), compared op by op through their op
+for a graph with :func:`graphopt.decisions.format.record_of`), compared op by op through their op
 names. An array a record leaves out counts as its default (device 0, priority 0, no fusion), as
 the simulator reads it.
 """

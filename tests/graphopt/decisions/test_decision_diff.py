@@ -7,8 +7,8 @@ import json
 import numpy as np
 import pytest
 
-from graphopt.decision_diff import diff_records
-from graphopt.decision_format import record_of
+from graphopt.decisions.diff import diff_records
+from graphopt.decisions.format import record_of
 from graphopt.graph import CompGraph, Op
 from graphopt.hardware import get_cluster
 from graphopt.sim import simulate

@@ -2,7 +2,7 @@
 
 Accepted JSON forms:
 
-- a versioned decision file (:mod:`graphopt.decision_format`, ``docs/decisions.md``): every
+- a versioned decision file (:mod:`graphopt.decisions.format`, ``docs/decisions.md``): every
   array keyed by op name, with the graph's and the cluster's fingerprints; what ``graphopt
   baselines --save-decisions`` and ``graphopt simulate --save-decisions`` write;
 - a list of device indices, one per op in the graph file's op order (the order of its
@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from graphopt.decision_format import MAX_ENTRY, decision_of, is_versioned, parse_record, read_json
+from graphopt.decisions.format import MAX_ENTRY, decision_of, is_versioned, parse_record, read_json
 from graphopt.graph import CompGraph
 from graphopt.typing import Decision
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from graphopt.decision_format import (
+from graphopt.decisions.format import (
     kernel_groups,
     parse_record,
     read_json,
@@ -18,7 +18,7 @@ from graphopt.decision_format import (
     record_of,
     to_json,
 )
-from graphopt.decision_io import load_decision
+from graphopt.decisions.io import load_decision
 from graphopt.graph import CompGraph, Op
 from graphopt.hardware import get_cluster
 from graphopt.sim import simulate
@@ -241,7 +241,7 @@ def test_an_episode_file_of_another_graph_version_is_refused(tmp_path):
 
 
 def test_placement_by_names_places_the_named_ops_and_checks_the_rest() -> None:
-    from graphopt.decision_format import placement_by_names
+    from graphopt.decisions.format import placement_by_names
     from graphopt.workloads import get_graph
 
     graph = get_graph("txl-tiny")

@@ -5,7 +5,7 @@ import json
 import numpy as np
 import pytest
 
-from graphopt.decision_io import load_decision
+from graphopt.decisions.io import load_decision
 from graphopt.graph import CompGraph, Op
 from graphopt.typing import Decision
 

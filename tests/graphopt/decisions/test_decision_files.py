@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from graphopt.decision_files import (
+from graphopt.decisions.files import (
     INDEX,
     DecisionDir,
     dumps,
@@ -19,8 +19,8 @@ from graphopt.decision_files import (
     save_decision,
     write_json_atomic,
 )
-from graphopt.decision_format import record_of, to_json
-from graphopt.decision_io import load_decision
+from graphopt.decisions.format import record_of, to_json
+from graphopt.decisions.io import load_decision
 from graphopt.graph import CompGraph, Op
 from graphopt.hardware import get_cluster
 from graphopt.sim import simulate
