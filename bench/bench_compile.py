@@ -46,7 +46,7 @@ from graphopt.graph import CompGraph  # noqa: E402
 from graphopt.hardware import Cluster  # noqa: E402
 from graphopt.importers import torch as torch_importer  # noqa: E402
 from graphopt.importers import zoo  # noqa: E402
-from graphopt.importers.machine import cpu_kind, cuda_kind, torch_threads  # noqa: E402
+from graphopt.measure.machine import cpu_kind, cuda_kind, torch_threads  # noqa: E402
 from graphopt.sim import simulate  # noqa: E402
 from graphopt.sim.calibrate import calibrate, source_of  # noqa: E402
 from graphopt.typing import Decision  # noqa: E402

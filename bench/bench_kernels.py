@@ -1,7 +1,7 @@
 """Inductor's compiled kernels against the simulator's fused-kernel rule and a learned kernel model.
 
 Measures (or, with ``--reuse``, reads back) the compiled forward graph of every model of
-``bench_profile.MODELS`` on this CPU, one thread (:func:`graphopt.importers.kernels.
+``bench_profile.MODELS`` on this CPU, one thread (:func:`graphopt.measure.kernels.
 profile_kernels`: each kernel's median time and the graphopt ops it computes), into ``--data``
 (default ``bench/data/kernels-<kind>/<model>-forward.json``). The graphs themselves, with their
 ops' measured eager times, come from ``bench_profile``'s data (``--profile``, default
@@ -42,8 +42,8 @@ from bench_profile import MODELS, on, without_measured  # noqa: E402
 from graphopt.costmodel.kernel_fit import fit_kernel_model, member_times, op_indices  # noqa: E402
 from graphopt.graph import CompGraph  # noqa: E402
 from graphopt.hardware import Cluster, Device  # noqa: E402
-from graphopt.importers.kernels import KernelProfile, profile_kernels  # noqa: E402
-from graphopt.importers.machine import cpu_kind  # noqa: E402
+from graphopt.measure.kernels import KernelProfile, profile_kernels  # noqa: E402
+from graphopt.measure.machine import cpu_kind  # noqa: E402
 from graphopt.sim import simulate  # noqa: E402
 from graphopt.sim.calibrate import calibrate, source_of  # noqa: E402
 

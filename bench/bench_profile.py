@@ -4,12 +4,12 @@ Measures (or, with ``--reuse``, reads back) every zoo model of :data:`MODELS`, f
 training graph, on this machine, and keeps the measurements as data files in ``--data`` (default
 ``bench/data/profile-<kind>``, ``kind`` naming the CPU and the thread count):
 
-- ``cluster.yaml``: the probed machine (:func:`graphopt.importers.machine.probe_cpu`: best
+- ``cluster.yaml``: the probed machine (:func:`graphopt.measure.machine.probe_cpu`: best
   float32 matmul, best copy bandwidth, median eager dispatch), its CPU model in the description;
 - ``<model>-<forward|train>.json.gz``: the imported graph with every op's median time under the
   machine's kind and, in ``metadata["profile"]``, the measured eager step (``eager_seconds``),
   the FX graph run as one call (``graph_seconds``) and the settings
-  (:func:`graphopt.importers.profile.profile_graph`, ``--timer clock`` by default);
+  (:func:`graphopt.measure.profile.profile_graph`, ``--timer clock`` by default);
 - ``cluster-calibrated.yaml``: the machine calibrated on all of them (:mod:`graphopt.sim.calibrate`).
 
 Printed per graph, all on one device, topological order, no fusion, the errors
@@ -38,8 +38,8 @@ absolute error of each, and the fitted efficiency table.
 The machine is shared and noisy: every time is a median over ``--iterations`` runs, the peak
 figures are best-of-repeats; the same step can vary by 10-30% between sessions.
 
-On a GPU, ``--device cuda`` profiles there (CUDA events, :mod:`graphopt.importers.profile`) and
-probes the GPU (:func:`graphopt.importers.machine.probe_cuda`); the data go to
+On a GPU, ``--device cuda`` profiles there (CUDA events, :mod:`graphopt.measure.profile`) and
+probes the GPU (:func:`graphopt.measure.machine.probe_cuda`); the data go to
 ``bench/data/profile-cuda-<GPU>``.
 
 Run: ``python bench/bench_profile.py [--models NAME,...] [--threads 1] [--iterations 20]
@@ -63,8 +63,8 @@ import torch
 from graphopt.costmodel.op_fit import fit_op_model, op_errors
 from graphopt.graph import CompGraph
 from graphopt.hardware import Cluster, Device
-from graphopt.importers.machine import cpu_kind, cuda_kind, machine_cluster, probe_cpu, probe_cuda
-from graphopt.importers.profile import profile_graph
+from graphopt.measure.machine import cpu_kind, cuda_kind, machine_cluster, probe_cpu, probe_cuda
+from graphopt.measure.profile import profile_graph
 from graphopt.op_model import OpModel
 from graphopt.sim import simulate
 from graphopt.sim.calibrate import calibrate, source_of

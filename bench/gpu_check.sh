@@ -56,8 +56,8 @@ print(f"torch {torch.__version__}, {where}")
 EOF
 
 case $DEVICE in
-  cuda*) KIND=$("$PY" -c 'from graphopt.importers.machine import cuda_kind; print(cuda_kind())') ;;
-  *) KIND=$("$PY" -c 'from graphopt.importers.machine import cpu_kind; print(cpu_kind(1))')-dry ;;
+  cuda*) KIND=$("$PY" -c 'from graphopt.measure.machine import cuda_kind; print(cuda_kind())') ;;
+  *) KIND=$("$PY" -c 'from graphopt.measure.machine import cpu_kind; print(cpu_kind(1))')-dry ;;
 esac
 DATA=${DATA:-bench/data/profile-$KIND}
 mkdir -p "$DATA"

@@ -1,6 +1,6 @@
 """``bench/gpu_check.sh`` without a GPU: the script parses, and its preflight stops it in one line
 before any work (what it runs on a GPU is tested piecewise: the CUDA path of
-``graphopt.importers.profile`` in tests/graphopt/importers/test_profile.py)."""
+``graphopt.measure.profile`` in tests/graphopt/measure/test_profile.py)."""
 
 from __future__ import annotations
 

@@ -9,7 +9,7 @@ The order, lowest first (:data:`LAYERS`; ``docs/architecture.md`` draws it, and
    ``graphopt.signals``, ``graphopt.file_set``, ``graphopt.strict_json``,
    ``graphopt.weights``, ``graphopt.compiled``
 2. ``graphopt.sim`` (engine, simulator, bounds, estimate, links), ``graphopt.op_model`` (with
-   ``booster_text``), ``graphopt.workloads``, ``graphopt.importers``, ``graphopt.decisions``
+   ``booster_text``), ``graphopt.workloads``, ``graphopt.importers``, ``graphopt.measure``, ``graphopt.decisions``
    (io, format, files, diff), ``graphopt.distributed``
 3. ``graphopt.baselines``, ``graphopt.decoders`` (beside the heuristics they generalise),
    ``graphopt.optimizer`` (``graphopt optimize``: the heuristics, then the decoder search)
@@ -61,6 +61,7 @@ LAYERS: dict[str, int] = {
     "graphopt.booster_text": 2,
     "graphopt.workloads": 2,
     "graphopt.importers": 2,
+    "graphopt.measure": 2,
     "graphopt.decisions": 2,
     "graphopt.distributed": 2,
     "graphopt.baselines": 3,

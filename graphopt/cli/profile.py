@@ -1,9 +1,9 @@
 """``graphopt profile SOURCE -o GRAPH.json``: measure a model's ops on this machine.
 
-Runs the graph of a zoo model for real on the CPU (:func:`graphopt.importers.profile.profile_graph`),
+Runs the graph of a zoo model for real on the CPU (:func:`graphopt.measure.profile.profile_graph`),
 stores each op's median time under a device kind named after this CPU and thread count, and writes
 the cluster file of this machine (one CPU device measured by
-:func:`graphopt.importers.machine.probe_cpu`), so that ``graphopt simulate GRAPH.json --cluster
+:func:`graphopt.measure.machine.probe_cpu`), so that ``graphopt simulate GRAPH.json --cluster
 CLUSTER.yaml`` uses the measured times. Both files are written only after everything succeeded,
 each atomically; bad input (an unknown source or device, no CUDA device, an output path that
 cannot be written, a model that fails to run) is one line on stderr, exit status 2.
@@ -24,10 +24,10 @@ NAME = "profile"
 HELP = "run a zoo model on this machine and store each op's measured time in its graph file"
 
 MODES = ("training", "forward")
-TIMERS = ("profiler", "clock")  # graphopt.importers.profile.TIMERS, without importing torch
+TIMERS = ("profiler", "clock")  # graphopt.measure.profile.TIMERS, without importing torch
 MAX_ITERATIONS = 1_000
 MAX_THREADS = 1_024
-"""The bounds of :data:`graphopt.importers.profile.MAX_ITERATIONS` and ``MAX_THREADS``, which
+"""The bounds of :data:`graphopt.measure.profile.MAX_ITERATIONS` and ``MAX_THREADS``, which
 this module does not import at start-up (tests/graphopt/cli/test_profile_cli.py checks that they
 agree)."""
 GRAPH_SUFFIXES = (".json", ".gz")
@@ -165,8 +165,8 @@ def cmd_profile(args: argparse.Namespace) -> int:
     from rich.markup import escape
     from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-    from graphopt.importers.machine import machine_cluster, probe_cpu, probe_cuda
-    from graphopt.importers.profile import check_device, profile_graph
+    from graphopt.measure.machine import machine_cluster, probe_cpu, probe_cuda
+    from graphopt.measure.profile import check_device, profile_graph
 
     check_device(args.device)
     with Progress(

@@ -1,5 +1,5 @@
 """A learned model of a fused kernel's time from its member ops, trained on Inductor's measured
-kernels (:mod:`graphopt.importers.kernels`).
+kernels (:mod:`graphopt.measure.kernels`).
 
 The simulator prices a fused kernel from its members' op times (rule 4 of :mod:`graphopt.sim`:
 ``max(sum - (m - 1) * launch_overhead, max)``); a compiled kernel can run far from that (a
@@ -37,7 +37,7 @@ import numpy as np
 from graphopt.costmodel.op_fit import PARAMS
 from graphopt.graph import CompGraph
 from graphopt.hardware import Cluster, Device
-from graphopt.importers.kernels import KernelProfile
+from graphopt.measure.kernels import KernelProfile
 from graphopt.op_classes import CONTRACTION, DATA_MOVEMENT, ELEMENTWISE, REDUCTION
 from graphopt.sim.simulator import PreparedGraph
 

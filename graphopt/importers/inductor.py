@@ -109,7 +109,7 @@ class InductorGroups:
         capture_seconds: wall time of the capture (``torch.export``, the joint graph) before.
         graphs: the graphs compiled: ``["forward"]`` or ``["forward", "backward"]``.
         positions: per group, the graph it was compiled in and the position of its kernel in
-            that graph's scheduled (or, for :mod:`graphopt.importers.kernels`, launched) nodes.
+            that graph's scheduled (or, for :mod:`graphopt.measure.kernels`, launched) nodes.
     """
 
     groups: list[list[str]]

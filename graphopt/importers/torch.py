@@ -198,7 +198,7 @@ def graph_from(
     """The :class:`CompGraph` of a converted FX graph, with the importer's metadata (``source``,
     ``importer_version``, ``torch_version``, ``training``, the conversion's own) and ``metadata``
     on top; ``op_names`` and ``measured`` replace the conversion's names and add measured times
-    (:mod:`graphopt.importers.profile`)."""
+    (:mod:`graphopt.measure.profile`)."""
     meta = {
         "source": "torch.export",
         "importer_version": IMPORTER_VERSION,

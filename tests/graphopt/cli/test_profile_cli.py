@@ -100,7 +100,7 @@ def test_bad_options_are_one_line_and_write_nothing(run_cli, tmp_path, args, mes
 
 def test_the_bounds_are_the_library_s() -> None:
     from graphopt.cli import profile as profile_cli
-    from graphopt.importers import profile
+    from graphopt.measure import profile
 
     assert profile_cli.MAX_ITERATIONS == profile.MAX_ITERATIONS
     assert profile_cli.MAX_THREADS == profile.MAX_THREADS

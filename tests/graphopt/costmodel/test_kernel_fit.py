@@ -15,7 +15,7 @@ from graphopt.costmodel.kernel_fit import (
 )
 from graphopt.graph import CompGraph, Op
 from graphopt.hardware import Device
-from graphopt.importers.kernels import KernelProfile
+from graphopt.measure.kernels import KernelProfile
 
 DEVICE = Device("cpu0", "cpu-test", peak_flops=1e11, mem_bandwidth=2e10, memory=1e10,
                 launch_overhead=2e-6)  # fmt: skip

@@ -13,9 +13,9 @@ import torch
 
 from graphopt.graph import CompGraph
 from graphopt.hardware import Device
-from graphopt.importers import profile as profiler
-from graphopt.importers.machine import cpu_kind, machine_cluster
-from graphopt.importers.profile import ProfileReport, profile_graph
+from graphopt.measure import profile as profiler
+from graphopt.measure.machine import cpu_kind, machine_cluster
+from graphopt.measure.profile import ProfileReport, profile_graph
 from graphopt.sim import simulate
 
 RESNET = "torch:resnet?depth=18&width=8&image=32&batch=2&classes=10"

@@ -22,7 +22,7 @@ profiling on) and runs the compiled graph under ``torch.profiler``:
 - **Times**: a kernel's time is the median over ``iterations`` runs (after ``warmup``) of its
   event's duration; :attr:`KernelProfile.step_seconds` is the median wall time of the whole
   compiled call, and :attr:`KernelProfile.eager_seconds` that of the model's eager forward step
-  (as :func:`~graphopt.importers.profile.profile_graph` times it: ``no_grad``, attention on the
+  (as :func:`~graphopt.measure.profile.profile_graph` times it: ``no_grad``, attention on the
   math backend), the two taking turns in the same process, so that their ratio, the measured
   speed-up of compiling, is not a comparison across sessions of a shared machine.
 
@@ -52,9 +52,9 @@ from graphopt import strict_json
 from graphopt.errors import check_integer
 from graphopt.file_set import write_file
 from graphopt.importers import inductor as inductor_groups_
-from graphopt.importers import profile as profiler
 from graphopt.importers import torch as torch_importer
-from graphopt.importers.machine import cpu_kind, torch_threads
+from graphopt.measure import profile as profiler
+from graphopt.measure.machine import cpu_kind, torch_threads
 from graphopt.weights import pickle_refusal
 
 KERNELS_VERSION = 1
@@ -69,7 +69,7 @@ class KernelProfile:
 
     Attributes:
         name: the graph's name (the zoo's canonical name, as the importer gives it).
-        kind: the device kind the times belong to (:func:`~graphopt.importers.machine.cpu_kind`).
+        kind: the device kind the times belong to (:func:`~graphopt.measure.machine.cpu_kind`).
         groups: per kernel that computes at least one graphopt op, those ops' names, in
             Inductor's launch order.
         seconds: per group, its kernel's median time.
@@ -246,10 +246,10 @@ def profile_kernels(
 
     Args:
         spec: a zoo model (``torch:NAME?...``).
-        iterations: timed runs, 1..:data:`graphopt.importers.profile.MAX_ITERATIONS`; a
+        iterations: timed runs, 1..:data:`graphopt.measure.profile.MAX_ITERATIONS`; a
             kernel's time is the median over them.
-        warmup: untimed runs first, 0..:data:`~graphopt.importers.profile.MAX_ITERATIONS`.
-        threads: torch threads, 1..:data:`~graphopt.importers.profile.MAX_THREADS`.
+        warmup: untimed runs first, 0..:data:`~graphopt.measure.profile.MAX_ITERATIONS`.
+        threads: torch threads, 1..:data:`~graphopt.measure.profile.MAX_THREADS`.
 
     Raises:
         ValueError: a bad spec or argument (an argument out of its range is refused before any

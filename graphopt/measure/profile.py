@@ -7,7 +7,7 @@ graph for training graphs, with real tensors in place of the fake ones the impor
 The graph it returns is the imported graph (ops, FLOPs, bytes, edges identical to
 :func:`~graphopt.importers.zoo.load_zoo`'s) with each op's median time stored in
 ``measured[kind]``, ``kind`` naming this CPU and the thread count
-(:func:`graphopt.importers.machine.cpu_kind`); the simulator uses it on a device of that kind
+(:func:`graphopt.measure.machine.cpu_kind`); the simulator uses it on a device of that kind
 (rule 3 of :mod:`graphopt.sim`).
 
 Tensors: parameters and buffers are the model's own (a zoo model is built on the CPU with its
@@ -60,7 +60,7 @@ add the interpreter's launch of it to the kernels while the GPU waits (the sum o
 was 1.5 times the eager step on an H200). An op that may write to its inputs (an ATen overload
 with a mutable schema, or a callable that is not one) is timed over one call. The whole-step
 times synchronise before the clock stops. The kind defaults to
-:func:`~graphopt.importers.machine.cuda_kind` (the GPU's name).
+:func:`~graphopt.measure.machine.cuda_kind` (the GPU's name).
 
 Failures raise ``ValueError`` with one clear message: a model torch.export cannot capture, an op
 that fails to run (named, with torch's error), a model that fails to run eagerly, no op matched.
@@ -86,7 +86,7 @@ from torch.utils._pytree import tree_leaves, tree_map
 from graphopt.errors import InvalidArgument, check_integer
 from graphopt.graph import CompGraph
 from graphopt.importers import torch as torch_importer
-from graphopt.importers.machine import cpu_kind, cuda_kind, torch_threads
+from graphopt.measure.machine import cpu_kind, cuda_kind, torch_threads
 
 PROFILER_VERSION = 2
 """Bumped whenever what :func:`profile_graph` measures changes (stored in the graph's metadata)."""
@@ -229,8 +229,8 @@ def profile_graph(
         timer: ``"profiler"`` or ``"clock"`` (module docstring).
         device: where to run: ``"cpu"``, or ``"cuda"`` / ``"cuda:N"`` (``timer="clock"`` only;
             module docstring).
-        kind: the key of the measured times (default :func:`~graphopt.importers.machine.cpu_kind`
-            of ``threads``, or :func:`~graphopt.importers.machine.cuda_kind` on a GPU).
+        kind: the key of the measured times (default :func:`~graphopt.measure.machine.cpu_kind`
+            of ``threads``, or :func:`~graphopt.measure.machine.cuda_kind` on a GPU).
         seed: seeds the weights (zoo models) and the random inputs.
 
     Returns:

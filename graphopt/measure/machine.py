@@ -24,7 +24,7 @@ duration (default **1 thread**; the previous setting is restored):
 
 The device's ``kind`` (:func:`cpu_kind`) names the CPU model and the thread count, e.g.
 ``cpu-amd-epyc-t1`` or ``cpu-intel-xeon-platinum-8375c-t4``: the key under which
-:func:`graphopt.importers.profile.profile_graph` stores the ops' measured times, so a graph
+:func:`graphopt.measure.profile.profile_graph` stores the ops' measured times, so a graph
 profiled with ``t`` threads is simulated with its measured times only on a device of that kind.
 
 :func:`probe_cuda` measures a CUDA GPU the same way, timed with CUDA events (each figure the best

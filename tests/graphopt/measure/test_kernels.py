@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from graphopt.importers.kernels import KERNELS_VERSION, KernelProfile, profile_kernels
 from graphopt.importers.zoo import load_zoo
+from graphopt.measure.kernels import KERNELS_VERSION, KernelProfile, profile_kernels
 
 
 def sample() -> KernelProfile:
@@ -108,7 +108,7 @@ def test_counts_out_of_range_are_refused_before_any_work(
     monkeypatch: pytest.MonkeyPatch, argument: str, value: object, says: str
 ) -> None:
     from graphopt.errors import InvalidArgument
-    from graphopt.importers import profile
+    from graphopt.measure import profile
 
     def no_work(*args: object, **kwargs: object) -> None:
         raise AssertionError("the model was built before the arguments were checked")

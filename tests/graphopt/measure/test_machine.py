@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from graphopt.hardware import Cluster, Device, get_cluster
-from graphopt.importers import machine
+from graphopt.measure import machine
 
 
 @pytest.fixture
