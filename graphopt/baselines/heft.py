@@ -148,6 +148,26 @@ def data_ready(v, p, preds, placement, finish, links, contention, booking, commi
 
 
 @njit(cache=True)
+def schedule_arrays(n, num_dev, contention):
+    """A list schedule's empty state for ``n`` ops on ``num_dev`` devices: ``placement`` (-1:
+    not placed), ``start``, ``finish``, each device's booked intervals (``busy_start``,
+    ``busy_end``, ``count``: :func:`graphopt.sim.links.find_slot`'s), and the link booking
+    (``link_free``, ``copy_arrival`` (one row per op under ``contention``), ``tentative``:
+    :func:`data_ready`'s). HEFT's loop (:func:`list_schedule`) and the step-wise decoder's state
+    (:func:`graphopt.decoders.stepwise.new_state`) start from it."""
+    placement = np.full(n, -1, dtype=np.int64)
+    start = np.zeros(n, dtype=np.float64)
+    finish = np.zeros(n, dtype=np.float64)
+    busy_start = np.empty((num_dev, max(n, 1)), dtype=np.float64)
+    busy_end = np.empty((num_dev, max(n, 1)), dtype=np.float64)
+    count = np.zeros(num_dev, dtype=np.int64)
+    link_free = np.zeros((num_dev, num_dev), dtype=np.float64)
+    copy_arrival = np.full((n if contention else 1, num_dev), -1.0)
+    tentative = np.zeros(num_dev, dtype=np.float64)
+    return placement, start, finish, busy_start, busy_end, count, link_free, copy_arrival, tentative
+
+
+@njit(cache=True)
 def list_schedule(
     key,
     score_bias,
@@ -185,15 +205,9 @@ def list_schedule(
     relayed send takes them hop by hop). Without ``contention`` its options are not read.
     """
     n, num_dev = comp.shape
-    placement = np.full(n, -1, dtype=np.int64)
-    start = np.zeros(n, dtype=np.float64)
-    finish = np.zeros(n, dtype=np.float64)
-    busy_start = np.empty((num_dev, max(n, 1)), dtype=np.float64)
-    busy_end = np.empty((num_dev, max(n, 1)), dtype=np.float64)
-    count = np.zeros(num_dev, dtype=np.int64)
-    link_free = np.zeros((num_dev, num_dev), dtype=np.float64)
-    copy_arrival = np.full((n if contention else 1, num_dev), -1.0)
-    tentative = np.zeros(num_dev, dtype=np.float64)
+    placement, start, finish, busy_start, busy_end, count, link_free, copy_arrival, tentative = (
+        schedule_arrays(n, num_dev, contention)
+    )
     preds = (pred_ptr, pred_src, pred_data)
     pair = (links.latency, links.bandwidth)
     booking = (link_free, copy_arrival, tentative)

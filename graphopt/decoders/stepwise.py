@@ -64,7 +64,7 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit
 
-from graphopt.baselines.heft import DEFAULT_MAX_GAPS, data_ready, list_inputs
+from graphopt.baselines.heft import DEFAULT_MAX_GAPS, data_ready, list_inputs, schedule_arrays
 from graphopt.compiled import INTERNAL
 from graphopt.constraints import constraints
 from graphopt.graph import CompGraph
@@ -245,15 +245,9 @@ def new_state(g):
     comp, pred_ptr = g[0], g[3]
     num_groups, rank, contention = g[11], g[15], g[18]
     n, num_dev = comp.shape
-    placement = np.full(n, -1, dtype=np.int64)
-    start = np.zeros(n, dtype=np.float64)
-    finish = np.zeros(n, dtype=np.float64)
-    busy_start = np.empty((num_dev, max(n, 1)), dtype=np.float64)
-    busy_end = np.empty((num_dev, max(n, 1)), dtype=np.float64)
-    count = np.zeros(num_dev, dtype=np.int64)
-    link_free = np.zeros((num_dev, num_dev), dtype=np.float64)
-    copy_arrival = np.full((n if contention else 1, num_dev), -1.0)
-    tentative = np.zeros(num_dev, dtype=np.float64)
+    placement, start, finish, busy_start, busy_end, count, link_free, copy_arrival, tentative = (
+        schedule_arrays(n, num_dev, contention)
+    )
     resident = np.zeros(num_dev, dtype=np.float64)
     busy = np.zeros(num_dev, dtype=np.float64)
     group_dev = np.full(num_groups, -1, dtype=np.int64)
