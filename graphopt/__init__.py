@@ -25,6 +25,7 @@ def optimize(
     task: str = "placement",
     seed: int = 0,
     prescreen: int = 1,
+    moves: str | None = None,
 ) -> tuple[Decision, Measurement]:
     """The best decision for ``task`` on ``graph`` and ``cluster`` within the budget, and its
     simulated measurement: the best heuristic, then the strongest search of the task
@@ -43,15 +44,31 @@ def optimize(
         seed: seeds the search.
         prescreen: placement: window moves ranked by the analytic estimate per simulator call
             (1: none; for ``calls`` budgets, when calls are the scarce resource).
+        moves: placement: ``"builtin"`` or a file of ``graphopt moves train``: the second half of
+            the budget goes to single-op moves in the order that learned model ranks them, as
+            ``graphopt optimize --moves`` (docs/results/moves.md).
 
     Raises:
-        graphopt.errors.InvalidArgument: a bad budget, graph, cluster or task.
+        graphopt.errors.InvalidArgument: a bad budget, graph, cluster, task or move model.
     """
-    from graphopt.optimizer import optimize_graph  # the package's one import from above it
+    # the package's imports from above it (tests/test_layers.py FRONT_DOOR)
+    from graphopt.optimizer import optimize_graph
 
+    phase = None
+    if moves is not None:
+        from graphopt.nn.move_search import load_move_phase
+
+        phase = load_move_phase(moves, seed)
     if seconds is None and calls is None:
         seconds = 10.0
     found = optimize_graph(
-        graph, cluster, task=task, seconds=seconds, calls=calls, seed=seed, prescreen=prescreen
+        graph,
+        cluster,
+        task=task,
+        seconds=seconds,
+        calls=calls,
+        seed=seed,
+        prescreen=prescreen,
+        moves=phase,
     )
     return found.decision, found.measurement

@@ -164,9 +164,9 @@ def check_optimize(args: argparse.Namespace) -> None:
             raise ValueError(
                 f"--moves ranks placement moves; --task {args.task} has none (use --task placement)"
             )
-        from graphopt.nn.move_gain import load_move_net
+        from graphopt.nn.move_search import load_move_phase
 
-        args.move_net, _ = load_move_net(args.moves)  # before any work; kept for cmd_optimize
+        args.move_phase = load_move_phase(args.moves, args.seed)  # before any work
     if args.start:
         from graphopt.decisions.format import read_record
 
@@ -205,9 +205,6 @@ def cmd_optimize(args: argparse.Namespace) -> int:
     from graphopt.optimizer import optimize_graph, resolve
     from graphopt.rundir import is_interrupt
 
-    if args.moves:
-        from graphopt.nn.move_search import move_phase
-
     graph, cluster = resolve(args.graph, args.cluster)
     check_constraints([(graph, cluster)], args.graph)
     start, start_name = None, "start"
@@ -230,7 +227,7 @@ def cmd_optimize(args: argparse.Namespace) -> int:
                 start_name=start_name,
                 on_progress=bar.update,
                 prescreen=args.prescreen,
-                moves=move_phase(args.move_net, seed=args.seed) if args.moves else None,
+                moves=args.move_phase if args.moves else None,
             )
     except BaseException as e:  # Ctrl-C or SIGTERM, however it surfaced (numba: SystemError)
         if not is_interrupt(e):

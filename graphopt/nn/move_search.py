@@ -24,7 +24,7 @@ import numpy as np
 from graphopt.decoders.event_step import event_graph
 from graphopt.graph import CompGraph
 from graphopt.hardware import Cluster
-from graphopt.nn.move_gain import MoveGainNet, move_inputs, ranked_moves
+from graphopt.nn.move_gain import MoveGainNet, load_move_net, move_inputs, ranked_moves
 from graphopt.optimizer import MovePhase, Report
 from graphopt.sim import Simulator
 from graphopt.sim.simulator import PreparedGraph
@@ -162,3 +162,15 @@ def move_phase(net: MoveGainNet | None, seed: int = 0) -> MovePhase:
         return result.calls + 1
 
     return phase
+
+
+def load_move_phase(model: str, seed: int = 0) -> MovePhase:
+    """:func:`move_phase` of the model in ``model`` (``"builtin"`` or a file of ``graphopt moves
+    train``): ``graphopt optimize --moves`` and ``graphopt.optimize(moves=...)``.
+
+    Raises:
+        graphopt.errors.InvalidArgument: as :func:`graphopt.nn.move_gain.load_move_net` (a missing,
+            corrupt or foreign file, in one line).
+    """
+    net, _ = load_move_net(model)
+    return move_phase(net, seed)

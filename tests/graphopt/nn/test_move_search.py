@@ -136,3 +136,21 @@ def test_as_optimizes_last_phase_it_spends_the_calls_and_the_result_replays():
     assert replay.step_time == result.measurement.step_time
     with pytest.raises(InvalidArgument, match="task joint"):
         optimize_graph(graph, cluster, task="joint", calls=8, moves=move_phase(None))
+
+
+def test_the_front_door_takes_a_learned_move_model(tmp_path):
+    """``graphopt.optimize(moves=...)`` as ``graphopt optimize --moves``: the built-in model or a
+    file, refused in one line when it is not one."""
+    import graphopt
+    from graphopt.errors import InvalidArgument
+    from graphopt.sim import Simulator
+    from graphopt.typing import Decision
+
+    graph, cluster = get_graph("wavenet-tiny"), get_cluster(CLUSTER)
+    decision, measurement = graphopt.optimize(graph, cluster, calls=48, moves="builtin")
+    replay = Simulator().evaluate(graph, cluster, Decision(placement=decision.placement))
+    assert replay.step_time == measurement.step_time
+    heuristic = PreparedGraph(graph, cluster).evaluate_batch(PLACERS["heft"](graph, cluster)[None])
+    assert measurement.step_time <= float(heuristic.step_time[0])  # never worse than a heuristic
+    with pytest.raises(InvalidArgument, match="none.pt"):
+        graphopt.optimize(graph, cluster, calls=8, moves=str(tmp_path / "none.pt"))
