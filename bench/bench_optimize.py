@@ -4,7 +4,7 @@ on the graphs and clusters of issue #38's targets.
 Usage: python bench/bench_optimize.py [--graphs G] [--clusters C] [--calls 256,4096]
        [--seconds 1,10] [--sixty] [--seed 0]
        [--joint-clusters v100-nvlink-4] [--joint-seconds 10] [--joint-calls 2048]
-       [--large gnmt-8] [--large-seconds 10,60] [--moves MODEL]
+       [--large gnmt-8] [--large-seconds 10,60] [--moves MODEL [--ranking-share X]]
 
 Per cluster and graph, the speed-up over the graph's best heuristic of
 
@@ -293,15 +293,24 @@ def main() -> None:
         default="",
         help="a move-gain model ('builtin' or a file): adds the columns moves@B, optimize --moves",
     )
+    parser.add_argument(
+        "--ranking-share",
+        type=float,
+        default=None,
+        help="with --moves: graphopt.nn.move_search.RANKING_SHARE for this run (default: its own)",
+    )
     args = parser.parse_args()
     moves = None
     if args.moves:
         import torch
 
+        from graphopt.nn import move_search
         from graphopt.nn.move_gain import load_move_net
 
         torch.set_num_threads(2)
         moves, _ = load_move_net(args.moves)
+        if args.ranking_share is not None:
+            move_search.RANKING_SHARE = args.ranking_share
     calls = sorted(int(c) for c in args.calls.split(",") if c)
     seconds = [float(s) for s in args.seconds.split(",") if s] + ([60.0] if args.sixty else [])
     graphs = resolve_graphs(args.graphs)
