@@ -49,15 +49,18 @@ def optimize(
             ``graphopt optimize --moves`` (docs/results/moves.md).
 
     Raises:
-        graphopt.errors.InvalidArgument: a bad budget, graph, cluster, task or move model.
+        graphopt.errors.InvalidArgument: a bad budget, graph, cluster, task or move model, or a
+            move model with a cluster whose link model it cannot read.
     """
     # the package's imports from above it (tests/test_layers.py FRONT_DOOR)
-    from graphopt.optimizer import optimize_graph
+    from graphopt.optimizer import optimize_graph, resolve
 
     phase = None
     if moves is not None:
-        from graphopt.nn.move_search import load_move_phase
+        from graphopt.nn.move_search import check_moves, load_move_phase
 
+        graph, cluster = resolve(graph, cluster)
+        check_moves(graph, cluster)  # before any work
         phase = load_move_phase(moves, seed)
     if seconds is None and calls is None:
         seconds = 10.0

@@ -207,6 +207,10 @@ def cmd_optimize(args: argparse.Namespace) -> int:
 
     graph, cluster = resolve(args.graph, args.cluster)
     check_constraints([(graph, cluster)], args.graph)
+    if args.moves:
+        from graphopt.nn.move_search import check_moves
+
+        check_moves(graph, cluster)
     start, start_name = None, "start"
     if args.run:
         start = run_decision(args.run, graph, cluster, args.task, args.seed)

@@ -121,15 +121,11 @@ class EventGraph:
         return EventGraph(self.graph, self.cluster, arrays, anchor_arr)
 
 
-def event_graph(graph: CompGraph, cluster: Cluster, anchor: IntArray | None = None) -> EventGraph:
-    """The :class:`EventGraph` of ``graph`` on ``cluster`` with reference placement ``anchor``.
-
-    Raises:
-        ValueError: a cluster whose link or dispatch model is not the default (``contention:
-            none``, ``route: via-host``, ``send: per-consumer``, ``dispatch: fcfs``), enforced
-            colocation, or an anchor of the wrong shape.
-    """
-    n, num_dev = graph.num_ops, cluster.num_devices
+def unsupported(graph: CompGraph, cluster: Cluster) -> str:
+    """What of ``cluster``'s model (or ``graph``'s constraints on it) the decoder cannot run, as
+    ``"route: via-host of cluster 'accel-host'"``; empty when it runs the default model: no
+    ``contention: none``, ``route: via-host``, ``send: per-consumer``, ``dispatch: fcfs`` or
+    enforced colocation."""
     model = cluster.model
     other = [
         option
@@ -144,11 +140,25 @@ def event_graph(graph: CompGraph, cluster: Cluster, anchor: IntArray | None = No
     rules = constraints(graph, cluster)
     if rules.group is not None and (rules.group >= 0).any():
         other.append("colocation: enforce")
+    return f"{', '.join(other)} of cluster {cluster.name!r}" if other else ""
+
+
+def event_graph(graph: CompGraph, cluster: Cluster, anchor: IntArray | None = None) -> EventGraph:
+    """The :class:`EventGraph` of ``graph`` on ``cluster`` with reference placement ``anchor``.
+
+    Raises:
+        ValueError: a cluster whose link or dispatch model is not the default (``contention:
+            none``, ``route: via-host``, ``send: per-consumer``, ``dispatch: fcfs``), enforced
+            colocation, or an anchor of the wrong shape.
+    """
+    n, num_dev = graph.num_ops, cluster.num_devices
+    other = unsupported(graph, cluster)
     if other:
         raise ValueError(
             f"the event-driven decoder runs the simulator's default model and cannot run "
-            f"{', '.join(other)} of cluster {cluster.name!r}; use graphopt optimize"
+            f"{other}; use graphopt optimize"
         )
+    rules = constraints(graph, cluster)
     prologue = list_inputs(graph, cluster)
     succ_ptr, succ_dst, pred_ptr, pred_src, pred_bytes = prologue.csr
     latency, bandwidth = prologue.links

@@ -22,7 +22,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from graphopt.decoders.event_step import event_graph
+from graphopt.decoders.event_step import event_graph, unsupported
+from graphopt.errors import InvalidArgument
 from graphopt.graph import CompGraph
 from graphopt.hardware import Cluster
 from graphopt.nn.move_gain import MoveGainNet, load_move_net, move_inputs, ranked_moves
@@ -30,7 +31,6 @@ from graphopt.optimizer import MovePhase, Report
 from graphopt.sim import Simulator
 from graphopt.sim.simulator import PreparedGraph
 from graphopt.typing import Decision, IntArray
-
 
 RANKING_SHARE = 0.25
 """Under a deadline, the most share of the search's time that rankings take (module docstring):
@@ -181,3 +181,19 @@ def load_move_phase(model: str, seed: int = 0) -> MovePhase:
     """
     net, _ = load_move_net(model)
     return move_phase(net, seed)
+
+
+def check_moves(graph: CompGraph, cluster: Cluster) -> None:
+    """Refuse, before any work, a graph and cluster the move model cannot read: its inputs are the
+    event-driven decoder's state, which runs the simulator's default model only
+    (:func:`graphopt.decoders.event_step.unsupported`).
+
+    Raises:
+        graphopt.errors.InvalidArgument: one line naming what the model cannot run.
+    """
+    other = unsupported(graph, cluster)
+    if other:
+        raise InvalidArgument(
+            f"the learned move model reads the simulator's default model and cannot read {other}: "
+            "optimize without it (no --moves)"
+        )

@@ -127,6 +127,21 @@ def test_bad_input_is_one_line_exit_2_and_writes_nothing(run_cli_here, tmp_path:
             ],
             "--task joint",
         ),
+        (
+            [
+                "optimize",
+                "txl-tiny",
+                "--cluster",
+                "accel-host",  # route: via-host, which the model's decoder does not run
+                "--calls",
+                "8",
+                "--moves",
+                "builtin",
+                "-o",
+                str(out),
+            ],
+            "cannot read route: via-host of cluster 'accel-host'",
+        ),
     ]
     for args, says in cases:
         proc = run_cli_here(*args, check=False)

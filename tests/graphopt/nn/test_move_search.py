@@ -154,3 +154,5 @@ def test_the_front_door_takes_a_learned_move_model(tmp_path):
     assert measurement.step_time <= float(heuristic.step_time[0])  # never worse than a heuristic
     with pytest.raises(InvalidArgument, match="none.pt"):
         graphopt.optimize(graph, cluster, calls=8, moves=str(tmp_path / "none.pt"))
+    with pytest.raises(InvalidArgument, match="cannot read route: via-host"):
+        graphopt.optimize(graph, "accel-host", calls=8, moves="builtin")
