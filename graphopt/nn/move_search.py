@@ -194,6 +194,7 @@ def check_moves(graph: CompGraph, cluster: Cluster) -> None:
     other = unsupported(graph, cluster)
     if other:
         raise InvalidArgument(
-            f"the learned move model reads the simulator's default model and cannot read {other}: "
-            "optimize without it (no --moves)"
+            "the learned move model reads the simulator's default model and cannot read "
+            "{other}: optimize without {moves}",
+            other=other,
         )
