@@ -187,7 +187,7 @@ def _build(name: str) -> CompGraph:
 
 
 def _expand(specs: str | Sequence[str]) -> list[str]:
-    from graphopt.workloads.registry import SUITES, split_spec
+    from graphopt.workloads.registry import split_spec, suite_names
 
     items = split_spec(specs) if isinstance(specs, str) else list(specs)
     names: list[str] = []
@@ -195,13 +195,7 @@ def _expand(specs: str | Sequence[str]) -> list[str]:
         if not item:
             continue
         if item.startswith("suite:"):
-            suite = item[len("suite:") :]
-            if suite not in SUITES:
-                raise ValueError(
-                    f"unknown suite {suite!r}; known suites: "
-                    + ", ".join(f"suite:{s}" for s in SUITES)
-                )
-            names.extend(SUITES[suite])
+            names.extend(suite_names(item))
         else:
             names.append(item)
     if not names:

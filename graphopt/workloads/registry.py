@@ -198,6 +198,21 @@ SUITES: dict[str, tuple[str, ...]] = {
 (``pipedream:NAME``, ``torch:NAME?...``, see :mod:`graphopt.importers.sources`): the ``real``
 suite holds measured PipeDream profiles and pure-``torch.nn`` zoo models (no optional extras)."""
 
+
+def suite_names(item: str) -> tuple[str, ...]:
+    """The graph names of ``item`` (``suite:NAME``).
+
+    Raises:
+        ValueError: an unknown suite, naming the known ones.
+    """
+    suite = item[len("suite:") :]
+    if suite not in SUITES:
+        raise ValueError(
+            f"unknown suite {suite!r}; known suites: " + ", ".join(f"suite:{s}" for s in SUITES)
+        )
+    return SUITES[suite]
+
+
 _RANDOM = re.compile(r"random-(layered|sp)-([1-9][0-9]*)-s(0|[1-9][0-9]*)")
 RANDOM_PATTERNS = ("random-layered-<n>-s<seed>", "random-sp-<n>-s<seed>")
 
@@ -301,13 +316,7 @@ def resolve_graph_files(spec: str | Sequence[str]) -> list[tuple[CompGraph, Path
     graphs: list[tuple[CompGraph, Path | None]] = []
     for item in items:
         if item.startswith("suite:"):
-            suite = item[len("suite:") :]
-            if suite not in SUITES:
-                raise ValueError(
-                    f"unknown suite {suite!r}; known suites: "
-                    + ", ".join(f"suite:{s}" for s in SUITES)
-                )
-            graphs.extend(resolve_graph_files(list(SUITES[suite])))
+            graphs.extend(resolve_graph_files(list(suite_names(item))))
         else:
             split = isinstance(spec, str) and len(items) > 1
             if (
