@@ -59,7 +59,7 @@ import numpy as np
 from numba import njit
 
 from graphopt.baselines.heft import list_inputs
-from graphopt.constraints import constraints
+from graphopt.constraints import Constraints, constraints
 from graphopt.graph import CompGraph
 from graphopt.hardware import Cluster
 from graphopt.sim.critical import timeline_times
@@ -126,6 +126,11 @@ def unsupported(graph: CompGraph, cluster: Cluster) -> str:
     ``"route: via-host of cluster 'accel-host'"``; empty when it runs the default model: no
     ``contention: none``, ``route: via-host``, ``send: per-consumer``, ``dispatch: fcfs`` or
     enforced colocation."""
+    return _unsupported(cluster, constraints(graph, cluster))
+
+
+def _unsupported(cluster: Cluster, rules: Constraints) -> str:
+    """:func:`unsupported` with the graph's constraints on ``cluster`` already built."""
     model = cluster.model
     other = [
         option
@@ -137,7 +142,6 @@ def unsupported(graph: CompGraph, cluster: Cluster) -> str:
         )
         if set_
     ]
-    rules = constraints(graph, cluster)
     if rules.group is not None and (rules.group >= 0).any():
         other.append("colocation: enforce")
     return f"{', '.join(other)} of cluster {cluster.name!r}" if other else ""
@@ -152,13 +156,13 @@ def event_graph(graph: CompGraph, cluster: Cluster, anchor: IntArray | None = No
             colocation, or an anchor of the wrong shape.
     """
     n, num_dev = graph.num_ops, cluster.num_devices
-    other = unsupported(graph, cluster)
+    rules = constraints(graph, cluster)
+    other = _unsupported(cluster, rules)
     if other:
         raise ValueError(
             f"the event-driven decoder runs the simulator's default model and cannot run "
             f"{other}; use graphopt optimize"
         )
-    rules = constraints(graph, cluster)
     prologue = list_inputs(graph, cluster)
     succ_ptr, succ_dst, pred_ptr, pred_src, pred_bytes = prologue.csr
     latency, bandwidth = prologue.links

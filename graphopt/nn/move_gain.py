@@ -100,7 +100,7 @@ def move_inputs(
     simulates the placement's own schedule) so that only what depends on the placement is
     computed again."""
     placement = np.asarray(placement, dtype=np.int64)
-    eg = (base or event_graph(graph, cluster)).anchored(placement, prepared)
+    eg = (base if base is not None else event_graph(graph, cluster)).anchored(placement, prepared)
     episode = decode_events(eg, given=placement, record=True)
     n = graph.num_ops
     feats = np.empty_like(episode.feats)
