@@ -90,9 +90,16 @@ def move_search(
             moves, _ = ranked_moves(net, inputs)
         return [m for m in map(tuple, moves.tolist()) if m not in tried]
 
-    ranked_at = clock()
-    queue = order(placement)
-    ranking = clock() - ranked_at  # what the last ranking cost, in seconds
+    ranked_at, ranking = 0.0, 0.0  # when the last ranking began, and what it cost (seconds)
+
+    def rank(p: IntArray) -> list[tuple[int, int]]:
+        nonlocal ranked_at, ranking
+        ranked_at = clock()
+        ranked = order(p)
+        ranking = clock() - ranked_at
+        return ranked
+
+    queue = rank(placement)
     position, kept_in_pass = 0, 0
     while used < calls:
         if deadline is not None and clock() >= deadline:
@@ -101,9 +108,7 @@ def move_search(
             if not kept_in_pass:
                 break  # none kept since the last full pass: a local optimum of single moves
             tried.clear()  # moves that failed before the kept ones may pay now
-            ranked_at = clock()
-            queue, position, kept_in_pass = order(placement), 0, 0
-            ranking = clock() - ranked_at
+            queue, position, kept_in_pass = rank(placement), 0, 0
             continue
         v, d = queue[position]  # never tried since the queue was ranked: order() leaves those out
         position += 1
@@ -122,9 +127,7 @@ def move_search(
             # under a deadline, ranking again waits until the calls since the last ranking have
             # taken long enough that rankings take at most RANKING_SHARE of the time
             if deadline is None or clock() - ranked_at >= ranking / RANKING_SHARE:
-                ranked_at = clock()
-                queue, position = order(placement), 0
-                ranking = clock() - ranked_at
+                queue, position = rank(placement), 0
         history.append(best)
     return MoveSearchResult(placement, best, used, kept, np.asarray(history))
 
