@@ -8,8 +8,9 @@ Usage: python bench/bench_move_tuning.py [--graphs SPEC] [--cluster C] [--max-op
 On each graph, from its best heuristic's placement: **builtin** (the search of
 :mod:`graphopt.nn.move_search` in the built-in model's order, ``C`` calls), **random** (the same
 in a random order), **tuned** (the moves of ``K`` drawn ops labelled by the simulator as
-``graphopt moves train`` labels them, about ``2K``-``3K`` calls; the built-in model fitted to them
-for ``E`` full-batch Adam steps, learning rate 3e-4, binary cross-entropy; then the search in its
+``graphopt moves train`` labels them, about ``2K``-``3K`` calls; the built-in model fine-tuned on them
+for ``E`` full-batch Adam steps, learning rate 3e-4, binary cross-entropy (``fit_move_net(...,
+start=)``); then the search in its
 order on the calls left, or on all ``C`` with ``--free-labels``). Speed-ups over the best
 heuristic, geometric means. Torch on 2 threads.
 """
@@ -17,7 +18,6 @@ heuristic, geometric means. Torch on 2 threads.
 from __future__ import annotations
 
 import argparse
-import copy
 import sys
 import time
 from pathlib import Path
@@ -27,29 +27,13 @@ import torch
 
 from graphopt.baselines.reference_cache import cached_best_placement
 from graphopt.hardware import get_cluster
-from graphopt.nn.move_gain import MoveGainNet, load_move_net
+from graphopt.nn.move_gain import load_move_net
 from graphopt.nn.move_search import move_search
-from graphopt.train.move_gain import MoveExample, move_examples
+from graphopt.train.move_gain import fit_move_net, move_examples
 from graphopt.train.step_run import resolve_run_graphs
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_stepwise_scorer import geomean  # noqa: E402
-
-
-def tuned(net: MoveGainNet, example: MoveExample, epochs: int, lr: float = 3e-4) -> MoveGainNet:
-    """A copy of ``net`` fitted to ``example``'s labels (whether each move gains)."""
-    net = copy.deepcopy(net).train()
-    opt = torch.optim.Adam(net.parameters(), lr=lr)
-    y = torch.as_tensor(example.gains, dtype=torch.float32)
-    known = ~torch.isnan(y)
-    for _ in range(epochs):
-        err = torch.nn.functional.binary_cross_entropy_with_logits(
-            net(example.inputs)[known], (y[known] > 0).float()
-        )
-        opt.zero_grad()
-        err.backward()
-        opt.step()
-    return net.eval()
 
 
 def main() -> None:
@@ -76,7 +60,7 @@ def main() -> None:
         example = move_examples([graph], cluster, args.ops, seed=5)[0]
         spent = int((~np.isnan(example.gains)).sum())
         t0 = time.perf_counter()
-        net = tuned(builtin, example, args.epochs)
+        net = fit_move_net([example], args.epochs, lr=3e-4, start=builtin)
         tuning = time.perf_counter() - t0
         left = args.calls if args.free_labels else max(1, args.calls - spent)
         for name, model, calls in (

@@ -18,6 +18,7 @@ so the model learns which moves pay without a return to assign credit from.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -108,11 +109,14 @@ def fit_move_net(
     lr: float = 1e-3,
     seed: int = 0,
     loss: str = "bce",
+    start: MoveGainNet | None = None,
     on_epoch: Callable[[int, float, MoveGainNet], None] | None = None,
 ) -> MoveGainNet:
     """A network fitted to ``examples`` (module docstring); ``on_epoch(epoch, mean loss,
     net)`` after each pass (the caller may save it: an interrupted training keeps the last).
     ``loss``: ``bce`` (whether a move gains, as a logit) or ``mse`` (the clipped gains).
+    ``start``: fine-tune a copy of this network (its size and input scaling kept; ``width`` and
+    ``layers`` unused) instead of a new one.
 
     Raises:
         InvalidArgument: an unknown ``loss``.
@@ -120,8 +124,11 @@ def fit_move_net(
     if loss not in LOSSES:
         raise InvalidArgument(f"unknown loss {loss!r}; choose one of: {', '.join(LOSSES)}")
     torch.manual_seed(seed)
-    net = MoveGainNet(width, layers)
-    net.set_scaling(np.concatenate([e.inputs.x for e in examples]))
+    if start is None:
+        net = MoveGainNet(width, layers)
+        net.set_scaling(np.concatenate([e.inputs.x for e in examples]))
+    else:
+        net = copy.deepcopy(start)
     opt = torch.optim.Adam(net.parameters(), lr=lr)
     targets = [
         torch.as_tensor(np.clip(e.gains, -CLIP, CLIP), dtype=torch.float32) for e in examples

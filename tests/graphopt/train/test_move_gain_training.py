@@ -53,6 +53,21 @@ def test_fitting_lowers_the_error_and_reports_each_pass(loss):
         fit_move_net(examples, 1, loss="hinge")
 
 
+def test_fine_tuning_starts_from_a_copy_and_keeps_its_scaling():
+    import torch
+
+    cluster = get_cluster(CLUSTER)
+    first = move_examples([get_graph("random-sp-200-s0")], cluster, ops=40, seed=1)
+    other = move_examples([get_graph("wavenet-tiny")], cluster, ops=40, seed=2)
+    start = fit_move_net(first, 2, width=16, layers=1, lr=3e-3)
+    before = {k: v.clone() for k, v in start.state_dict().items()}
+    tuned = fit_move_net(other, 3, lr=3e-3, start=start)
+    assert tuned is not start and tuned.width == 16 and tuned.layers == 1
+    assert all(torch.equal(v, start.state_dict()[k]) for k, v in before.items())  # untouched
+    assert torch.equal(tuned.mean, start.mean) and torch.equal(tuned.std, start.std)
+    assert not torch.equal(tuned.inp.weight, start.inp.weight)  # fitted to the new graph
+
+
 def test_no_training_graph_is_refused():
     with pytest.raises(InvalidArgument, match="no training graphs"):
         move_examples([], get_cluster(CLUSTER), ops=8, seed=0)
